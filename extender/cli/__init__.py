@@ -1,0 +1,1 @@
+"""Command-line tools: one module per ``python -m extender`` command."""

@@ -1,0 +1,53 @@
+"""The small interfaces a policy plugin implements.
+
+As in the Kubernetes scheduling framework, one plugin class may implement
+several extension points; the policy enables it per point. A plugin instance
+is built once per profile from its validated ``pluginConfig`` args and must be
+stateless across requests: any function instance may serve any request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from marshmallow import Schema
+
+from extender.framework.status import Status
+from extender.framework.types import Facts, Node, Pod, Victims
+
+# Scores live on the scheduling framework's 0..100 scale until the profile
+# combines them into the extender protocol's 0..10.
+MIN_NODE_SCORE = 0
+MAX_NODE_SCORE = 100
+
+
+class Plugin:
+    name: ClassVar[str]
+    # Node facts the plugin reads; LABELS needs full-node requests or a node source.
+    facts: ClassVar[Facts] = Facts.NAME
+    # Validates and loads the plugin's pluginConfig args; None means "takes no args".
+    args_schema: ClassVar[type[Schema] | None] = None
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        self.args = args
+
+
+class FilterPlugin(Plugin):
+    def filter(self, pod: Pod, node: Node) -> Status:
+        raise NotImplementedError
+
+
+class ScorePlugin(Plugin):
+    def score(self, pod: Pod, node: Node) -> int:
+        """A raw score; ``normalize_scores`` must bring all of them into 0..100."""
+        raise NotImplementedError
+
+    def normalize_scores(self, pod: Pod, scores: dict[str, int]) -> None:
+        """Rescale ``scores`` (node name -> score) in place; by default they already fit."""
+
+
+class PreemptPlugin(Plugin):
+    def select_victims(self, pod: Pod, node_name: str, victims: Victims) -> Status:
+        """Accept (Success) or veto (any other code) evicting ``victims`` from ``node_name``."""
+        raise NotImplementedError

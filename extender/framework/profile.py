@@ -1,0 +1,209 @@
+"""A profile runs its enabled plugins over the candidate nodes of one request.
+
+Plugins run plugin-major (each plugin over all remaining nodes), which gives
+the same answer as the scheduler's node-major loop (a node is rejected by the
+first failing plugin in policy order) while timing each plugin once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from extender.framework import status as st
+from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
+from extender.framework.status import Code, Status
+from extender.framework.types import Facts, Node, Pod, Victims
+
+# The extender protocol's score range (k8s.io/kube-scheduler/extender/v1).
+MIN_EXTENDER_PRIORITY = 0
+MAX_EXTENDER_PRIORITY = 10
+
+
+@dataclass
+class FilterResult:
+    feasible: list[Node]
+    rejected: dict[str, Status] = field(default_factory=dict)
+    error: Status | None = None
+    seconds_by_plugin: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ScoreResult:
+    # Final extender scores (0..10) in input order; empty when ``error`` is set.
+    scores: dict[str, int]
+    # Normalized plugin scores (0..100) per plugin, for explanations.
+    by_plugin: dict[str, dict[str, int]] = field(default_factory=dict)
+    error: Status | None = None
+    seconds_by_plugin: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class PreemptResult:
+    accepted: dict[str, Victims]
+    rejected: dict[str, Status] = field(default_factory=dict)
+    error: Status | None = None
+    seconds_by_plugin: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScorePluginEntry:
+    plugin: ScorePlugin
+    weight: int
+
+
+class Profile:
+    def __init__(
+        self,
+        name: str,
+        filters: Sequence[FilterPlugin] = (),
+        scores: Sequence[ScorePluginEntry] = (),
+        preempts: Sequence[PreemptPlugin] = (),
+        fail_open: bool = False,
+    ) -> None:
+        self.name = name
+        self.filters = tuple(filters)
+        self.scores = tuple(scores)
+        self.preempts = tuple(preempts)
+        # When a plugin needs facts nobody could supply: skip the plugin (open) or fail the request (closed).
+        self.fail_open = fail_open
+        plugins = [*self.filters, *(entry.plugin for entry in self.scores), *self.preempts]
+        self.facts = max((plugin.facts for plugin in plugins), default=Facts.NAME)
+
+    def filter(self, pod: Pod, nodes: Sequence[Node]) -> FilterResult:
+        result = FilterResult(feasible=list(nodes))
+        for plugin in self.filters:
+            started = time.perf_counter()
+            feasible: list[Node] = []
+            for node in result.feasible:
+                outcome = self._run_filter(plugin, pod, node)
+                if outcome.is_success:
+                    feasible.append(node)
+                elif outcome.code is Code.ERROR:
+                    result.error = outcome
+                    result.feasible = []
+                    return result
+                else:
+                    result.rejected[node.name] = outcome
+            result.feasible = feasible
+            result.seconds_by_plugin[plugin.name] = time.perf_counter() - started
+        return result
+
+    def prioritize(self, pod: Pod, nodes: Sequence[Node]) -> ScoreResult:
+        result = ScoreResult(scores={})
+        weighted = dict.fromkeys((node.name for node in nodes), 0)
+        total_weight = 0
+        for entry in self.scores:
+            plugin = entry.plugin
+            started = time.perf_counter()
+            scores, failure = self._run_score(plugin, pod, nodes)
+            result.seconds_by_plugin[plugin.name] = time.perf_counter() - started
+            if failure is not None:
+                result.error = failure
+                return result
+            if scores is None:  # skipped: facts unknown and the profile fails open
+                continue
+            result.by_plugin[plugin.name] = scores
+            total_weight += entry.weight
+            for name, score in scores.items():
+                weighted[name] += entry.weight * score
+        result.scores = {name: _to_extender_priority(total, total_weight) for name, total in weighted.items()}
+        return result
+
+    def preempt(self, pod: Pod, candidates: Mapping[str, Victims], nodes: Mapping[str, Node]) -> PreemptResult:
+        """Keep the candidates where the pod would pass our filters and no plugin vetoes the victims.
+
+        Filter plugins whose node facts are unknown are skipped here rather than failing: the scheduler calls
+        filter again on the nominated node after preemption, and that call enforces them.
+        """
+        result = PreemptResult(accepted={})
+        for node_name, victims in candidates.items():
+            node = nodes.get(node_name) or Node(node_name)
+            verdict = self._preempt_verdict(pod, node, victims, result.seconds_by_plugin)
+            if verdict.is_success:
+                result.accepted[node_name] = victims
+            elif verdict.code is Code.ERROR:
+                result.error = verdict
+                result.accepted = {}
+                return result
+            else:
+                result.rejected[node_name] = verdict
+        return result
+
+    def _preempt_verdict(self, pod: Pod, node: Node, victims: Victims, seconds: dict[str, float]) -> Status:
+        for filter_plugin in self.filters:
+            if filter_plugin.facts > Facts.NAME and node.labels is None:
+                continue
+            outcome = _timed(seconds, filter_plugin.name, self._run_filter, filter_plugin, pod, node)
+            if not outcome.is_success:
+                return outcome
+        for preempt_plugin in self.preempts:
+            outcome = _timed(seconds, preempt_plugin.name, _run_preempt, preempt_plugin, pod, node.name, victims)
+            if not outcome.is_success:
+                return outcome
+        return st.SUCCESS
+
+    def _run_filter(self, plugin: FilterPlugin, pod: Pod, node: Node) -> Status:
+        if plugin.facts > Facts.NAME and node.labels is None:
+            return st.SUCCESS if self.fail_open else _missing_labels(plugin.name, node.name)
+        try:
+            outcome = plugin.filter(pod, node)
+        except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
+            return _crashed(plugin.name, "filter", node.name, exc)
+        return outcome.with_plugin(plugin.name)
+
+    def _run_score(self, plugin: ScorePlugin, pod: Pod, nodes: Sequence[Node]) -> tuple[dict[str, int] | None, Status | None]:
+        if plugin.facts > Facts.NAME:
+            unknown = next((node for node in nodes if node.labels is None), None)
+            if unknown is not None:
+                return None, (None if self.fail_open else _missing_labels(plugin.name, unknown.name))
+        scores: dict[str, int] = {}
+        try:
+            for node in nodes:
+                scores[node.name] = plugin.score(pod, node)
+            plugin.normalize_scores(pod, scores)
+        except Exception as exc:
+            return None, _crashed(plugin.name, "score", "", exc)
+        for name, score in scores.items():
+            if type(score) is not int or not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
+                return None, st.error(
+                    f"plugin {plugin.name} scored node {name} {score!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
+                ).with_plugin(plugin.name)
+        return scores, None
+
+
+def _run_preempt(plugin: PreemptPlugin, pod: Pod, node_name: str, victims: Victims) -> Status:
+    try:
+        outcome = plugin.select_victims(pod, node_name, victims)
+    except Exception as exc:
+        return _crashed(plugin.name, "preempt", node_name, exc)
+    return outcome.with_plugin(plugin.name)
+
+
+def _timed(seconds: dict[str, float], name: str, run, *args) -> Status:  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    try:
+        return run(*args)
+    finally:
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
+
+
+def _to_extender_priority(weighted_total: int, total_weight: int) -> int:
+    """Map a weighted sum of 0..100 plugin scores onto the protocol's integer 0..10, rounding half up."""
+    if total_weight == 0:
+        return MIN_EXTENDER_PRIORITY
+    scale = total_weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+    return (weighted_total + scale // 2) // scale
+
+
+def _missing_labels(plugin: str, node: str) -> Status:
+    return st.error(
+        f"plugin {plugin} needs node labels, but none are known for node {node}: "
+        "node-name requests (nodeCacheCapable: true) need a nodeSource in the policy"
+    ).with_plugin(plugin)
+
+
+def _crashed(plugin: str, point: str, node: str, exc: Exception) -> Status:
+    where = f" on node {node}" if node else ""
+    return st.error(f"plugin {plugin} failed in {point}{where}: {type(exc).__name__}: {exc}").with_plugin(plugin)

@@ -1,0 +1,45 @@
+"""Plugin outcomes, named as in the Kubernetes scheduling framework."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Code(enum.Enum):
+    SUCCESS = "Success"
+    # The node does not fit now; preemption may make it fit (-> FailedNodes).
+    UNSCHEDULABLE = "Unschedulable"
+    # The node cannot fit whatever is evicted (-> FailedAndUnresolvableNodes).
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    # The plugin could not decide; the whole answer carries the error.
+    ERROR = "Error"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reason: str = ""
+    plugin: str = ""
+
+    @property
+    def is_success(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    def with_plugin(self, plugin: str) -> Status:
+        return Status(self.code, self.reason, plugin)
+
+
+SUCCESS = Status()
+
+
+def unschedulable(reason: str) -> Status:
+    return Status(Code.UNSCHEDULABLE, reason)
+
+
+def unresolvable(reason: str) -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reason)
+
+
+def error(reason: str) -> Status:
+    return Status(Code.ERROR, reason)

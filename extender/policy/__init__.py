@@ -1,0 +1,1 @@
+"""The scheduling policy: which plugins run in which profile, with which args."""

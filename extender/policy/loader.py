@@ -1,0 +1,67 @@
+"""Read, validate and build the policy the function serves."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from marshmallow import ValidationError
+
+from extender.framework.profile import Profile
+from extender.wire.errors import flatten_errors
+
+POLICY_ENV = "EXTENDER_POLICY"
+EMBEDDED = "embedded default"
+
+
+class PolicyError(Exception):
+    """The policy cannot be served; ``problems`` holds one ``field.path: message`` line each."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"invalid policy {source}:\n" + "\n".join(f"  {line}" for line in problems))
+
+
+@dataclass(frozen=True)
+class Policy:
+    profiles: dict[str, Profile]
+    source: str
+    sha256: str
+
+
+def load_policy(path: str | os.PathLike[str] | None = None) -> Policy:
+    """Load ``path``, else the file named by ``EXTENDER_POLICY``, else the embedded default."""
+    path = path or os.environ.get(POLICY_ENV) or None
+    if path is None:
+        text = resources.files("extender.policy").joinpath("default.yaml").read_text(encoding="utf-8")
+        source = EMBEDDED
+    else:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PolicyError(source, [f"cannot read the file: {exc}"]) from None
+    return parse_policy(text, source)
+
+
+def parse_policy(text: str, source: str) -> Policy:
+    import yaml  # JSON is YAML too; imported here so only start-up pays for it
+
+    from extender import plugins  # noqa: F401  (registers the built-in plugins)
+    from extender.policy.schema import PolicySchema
+
+    try:
+        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise PolicyError(source, [f"not valid YAML or JSON: {exc}"]) from None
+    if not isinstance(document, dict):
+        raise PolicyError(source, ["the policy must be a mapping with a 'profiles' list"])
+    try:
+        profiles = PolicySchema().load(document)
+    except ValidationError as exc:
+        raise PolicyError(source, flatten_errors(exc.messages)) from None
+    return Policy(profiles=profiles, source=source, sha256=hashlib.sha256(text.encode()).hexdigest())

@@ -1,0 +1,35 @@
+"""One module per protocol verb: decode the wire request, run the profile, encode the answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from marshmallow import Schema, ValidationError
+
+from extender.errors import RequestError
+from extender.wire.errors import flatten_errors
+
+# Longest error text we put into one answer: the scheduler shows it verbatim in the pod's events.
+_MAX_PROBLEMS = 10
+
+
+@dataclass
+class Answer:
+    body: Any
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    # What the decision log should say beyond the wire answer (counts, per-plugin times, errors).
+    error: str = ""
+    nodes_in: int = 0
+    nodes_out: int = 0
+
+
+def load_request(schema: Schema, payload: Any, what: str) -> Any:
+    try:
+        return schema.load(payload)
+    except ValidationError as exc:
+        problems = flatten_errors(exc.messages)
+        shown = "; ".join(problems[:_MAX_PROBLEMS])
+        more = f" (and {len(problems) - _MAX_PROBLEMS} more)" if len(problems) > _MAX_PROBLEMS else ""
+        raise RequestError(400, f"invalid {what}: {shown}{more}") from None

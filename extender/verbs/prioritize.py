@@ -1,0 +1,31 @@
+"""prioritize: a bare array of integer scores 0..10, one per input node.
+
+The scheduler silently ignores a failed prioritize call, so a plugin error
+answers neutral zeros (the same effect) and says why in the
+``X-Extender-Error`` header and the decision log instead of a non-array body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.framework.profile import MIN_EXTENDER_PRIORITY, Profile
+from extender.nodesource.base import NodeSource
+from extender.verbs import Answer, load_request
+from extender.verbs.filter import node_facts
+from extender.wire.schemas import ExtenderArgsSchema, HostPrioritySchema
+
+_args = ExtenderArgsSchema()
+_result = HostPrioritySchema(many=True)
+
+
+def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
+    args = load_request(_args, payload, "ExtenderArgs")
+    nodes = node_facts(args, profile, source)
+    result = profile.prioritize(args.pod, nodes)
+    if result.error is not None:
+        zeros = [{"Host": node.name, "Score": MIN_EXTENDER_PRIORITY} for node in nodes]
+        reason = result.error.reason
+        return Answer(_result.dump(zeros), headers={"X-Extender-Error": reason}, error=reason, nodes_in=len(nodes))
+    scores = [{"Host": name, "Score": score} for name, score in result.scores.items()]
+    return Answer(_result.dump(scores), nodes_in=len(nodes), nodes_out=len(scores))

@@ -1,0 +1,1 @@
+"""The extender protocol's wire types, as marshmallow schemas."""

@@ -1,0 +1,237 @@
+"""marshmallow schemas for the extender protocol (k8s.io/kube-scheduler/extender/v1).
+
+The Go types have no json tags, so the scheduler sends and expects Go's
+capitalised field names; it always sends both alternatives of a pair with
+the unused one ``null``, so ``null`` is read exactly like a missing key.
+Kubernetes objects inside (Pod, Node) use their usual camelCase JSON; only
+the facts policies read are loaded, unknown fields are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validates_schema
+
+from extender.framework.types import Node, Pod, Victims
+from extender.wire.fields import StringMap, non_empty_string, strict_int
+
+
+class WireSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    @pre_load
+    def drop_nulls(self, data: Any, **kwargs: Any) -> Any:
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+# --- Kubernetes objects: only what policies read -------------------------------------------------
+
+
+class ObjectMetaSchema(WireSchema):
+    name = fields.String(load_default="")
+    namespace = fields.String(load_default="")
+    uid = fields.String(load_default="")
+    labels = StringMap(load_default=dict)
+    annotations = StringMap(load_default=dict)
+
+
+class PodSpecSchema(WireSchema):
+    priority = strict_int(load_default=None)
+
+
+class PodSchema(WireSchema):
+    metadata = fields.Nested(ObjectMetaSchema, required=True)
+    spec = fields.Nested(PodSpecSchema, load_default=dict)
+
+    @post_load
+    def make_pod(self, data: dict[str, Any], **kwargs: Any) -> Pod:
+        meta, spec = data["metadata"], data["spec"]
+        return Pod(
+            uid=meta["uid"],
+            name=meta["name"],
+            namespace=meta["namespace"],
+            labels=meta["labels"],
+            annotations=meta["annotations"],
+            priority=spec.get("priority"),
+        )
+
+
+class NodeMetaSchema(WireSchema):
+    name = non_empty_string(required=True)
+    labels = StringMap(load_default=dict)
+
+
+class NodeSchema(WireSchema):
+    metadata = fields.Nested(NodeMetaSchema, required=True)
+
+
+class NodeItems(fields.Field):
+    """``NodeList.items``: loads each node's facts and keeps the object itself for echoing back."""
+
+    _schema = NodeSchema(many=True)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> list[Node]:
+        if not isinstance(value, list):
+            raise ValidationError("Not a valid list.")
+        loaded = self._schema.load(value)
+        return [
+            Node(name=facts["metadata"]["name"], labels=facts["metadata"]["labels"], raw=raw)
+            for facts, raw in zip(loaded, value)
+        ]
+
+
+class NodeListSchema(WireSchema):
+    items = NodeItems(load_default=list)
+
+
+# --- Requests ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs:
+    pod: Pod
+    # Full-node request (nodeCacheCapable: false) when set ...
+    nodes: list[Node] | None
+    # ... node-name request (nodeCacheCapable: true) otherwise.
+    node_names: list[str] | None
+
+    @property
+    def full_nodes(self) -> bool:
+        return self.nodes is not None
+
+    @property
+    def names(self) -> list[str]:
+        return [node.name for node in self.nodes] if self.nodes is not None else list(self.node_names or ())
+
+
+def _check_unique(names: list[str], field: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValidationError(f"duplicate node name {name!r}", field)
+        seen.add(name)
+
+
+class ExtenderArgsSchema(WireSchema):
+    Pod = fields.Nested(PodSchema, required=True)
+    Nodes = fields.Nested(NodeListSchema)
+    NodeNames = fields.List(non_empty_string())
+
+    @validates_schema
+    def one_node_form(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if ("Nodes" in data) == ("NodeNames" in data):
+            raise ValidationError("exactly one of Nodes and NodeNames must be set (the other null)")
+        if "Nodes" in data:
+            _check_unique([node.name for node in data["Nodes"]["items"]], "Nodes")
+        else:
+            _check_unique(data["NodeNames"], "NodeNames")
+
+    @post_load
+    def make_args(self, data: dict[str, Any], **kwargs: Any) -> ExtenderArgs:
+        nodes = data.get("Nodes")
+        return ExtenderArgs(data["Pod"], nodes["items"] if nodes is not None else None, data.get("NodeNames"))
+
+
+class VictimsSchema(WireSchema):
+    Pods = fields.List(fields.Nested(PodSchema), load_default=list)
+    NumPDBViolations = strict_int(load_default=0)
+
+    @post_load
+    def make_victims(self, data: dict[str, Any], **kwargs: Any) -> Victims:
+        return Victims(tuple(data["Pods"]), data["NumPDBViolations"])
+
+
+class MetaPodSchema(WireSchema):
+    UID = non_empty_string(required=True)
+
+    @post_load
+    def make_pod(self, data: dict[str, Any], **kwargs: Any) -> Pod:
+        return Pod(uid=data["UID"])
+
+
+class MetaVictimsSchema(VictimsSchema):
+    Pods = fields.List(fields.Nested(MetaPodSchema), load_default=list)
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    pod: Pod
+    candidates: dict[str, Victims]
+    # True when victims came as full pods (NodeNameToVictims, nodeCacheCapable: false).
+    full_pods: bool
+
+
+class ExtenderPreemptionArgsSchema(WireSchema):
+    Pod = fields.Nested(PodSchema, required=True)
+    NodeNameToVictims = fields.Dict(keys=non_empty_string(), values=fields.Nested(VictimsSchema))
+    NodeNameToMetaVictims = fields.Dict(keys=non_empty_string(), values=fields.Nested(MetaVictimsSchema))
+
+    @validates_schema
+    def one_victim_form(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if "NodeNameToVictims" in data and "NodeNameToMetaVictims" in data:
+            raise ValidationError("at most one of NodeNameToVictims and NodeNameToMetaVictims may be set")
+
+    @post_load
+    def make_args(self, data: dict[str, Any], **kwargs: Any) -> PreemptionArgs:
+        full = "NodeNameToVictims" in data
+        candidates = data.get("NodeNameToVictims") or data.get("NodeNameToMetaVictims") or {}
+        return PreemptionArgs(data["Pod"], candidates, full)
+
+
+@dataclass(frozen=True, slots=True)
+class BindingArgs:
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    node: str
+
+
+class ExtenderBindingArgsSchema(WireSchema):
+    PodName = non_empty_string(required=True)
+    PodNamespace = non_empty_string(required=True)
+    PodUID = non_empty_string(required=True)
+    Node = non_empty_string(required=True)
+
+    @post_load
+    def make_args(self, data: dict[str, Any], **kwargs: Any) -> BindingArgs:
+        return BindingArgs(data["PodName"], data["PodNamespace"], data["PodUID"], data["Node"])
+
+
+# --- Answers -------------------------------------------------------------------------------------
+
+
+class ExtenderFilterResultSchema(Schema):
+    # Exactly one of Nodes / NodeNames is dumped: the one of the request's mode.
+    Nodes = fields.Raw()
+    NodeNames = fields.List(fields.String())
+    FailedNodes = fields.Dict(keys=fields.String(), values=fields.String())
+    FailedAndUnresolvableNodes = fields.Dict(keys=fields.String(), values=fields.String())
+    Error = fields.String()
+
+
+class HostPrioritySchema(Schema):
+    Host = fields.String()
+    Score = fields.Integer()
+
+
+class MetaPodDumpSchema(Schema):
+    UID = fields.String(attribute="uid")
+
+
+class MetaVictimsDumpSchema(Schema):
+    Pods = fields.List(fields.Nested(MetaPodDumpSchema), attribute="pods")
+    NumPDBViolations = fields.Integer(attribute="num_pdb_violations")
+
+
+class ExtenderPreemptionResultSchema(Schema):
+    NodeNameToMetaVictims = fields.Dict(keys=fields.String(), values=fields.Nested(MetaVictimsDumpSchema))
+
+
+class ExtenderBindingResultSchema(Schema):
+    Error = fields.String()

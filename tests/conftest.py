@@ -1,0 +1,80 @@
+"""Shared fixtures: the function through functions-framework, in-process and as a real served process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import functions_framework
+import pytest
+import requests
+from flask.testing import FlaskClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_client(monkeypatch: pytest.MonkeyPatch, policy: str | Path | None = None, **env: str) -> FlaskClient:
+    """A Flask test client of the real functions-framework app, started with this environment."""
+    if policy is None:
+        monkeypatch.delenv("EXTENDER_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("EXTENDER_POLICY", str(policy))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(ROOT)
+    return functions_framework.create_app(target="extender", source=str(ROOT / "main.py")).test_client()
+
+
+@pytest.fixture
+def client_factory(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FlaskClient]:
+    return lambda policy=None, **env: make_client(monkeypatch, policy, **env)
+
+
+@pytest.fixture
+def client(client_factory: Callable[..., FlaskClient]) -> FlaskClient:
+    return client_factory()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the function exited with {process.returncode}: {process.stderr.read().decode() if process.stderr else ''}")
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.05)
+    raise TimeoutError(f"{url} did not answer within {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def served_url() -> Iterator[str]:
+    """A real ``functions-framework --target extender`` process on a free loopback port."""
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(f"{url}/healthz", process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -1,0 +1,63 @@
+"""Every recorded kube-scheduler request replays through the function and gets an answer the scheduler accepts."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from tests.recordings import exchanges
+from tests.scheduler_checks import check_answer
+
+EXCHANGES = exchanges()
+
+
+@pytest.mark.parametrize("exchange", EXCHANGES, ids=lambda e: e.id)
+def test_checks_accept_what_the_real_scheduler_accepted(exchange):
+    # The recorded answers were accepted by a real kube-scheduler: our checks must agree with it.
+    check_answer(exchange.verb, exchange.request, exchange.recorded_response)
+
+
+@pytest.mark.parametrize("exchange", EXCHANGES, ids=lambda e: e.id)
+def test_replay_in_process(client, exchange):
+    response = client.post(f"/{exchange.verb}", data=exchange.body, headers=exchange.meta["headers"] | {"Host": "localhost"})
+    assert response.status_code == 200, response.data
+    assert response.mimetype == "application/json"
+    check_answer(exchange.verb, exchange.request, response.get_json())
+
+
+@pytest.mark.parametrize("exchange", EXCHANGES, ids=lambda e: e.id)
+def test_replay_through_a_served_process(served_url, exchange):
+    headers = {name: value for name, value in exchange.meta["headers"].items() if name not in ("Host", "Content-Length")}
+    response = requests.post(f"{served_url}//{exchange.verb}", data=exchange.body, headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    check_answer(exchange.verb, exchange.request, response.json())
+
+
+def test_filter_answers_in_the_mode_of_the_request(client):
+    for exchange in EXCHANGES:
+        if exchange.verb != "filter":
+            continue
+        answer = client.post("/filter", data=exchange.body, content_type="application/json").get_json()
+        assert ("Nodes" in answer) is (not exchange.node_cache_capable), exchange.id
+        assert ("NodeNames" in answer) is exchange.node_cache_capable, exchange.id
+
+
+def test_bind_never_claims_success_without_a_binding(client):
+    bind = next(e for e in EXCHANGES if e.verb == "bind")
+    answer = client.post("/bind", data=bind.body, content_type="application/json").get_json()
+    assert "binding is not configured" in answer["Error"]
+
+
+def test_function_name_prefix_is_accepted(client_factory):
+    client = client_factory(K_SERVICE="my-extender")
+    exchange = EXCHANGES[0]
+    response = client.post(f"/my-extender/{exchange.verb}", data=exchange.body, content_type="application/json")
+    assert response.status_code == 200
+
+
+def test_healthz_names_version_and_policy(client):
+    answer = client.get("/healthz").get_json()
+    assert answer["status"] == "ok"
+    assert answer["policy"]["source"] == "embedded default"
+    assert answer["policy"]["profiles"] == ["default"]
+    assert len(answer["policy"]["sha256"]) == 64
