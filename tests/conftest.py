@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -59,15 +60,15 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 3
     raise TimeoutError(f"{url} did not answer within {timeout} s")
 
 
-@pytest.fixture(scope="session")
-def served_url() -> Iterator[str]:
-    """A real ``functions-framework --target extender`` process on a free loopback port."""
+@contextlib.contextmanager
+def serving(**env: str) -> Iterator[str]:
+    """A real ``functions-framework --target extender`` process on a free loopback port, with extra ``env``."""
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"}
+    environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | env
     process = subprocess.Popen(
         [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
-        env=env,
+        env=environment,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -78,3 +79,9 @@ def served_url() -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def served_url() -> Iterator[str]:
+    with serving() as url:
+        yield url

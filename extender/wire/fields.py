@@ -18,7 +18,7 @@ class StringMap(fields.Field):
 
     default_error_messages = {
         "invalid": "Not a valid map of strings.",
-        "invalid_entry": "Not a valid map of strings: the value of {key!r} is {kind}.",
+        "invalid_entry": "Not a valid map of strings: the value of {label!r} is {kind}.",
     }
 
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> dict[str, str]:
@@ -28,7 +28,7 @@ class StringMap(fields.Field):
             raise self.make_error("invalid")
         for key, entry in value.items():
             if type(entry) is not str:
-                raise self.make_error("invalid_entry", key=key, kind=type(entry).__name__)
+                raise self.make_error("invalid_entry", label=key, kind=type(entry).__name__)
         return value
 
 
