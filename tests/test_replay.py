@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import requests
 
+from tests.conftest import ROOT
 from tests.recordings import exchanges
 from tests.scheduler_checks import check_answer
 
@@ -61,3 +64,11 @@ def test_healthz_names_version_and_policy(client):
     assert answer["policy"]["source"] == "embedded default"
     assert answer["policy"]["profiles"] == ["default"]
     assert len(answer["policy"]["sha256"]) == 64
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "examples" / "requests").glob("*.json")), ids=lambda p: p.name)
+def test_readme_example_requests_answer(client, example):
+    verb = example.name.split("-")[0]
+    response = client.post(f"/{verb}", data=example.read_bytes(), content_type="application/json")
+    assert response.status_code == 200, response.data
+    check_answer(verb, json.loads(example.read_text()), response.get_json())
