@@ -8,7 +8,9 @@ import functions_framework
 from flask import Request, Response
 
 from extender.app import Extender
+from extender.logs import setup_logging
 
+setup_logging()
 _extender = Extender.from_environment()
 
 

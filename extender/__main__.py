@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Each command lives in extender/cli/<module>.py and exposes register(subparsers), which sets ``run``.
-COMMANDS = ["check_policy"]
+COMMANDS = ["check_policy", "explain", "proxy", "serve"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,24 +5,34 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 from flask import Request, Response
 
 from extender import __version__
-from extender.body import read_json
+from extender.body import discard_body, read_json
+from extender.decision import log_decision
+from extender.duration import DEFAULT_HTTP_TIMEOUT, http_timeout_seconds
 from extender.errors import RequestError
-from extender.nodesource.base import NamesOnly, NodeSource
+from extender.kube import client_from_environment
+from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
-from extender.routing import Route, function_names, route
+from extender.routing import CALLER_TOKEN_ENV, Route, Router, function_names
 from extender.verbs import Answer, bind, filter, preempt, prioritize
+from extender.wire.lean import decode_extender_args
+
+if TYPE_CHECKING:
+    from extender.kube.client import KubeClient
 
 logger = logging.getLogger("extender")
 
 MAX_BODY_ENV = "EXTENDER_MAX_BODY_BYTES"
 # Cloud Functions' own request size cap.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+# Verbs whose ExtenderArgs body can carry thousands of full node objects.
+LEAN_VERBS = ("filter", "prioritize")
 
 
 @dataclass
@@ -30,36 +40,67 @@ class Extender:
     policy: Policy
     source: NodeSource
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    # The scheduler's httpTimeout in seconds: each decision is logged against this budget.
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT
+    # The secret first path segment; None serves every path openly.
+    caller_token: str | None = field(default=None, repr=False)
+    # The Kubernetes API (KUBERNETES_API_URL), for binding and node-name preemption; None when not configured.
+    kube: KubeClient | None = field(default=None, repr=False)
+    router: Router = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.router = Router(self.policy.profiles, function_names(), self.caller_token)
 
     @classmethod
-    def from_environment(cls) -> Extender:
+    def from_environment(cls, policy_path: str | None = None) -> Extender:
         """Build from the environment; an invalid policy or setting raises here, stopping start-up."""
-        return cls(policy=load_policy(), source=NamesOnly(), max_body_bytes=_env_int(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES))
+        policy = load_policy(policy_path)
+        kube = client_from_environment()
+        return cls(
+            policy=policy,
+            source=policy.node_source.build(kube),
+            kube=kube,
+            max_body_bytes=_env_int(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES),
+            http_timeout=http_timeout_seconds(),
+            # Secret Manager values often end in a newline; whitespace is never part of a token.
+            caller_token=os.environ.get(CALLER_TOKEN_ENV, "").strip() or None,
+        )
 
     def handle(self, request: Request) -> Response:
         started = time.perf_counter()
+        where, answer = self.decide(request)
+        body = orjson.dumps(answer.body)
+        seconds = time.perf_counter() - started
+        path = self.router.redact(request.path)
+        log_decision(where, answer, seconds, self.http_timeout, method=request.method, path=path)
+        return Response(body, status=answer.status, headers=answer.headers, mimetype="application/json")
+
+    def decide(self, request: Request) -> tuple[Route | None, Answer]:
+        """Route and answer ``request``, never raising; ``explain`` calls this too, to show the plugins' results."""
+        where = None
         try:
-            where = route(request.path, request.method, self.policy.profiles, function_names())
+            where = self.router.route(request.path, request.method)
             answer = self._answer(where, request)
         except RequestError as exc:
             answer = Answer({"Error": exc.message}, status=exc.status, headers=exc.headers, error=exc.message)
         except Exception as exc:  # a bug must still answer JSON that names it, never an HTML traceback
-            logger.exception("unexpected failure serving %s", request.path)
+            logger.exception("unexpected failure serving %s", self.router.redact(request.path))
             message = f"internal error: {type(exc).__name__}: {exc}"
             answer = Answer({"Error": message}, status=500, error=message)
-        elapsed_ms = (time.perf_counter() - started) * 1000
-        if answer.error:
-            logger.warning("%s %s -> %d in %.1f ms: %s", request.method, request.path, answer.status, elapsed_ms, answer.error)
-        return Response(orjson.dumps(answer.body), status=answer.status, headers=answer.headers, mimetype="application/json")
+        discard_body(request)
+        return where, answer
 
     def _answer(self, where: Route, request: Request) -> Answer:
         if where.verb == "healthz":
             return Answer(self.health())
-        payload = read_json(request, self.max_body_bytes)
+        payload = read_json(request, self.max_body_bytes, decode_extender_args if where.verb in LEAN_VERBS else None)
         if where.verb == "bind":
-            return bind.handle(payload)
-        verb = {"filter": filter, "prioritize": prioritize, "preempt": preempt}[where.verb]
-        return verb.handle(payload, self.policy.profiles[where.profile], self.source)
+            return bind.handle(payload, self.kube)
+        profile = self.policy.profiles[where.profile]
+        if where.verb == "preempt":
+            return preempt.handle(payload, profile, self.source, self.kube)
+        verb = {"filter": filter, "prioritize": prioritize}[where.verb]
+        return verb.handle(payload, profile, self.source)
 
     def health(self) -> dict[str, object]:
         return {

@@ -7,14 +7,20 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import functions_framework
 import pytest
 import requests
 from flask.testing import FlaskClient
+
+if TYPE_CHECKING:  # imported by the fixtures themselves: cryptography costs every other test run time
+    from tests.certs import CertificateAuthority
+    from tests.fake_apiserver import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,23 +71,46 @@ def serving(**env: str) -> Iterator[str]:
     """A real ``functions-framework --target extender`` process on a free loopback port, with extra ``env``."""
     port = free_port()
     environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | env
-    process = subprocess.Popen(
-        [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(f"{url}/healthz", process)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    # A file, not a pipe: the function logs every request, and a full pipe nobody reads would stall it.
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            try:
+                wait_until_up(f"{url}/healthz", process)
+            except RuntimeError as exc:
+                log.seek(0)
+                raise RuntimeError(f"{exc}{log.read().decode(errors='replace')}") from None
+            yield url
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")
 def served_url() -> Iterator[str]:
     with serving() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def test_ca() -> CertificateAuthority:
+    """One certificate authority per session (tests.certs), for every TLS test."""
+    from tests.certs import CertificateAuthority
+
+    return CertificateAuthority()
+
+
+@pytest.fixture
+def apiserver(test_ca: CertificateAuthority, tmp_path: Path) -> Iterator[FakeApiServer]:
+    """A Kubernetes API server (tests.fake_apiserver) over HTTPS with a certificate from ``test_ca``."""
+    from tests.fake_apiserver import FakeApiServer
+
+    with FakeApiServer.serving(test_ca, tmp_path) as server:
+        yield server

@@ -16,11 +16,11 @@ def check_filter(request: dict[str, Any], answer: Any) -> None:
     assert isinstance(answer, dict), answer
     full = request.get("Nodes") is not None
     if full:
-        sent = [node["metadata"]["name"] for node in request["Nodes"]["items"]]
+        sent = [node["metadata"]["name"] for node in request["Nodes"].get("items") or []]
         assert answer.get("NodeNames") is None, "full-node requests must be answered with Nodes"
         assert isinstance(answer.get("Nodes"), dict) and isinstance(answer["Nodes"].get("items"), list), answer
         kept = [node["metadata"]["name"] for node in answer["Nodes"]["items"]]
-        by_name = {node["metadata"]["name"]: node for node in request["Nodes"]["items"]}
+        by_name = {node["metadata"]["name"]: node for node in request["Nodes"].get("items") or []}
         for node in answer["Nodes"]["items"]:
             assert node == by_name[node["metadata"]["name"]], "full-node answers echo the node objects unchanged"
     else:
@@ -42,7 +42,7 @@ def check_filter(request: dict[str, Any], answer: Any) -> None:
 
 def check_prioritize(request: dict[str, Any], answer: Any) -> None:
     assert isinstance(answer, list), f"prioritize must answer a bare array, got {type(answer).__name__}"
-    sent = [node["metadata"]["name"] for node in request["Nodes"]["items"]] if request.get("Nodes") else request["NodeNames"]
+    sent = [node["metadata"]["name"] for node in request["Nodes"].get("items") or []] if request.get("Nodes") else request["NodeNames"]
     assert [entry["Host"] for entry in answer] == list(sent), "one entry per input node, in order"
     for entry in answer:
         assert set(entry) == {"Host", "Score"}, entry
@@ -52,9 +52,9 @@ def check_prioritize(request: dict[str, Any], answer: Any) -> None:
 def check_preempt(request: dict[str, Any], answer: Any) -> None:
     assert isinstance(answer, dict) and isinstance(answer.get("NodeNameToMetaVictims"), dict), answer
     if request.get("NodeNameToVictims") is not None:
-        offered = {node: {pod["metadata"]["uid"] for pod in victims["Pods"]} for node, victims in request["NodeNameToVictims"].items()}
+        offered = {node: {pod["metadata"]["uid"] for pod in victims.get("Pods") or []} for node, victims in request["NodeNameToVictims"].items()}
     else:
-        offered = {node: {pod["UID"] for pod in victims["Pods"]} for node, victims in request["NodeNameToMetaVictims"].items()}
+        offered = {node: {pod["UID"] for pod in victims.get("Pods") or []} for node, victims in (request.get("NodeNameToMetaVictims") or {}).items()}
     for node, victims in answer["NodeNameToMetaVictims"].items():
         assert node in offered, f"node {node} was not a candidate"
         uids = [pod["UID"] for pod in victims["Pods"]]

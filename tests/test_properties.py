@@ -15,6 +15,8 @@ from tests.conftest import make_client
 from tests.scheduler_checks import check_answer
 
 POLICY = """
+# InstanceCost reads node labels: node-name requests get its Error, full-node requests its scores.
+nodeCacheCapable: false
 profiles:
 - name: default
   plugins:

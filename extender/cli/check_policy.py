@@ -1,24 +1,49 @@
-"""check-policy FILE: validate a policy file exactly as the function does at start-up."""
+"""check-policy FILE...: validate policy files exactly as the function does at start-up, for CI pipelines.
+
+Exit status 0 when every file is valid, 1 when any is not (each problem on
+stderr as ``field.path: message``), 2 on a usage error.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from extender.framework.profile import Profile
 from extender.policy.loader import PolicyError, load_policy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("check-policy", help="validate a policy file (exit 1 on problems)")
-    parser.add_argument("file", help="policy file (YAML or JSON)")
+    parser = subparsers.add_parser(
+        "check-policy",
+        help="validate policy files (exit 1 on problems)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="policy file (YAML or JSON)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        policy = load_policy(args.file)
-    except PolicyError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    print(f"{args.file}: ok, profiles: {', '.join(sorted(policy.profiles))}")
-    return 0
+    status = 0
+    for path in args.files:
+        try:
+            policy = load_policy(path)
+        except PolicyError as exc:
+            print(exc, file=sys.stderr)
+            status = 1
+            continue
+        print(f"{path}: ok")
+        for name in sorted(policy.profiles):
+            print(f"  profile {name}: {describe(policy.profiles[name])}")
+    return status
+
+
+def describe(profile: Profile) -> str:
+    """The enabled plugins per extension point, in the order they run."""
+    points = {
+        "filter": [plugin.name for plugin in profile.filters],
+        "score": [f"{entry.plugin.name} (weight {entry.weight})" for entry in profile.scores],
+        "preempt": [plugin.name for plugin in profile.preempts],
+    }
+    return "; ".join(f"{point} {', '.join(names)}" for point, names in points.items() if names) or "no plugins"

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from marshmallow import Schema
 
 from extender.framework.status import Status
-from extender.framework.types import Facts, Node, Pod, Victims
+from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
 # Scores live on the scheduling framework's 0..100 scale until the profile
 # combines them into the extender protocol's 0..10.
@@ -48,6 +48,9 @@ class ScorePlugin(Plugin):
 
 
 class PreemptPlugin(Plugin):
+    # Victim facts the plugin reads; POD needs full-pod requests or the Kubernetes API to look victims up.
+    victim_facts: ClassVar[VictimFacts] = VictimFacts.UID
+
     def select_victims(self, pod: Pod, node_name: str, victims: Victims) -> Status:
         """Accept (Success) or veto (any other code) evicting ``victims`` from ``node_name``."""
         raise NotImplementedError

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from extender.framework import status as st
 from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
 from extender.framework.status import Code, Status
-from extender.framework.types import Facts, Node, Pod, Victims
+from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
 # The extender protocol's score range (k8s.io/kube-scheduler/extender/v1).
 MIN_EXTENDER_PRIORITY = 0
@@ -70,6 +70,7 @@ class Profile:
         self.fail_open = fail_open
         plugins = [*self.filters, *(entry.plugin for entry in self.scores), *self.preempts]
         self.facts = max((plugin.facts for plugin in plugins), default=Facts.NAME)
+        self.victim_facts = max((plugin.victim_facts for plugin in self.preempts), default=VictimFacts.UID)
 
     def filter(self, pod: Pod, nodes: Sequence[Node]) -> FilterResult:
         result = FilterResult(feasible=list(nodes))
@@ -134,11 +135,18 @@ class Profile:
     def _preempt_verdict(self, pod: Pod, node: Node, victims: Victims, seconds: dict[str, float]) -> Status:
         for filter_plugin in self.filters:
             if filter_plugin.facts > Facts.NAME and node.labels is None:
-                continue
+                unknown = self._unknown_facts(filter_plugin.name, node)
+                if unknown.code is Code.ERROR or unknown.is_success:
+                    continue  # facts unavailable for now: the filter call after preemption enforces the plugin
+                return unknown
             outcome = _timed(seconds, filter_plugin.name, self._run_filter, filter_plugin, pod, node)
             if not outcome.is_success:
                 return outcome
         for preempt_plugin in self.preempts:
+            if preempt_plugin.victim_facts > VictimFacts.UID and any(victim.labels is None for victim in victims.pods):
+                if self.fail_open:
+                    continue
+                return _missing_victim_details(preempt_plugin.name, node.name)
             outcome = _timed(seconds, preempt_plugin.name, _run_preempt, preempt_plugin, pod, node.name, victims)
             if not outcome.is_success:
                 return outcome
@@ -146,7 +154,7 @@ class Profile:
 
     def _run_filter(self, plugin: FilterPlugin, pod: Pod, node: Node) -> Status:
         if plugin.facts > Facts.NAME and node.labels is None:
-            return st.SUCCESS if self.fail_open else _missing_labels(plugin.name, node.name)
+            return self._unknown_facts(plugin.name, node)
         try:
             outcome = plugin.filter(pod, node)
         except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
@@ -154,10 +162,18 @@ class Profile:
         return outcome.with_plugin(plugin.name)
 
     def _run_score(self, plugin: ScorePlugin, pod: Pod, nodes: Sequence[Node]) -> tuple[dict[str, int] | None, Status | None]:
+        unknowable: list[str] = []
         if plugin.facts > Facts.NAME:
-            unknown = next((node for node in nodes if node.labels is None), None)
-            if unknown is not None:
-                return None, (None if self.fail_open else _missing_labels(plugin.name, unknown.name))
+            unknown = [node for node in nodes if node.labels is None]
+            for node in unknown:
+                verdict = self._unknown_facts(plugin.name, node)
+                if verdict.is_success:
+                    return None, None  # facts unavailable and the profile fails open: skip the plugin
+                if verdict.code is Code.ERROR:
+                    return None, verdict
+                unknowable.append(node.name)
+            if unknowable:  # the filters rejected them; they score lowest rather than failing the others
+                nodes = [node for node in nodes if node.labels is not None]
         scores: dict[str, int] = {}
         try:
             for node in nodes:
@@ -165,12 +181,20 @@ class Profile:
             plugin.normalize_scores(pod, scores)
         except Exception as exc:
             return None, _crashed(plugin.name, "score", "", exc)
+        scores.update(dict.fromkeys(unknowable, MIN_NODE_SCORE))
         for name, score in scores.items():
             if type(score) is not int or not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
                 return None, st.error(
                     f"plugin {plugin.name} scored node {name} {score!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
                 ).with_plugin(plugin.name)
         return scores, None
+
+    def _unknown_facts(self, plugin: str, node: Node) -> Status:
+        """A node whose labels nobody supplied: rejected if its source says it cannot be known, else failurePolicy."""
+        why = node.why_unknown or _missing_labels(plugin, node.name)
+        if why.code is Code.ERROR and self.fail_open:
+            return st.SUCCESS
+        return why.with_plugin(plugin)
 
 
 def _run_preempt(plugin: PreemptPlugin, pod: Pod, node_name: str, victims: Victims) -> Status:
@@ -201,6 +225,13 @@ def _missing_labels(plugin: str, node: str) -> Status:
     return st.error(
         f"plugin {plugin} needs node labels, but none are known for node {node}: "
         "node-name requests (nodeCacheCapable: true) need a nodeSource in the policy"
+    ).with_plugin(plugin)
+
+
+def _missing_victim_details(plugin: str, node: str) -> Status:
+    return st.error(
+        f"plugin {plugin} needs victim pod details, but only their UIDs are known for node {node}: "
+        "node-name preempt requests (nodeCacheCapable: true) need the Kubernetes API (KUBERNETES_API_URL)"
     ).with_plugin(plugin)
 
 

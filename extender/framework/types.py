@@ -10,7 +10,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from extender.framework.status import Status
+
+if TYPE_CHECKING:
+    from orjson import Fragment
 
 
 class Facts(enum.IntEnum):
@@ -18,6 +23,14 @@ class Facts(enum.IntEnum):
 
     NAME = 0
     LABELS = 1
+
+
+class VictimFacts(enum.IntEnum):
+    """What a preempt plugin needs to know about victim pods, from least to most."""
+
+    UID = 0
+    # Metadata and priority: node-name preempt requests carry UIDs only, so they are looked up in the Kubernetes API.
+    POD = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +47,12 @@ class Pod:
 class Node:
     name: str
     labels: Mapping[str, str] | None = None
-    # The node object exactly as received, echoed back in full-node answers.
-    raw: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    # The node object exactly as received, echoed back in full-node answers: still encoded (a Fragment) when
+    # only the facts were decoded from the request.
+    raw: Mapping[str, Any] | Fragment | None = field(default=None, repr=False, compare=False)
+    # Why ``labels`` is None, when the node source knows: an Error status while facts are unavailable (the
+    # failurePolicy decides), a rejection when the node cannot be known (e.g. the API server has no such node).
+    why_unknown: Status | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from marshmallow import ValidationError
 
 from extender.framework.profile import Profile
+from extender.nodesource.schema import NodeSourceSpec
 from extender.wire.errors import flatten_errors
 
 POLICY_ENV = "EXTENDER_POLICY"
@@ -31,6 +32,8 @@ class Policy:
     profiles: dict[str, Profile]
     source: str
     sha256: str
+    # The configured nodeSource; ``node_source.build(kube_client)`` makes it at start-up.
+    node_source: NodeSourceSpec = field(default_factory=NodeSourceSpec)
 
 
 def load_policy(path: str | os.PathLike[str] | None = None) -> Policy:
@@ -61,7 +64,12 @@ def parse_policy(text: str, source: str) -> Policy:
     if not isinstance(document, dict):
         raise PolicyError(source, ["the policy must be a mapping with a 'profiles' list"])
     try:
-        profiles = PolicySchema().load(document)
+        loaded = PolicySchema().load(document)
     except ValidationError as exc:
         raise PolicyError(source, flatten_errors(exc.messages)) from None
-    return Policy(profiles=profiles, source=source, sha256=hashlib.sha256(text.encode()).hexdigest())
+    return Policy(
+        profiles=loaded["profiles"],
+        source=source,
+        sha256=hashlib.sha256(text.encode()).hexdigest(),
+        node_source=loaded["node_source"],
+    )

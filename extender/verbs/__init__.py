@@ -8,6 +8,8 @@ from typing import Any
 from marshmallow import Schema, ValidationError
 
 from extender.errors import RequestError
+from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
+from extender.framework.types import Pod
 from extender.wire.errors import flatten_errors
 
 # Longest error text we put into one answer: the scheduler shows it verbatim in the pod's events.
@@ -19,10 +21,13 @@ class Answer:
     body: Any
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
-    # What the decision log should say beyond the wire answer (counts, per-plugin times, errors).
+    # What the decision log and ``explain`` say beyond the wire answer (counts, per-plugin times, errors).
     error: str = ""
     nodes_in: int = 0
     nodes_out: int = 0
+    pod: Pod | None = None
+    # The profile's own result (per-node statuses with plugin names, per-plugin scores and times).
+    result: FilterResult | ScoreResult | PreemptResult | None = None
 
 
 def load_request(schema: Schema, payload: Any, what: str) -> Any:

@@ -43,4 +43,6 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
         error=answer["Error"],
         nodes_in=len(nodes),
         nodes_out=len(result.feasible),
+        pod=args.pod,
+        result=result,
     )

@@ -3,30 +3,98 @@
 The scheduler's preemption result has no Error field: on a plugin error the
 answer vetoes every candidate (evicting nothing is the safe side) and carries
 ``Error`` for humans; the scheduler ignores that key.
+
+Node-name requests (nodeCacheCapable: true) name victims by UID only. When a
+preempt plugin reads victim pods, they are listed from the Kubernetes API per
+candidate node; a candidate whose victim is no longer there is vetoed (the
+scheduler's view is stale), and one whose pods cannot be listed keeps UID-only
+victims, so the failurePolicy decides.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from marshmallow import ValidationError
+
+from extender.framework import status
 from extender.framework.profile import Profile
-from extender.framework.types import Facts
+from extender.framework.status import Status
+from extender.framework.types import Facts, VictimFacts, Victims
+from extender.kube.errors import KubeError
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
-from extender.wire.schemas import ExtenderPreemptionArgsSchema, ExtenderPreemptionResultSchema
+from extender.wire.schemas import ExtenderPreemptionArgsSchema, ExtenderPreemptionResultSchema, PodSchema
+
+if TYPE_CHECKING:
+    from extender.kube.client import KubeClient
+
+logger = logging.getLogger("extender")
 
 _args = ExtenderPreemptionArgsSchema()
 _result = ExtenderPreemptionResultSchema()
+_pods = PodSchema(many=True)
 
 
-def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
+def handle(payload: Any, profile: Profile, source: NodeSource, kube: KubeClient | None) -> Answer:
     args = load_request(_args, payload, "ExtenderPreemptionArgs")
     names = list(args.candidates)
+    candidates, stale = args.candidates, {}
+    if not args.full_pods and profile.victim_facts > VictimFacts.UID:
+        candidates, stale = _with_victim_pods(candidates, kube, profile.fail_open)
     # Preemption requests never carry node objects: labels come from the node source, if any.
-    nodes = {node.name: node for node in source.lookup(names)} if profile.facts > Facts.NAME else {}
-    result = profile.preempt(args.pod, args.candidates, nodes)
+    nodes = {node.name: node for node in source.lookup(list(candidates))} if profile.facts > Facts.NAME else {}
+    result = profile.preempt(args.pod, candidates, nodes)
+    result.rejected.update(stale)
     body = _result.dump({"NodeNameToMetaVictims": result.accepted})
     error = result.error.reason if result.error else ""
     if error:
         body["Error"] = error
-    return Answer(body, error=error, nodes_in=len(names), nodes_out=len(result.accepted))
+    return Answer(
+        body, error=error, nodes_in=len(names), nodes_out=len(result.accepted), pod=args.pod, result=result
+    )
+
+
+def _with_victim_pods(
+    candidates: Mapping[str, Victims], kube: KubeClient | None, fail_open: bool
+) -> tuple[dict[str, Victims], dict[str, Status]]:
+    """Candidates with full victim pods where the API lists them, and the candidates vetoed as stale."""
+    if kube is None or not candidates:
+        return dict(candidates), {}
+    listed = kube.pods_on_nodes(list(candidates))
+    detailed: dict[str, Victims] = {}
+    stale: dict[str, Status] = {}
+    unavailable: list[str] = []
+    for node, victims in candidates.items():
+        found = listed[node]
+        if not isinstance(found, KubeError):
+            found = _victims_in(found, victims)
+        if isinstance(found, KubeError):
+            unavailable.append(f"{node} ({found.message})")
+            detailed[node] = victims  # UID-only: the failurePolicy decides
+        elif isinstance(found, Status):
+            stale[node] = found
+        else:
+            detailed[node] = Victims(found, victims.num_pdb_violations)
+    if unavailable:
+        logger.warning(
+            "victim pods unavailable on %s; failurePolicy %s: %s",
+            ", ".join(unavailable),
+            "Ignore" if fail_open else "Fail",
+            "plugins that read victims are skipped there" if fail_open else "preemption is vetoed with an Error",
+        )
+    return detailed, stale
+
+
+def _victims_in(items: list[dict[str, Any]], victims: Victims) -> tuple[Any, ...] | Status | KubeError:
+    """The victims among a node's listed pods, in the scheduler's order; a Status when one is no longer there."""
+    by_uid = {(item.get("metadata") or {}).get("uid"): item for item in items}
+    missing = [victim.uid for victim in victims.pods if victim.uid not in by_uid]
+    if missing:
+        return status.unschedulable(f"victim pod {missing[0]} is no longer on this node: the scheduler's view is stale")
+    try:
+        return tuple(_pods.load([by_uid[victim.uid] for victim in victims.pods]))
+    except ValidationError as exc:
+        return KubeError(f"the API server listed a victim pod this extender cannot read: {exc.messages}")

@@ -26,6 +26,13 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
     if result.error is not None:
         zeros = [{"Host": node.name, "Score": MIN_EXTENDER_PRIORITY} for node in nodes]
         reason = result.error.reason
-        return Answer(_result.dump(zeros), headers={"X-Extender-Error": reason}, error=reason, nodes_in=len(nodes))
+        return Answer(
+            _result.dump(zeros),
+            headers={"X-Extender-Error": reason},
+            error=reason,
+            nodes_in=len(nodes),
+            pod=args.pod,
+            result=result,
+        )
     scores = [{"Host": name, "Score": score} for name, score in result.scores.items()]
-    return Answer(_result.dump(scores), nodes_in=len(nodes), nodes_out=len(scores))
+    return Answer(_result.dump(scores), nodes_in=len(nodes), nodes_out=len(scores), pod=args.pod, result=result)

@@ -32,6 +32,27 @@ class StringMap(fields.Field):
         return value
 
 
+class NameList(fields.List):
+    """A ``[]string`` of names, such as NodeNames: thousands of them are checked (or dumped) in one pass.
+
+    Anything but a plain list of non-empty strings goes through ``fields.List``
+    of non-empty strings, so its messages name each bad entry as usual.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(non_empty_string(), **kwargs)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> list[str]:
+        if type(value) is list and all(type(name) is str and name for name in value):
+            return list(value)
+        return super()._deserialize(value, attr, data, **kwargs)
+
+    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> list[str] | None:
+        if type(value) is list and all(type(name) is str for name in value):
+            return list(value)
+        return super()._serialize(value, attr, obj, **kwargs)
+
+
 def strict_int(**kwargs: Any) -> fields.Integer:
     return fields.Integer(strict=True, **kwargs)
 

@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validates_schema
 
 from extender.framework.types import Node, Pod, Victims
-from extender.wire.fields import StringMap, non_empty_string, strict_int
+from extender.wire.fields import NameList, StringMap, non_empty_string, strict_int
 
 
 class WireSchema(Schema):
@@ -71,19 +72,58 @@ class NodeSchema(WireSchema):
     metadata = fields.Nested(NodeMetaSchema, required=True)
 
 
+class EncodedNode(dict):  # type: ignore[type-arg]
+    """A node item as ``wire.lean`` decodes it: the fields NodeSchema reads, and the whole node still encoded."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, fields: dict[str, Any], encoded: orjson.Fragment) -> None:
+        super().__init__(fields)
+        self.encoded = encoded
+
+
 class NodeItems(fields.Field):
-    """``NodeList.items``: loads each node's facts and keeps the object itself for echoing back."""
+    """``NodeList.items``: loads each node's facts and keeps the object itself for echoing back.
+
+    Thousands of nodes with a plainly valid name and labels are loaded in one
+    pass, exactly as NodeSchema would load them; if any is not, NodeSchema
+    loads them all and says what is wrong.
+    """
 
     _schema = NodeSchema(many=True)
 
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> list[Node]:
         if not isinstance(value, list):
             raise ValidationError("Not a valid list.")
+        plain = _plain_nodes(value)
+        if plain is not None:
+            return plain
         loaded = self._schema.load(value)
         return [
-            Node(name=facts["metadata"]["name"], labels=facts["metadata"]["labels"], raw=raw)
+            Node(name=facts["metadata"]["name"], labels=facts["metadata"]["labels"], raw=_as_received(raw))
             for facts, raw in zip(loaded, value)
         ]
+
+
+def _plain_nodes(items: list[Any]) -> list[Node] | None:
+    nodes = []
+    for item in items:
+        metadata = item.get("metadata") if isinstance(item, dict) else None
+        if type(metadata) is not dict:
+            return None
+        name, labels = metadata.get("name"), metadata.get("labels")
+        if type(name) is not str or not name:
+            return None
+        if labels is None:
+            labels = {}
+        elif type(labels) is not dict or not all(type(label) is str for label in labels.values()):
+            return None
+        nodes.append(Node(name=name, labels=labels, raw=_as_received(item)))
+    return nodes
+
+
+def _as_received(item: Any) -> Any:
+    return item.encoded if type(item) is EncodedNode else item
 
 
 class NodeListSchema(WireSchema):
@@ -121,7 +161,7 @@ def _check_unique(names: list[str], field: str) -> None:
 class ExtenderArgsSchema(WireSchema):
     Pod = fields.Nested(PodSchema, required=True)
     Nodes = fields.Nested(NodeListSchema)
-    NodeNames = fields.List(non_empty_string())
+    NodeNames = NameList()
 
     @validates_schema
     def one_node_form(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -138,8 +178,18 @@ class ExtenderArgsSchema(WireSchema):
         return ExtenderArgs(data["Pod"], nodes["items"] if nodes is not None else None, data.get("NodeNames"))
 
 
+class VictimMetaSchema(ObjectMetaSchema):
+    uid = non_empty_string(required=True)
+
+
+class VictimPodSchema(PodSchema):
+    """A pod offered for eviction: the answer names victims by UID, so it must have one."""
+
+    metadata = fields.Nested(VictimMetaSchema, required=True)
+
+
 class VictimsSchema(WireSchema):
-    Pods = fields.List(fields.Nested(PodSchema), load_default=list)
+    Pods = fields.List(fields.Nested(VictimPodSchema), load_default=list)
     NumPDBViolations = strict_int(load_default=0)
 
     @post_load
@@ -209,7 +259,7 @@ class ExtenderBindingArgsSchema(WireSchema):
 class ExtenderFilterResultSchema(Schema):
     # Exactly one of Nodes / NodeNames is dumped: the one of the request's mode.
     Nodes = fields.Raw()
-    NodeNames = fields.List(fields.String())
+    NodeNames = NameList()
     FailedNodes = fields.Dict(keys=fields.String(), values=fields.String())
     FailedAndUnresolvableNodes = fields.Dict(keys=fields.String(), values=fields.String())
     Error = fields.String()

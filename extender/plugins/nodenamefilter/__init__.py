@@ -1,31 +1,47 @@
-"""NodeNameFilter: allow and deny lists of node-name globs.
+"""NodeNameFilter: allow and deny lists of node-name globs, and maintenance windows.
 
 Works from node names alone, so it needs no node source in node-name mode.
+A node on the deny list, off a non-empty allow list, or named by a
+maintenance entry while one of its windows is open is UnschedulableAndUnresolvable:
+evicting pods would not make it fit. Globs are shell-style (``*``, ``?``, ``[ab]``).
 
     - name: NodeNameFilter
       args:
-        allow: ["gke-prod-*"]       # when set, only matching nodes pass
-        deny: ["*-canary-*"]        # matching nodes never pass
+        allow: ["gke-prod-*"]                 # when set, only matching nodes pass
+        deny: ["*-canary-*"]                  # matching nodes never pass
+        maintenance:                          # matching nodes do not pass while a window is open
+        - name: pool-a-upgrade
+          nodes: ["gke-prod-pool-a-*"]
+          windows:
+          - {start: "2026-03-01T22:00:00Z", end: "2026-03-02T04:00:00Z"}
+          - {days: [Sat], from: "22:00", to: "04:00", timeZone: Europe/Berlin}
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from marshmallow import Schema, fields
+from marshmallow import Schema, fields, post_load
+from marshmallow.validate import Length
 
 from extender.framework import status
+from extender.framework.args import unique_names
+from extender.framework.perpod import PerPod
 from extender.framework.plugin import FilterPlugin
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
+from extender.plugins.nodenamefilter.windows import Window, WindowSchema
+
+Clock = Callable[[], dt.datetime]
 
 
-class NodeNameFilterArgs(Schema):
-    allow = fields.List(fields.String(), load_default=list)
-    deny = fields.List(fields.String(), load_default=list)
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
 
 
 def _compile(globs: list[str]) -> re.Pattern[str] | None:
@@ -33,18 +49,70 @@ def _compile(globs: list[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(fnmatch.translate(glob) for glob in globs)) if globs else None
 
 
+def _globs(**kwargs: Any) -> fields.List:
+    return fields.List(fields.String(validate=Length(min=1)), **kwargs)
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    name: str
+    nodes: re.Pattern[str]
+    windows: tuple[Window, ...]
+
+    def open_until(self, now: dt.datetime) -> dt.datetime | None:
+        """The end of the open window, the latest if several overlap."""
+        ends = [end for window in self.windows if (end := window.active_until(now)) is not None]
+        return max(ends, default=None)
+
+
+class MaintenanceSchema(Schema):
+    name = fields.String(required=True, validate=Length(min=1))
+    nodes = _globs(required=True, validate=Length(min=1))
+    windows = fields.List(fields.Nested(WindowSchema), required=True, validate=Length(min=1))
+
+    @post_load
+    def make(self, data: dict[str, Any], **kwargs: Any) -> Maintenance:
+        pattern = _compile(data["nodes"])
+        assert pattern is not None  # nodes is not empty
+        return Maintenance(data["name"], pattern, tuple(data["windows"]))
+
+
+class NodeNameFilterArgs(Schema):
+    allow = _globs(load_default=list)
+    deny = _globs(load_default=list)
+    maintenance = fields.List(fields.Nested(MaintenanceSchema), load_default=list, validate=unique_names)
+
+
 class NodeNameFilter(FilterPlugin):
     name: ClassVar[str] = "NodeNameFilter"
     args_schema = NodeNameFilterArgs
 
-    def __init__(self, args: Mapping[str, Any]) -> None:
+    def __init__(self, args: Mapping[str, Any], clock: Clock = utc_now) -> None:
         super().__init__(args)
         self._allow = _compile(args["allow"])
         self._deny = _compile(args["deny"])
+        maintenance: tuple[Maintenance, ...] = tuple(args["maintenance"])
+        # The clock is read once per request: every node of it is judged at the same instant.
+        self._closed_for = PerPod(lambda pod: _closed(maintenance, clock()))
 
     def filter(self, pod: Pod, node: Node) -> Status:
         if self._deny is not None and self._deny.match(node.name):
-            return status.unresolvable("node name is on the NodeNameFilter deny list")
+            return status.unresolvable("NodeNameFilter: node name is on the deny list")
         if self._allow is not None and not self._allow.match(node.name):
-            return status.unresolvable("node name is not on the NodeNameFilter allow list")
+            return status.unresolvable("NodeNameFilter: node name is not on the allow list")
+        for nodes, reason in self._closed_for(pod):
+            if nodes.match(node.name):
+                return status.unresolvable(reason)
         return status.SUCCESS
+
+
+def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The node-name patterns closed at ``now``, each with its rejection message."""
+    closed = []
+    for entry in maintenance:
+        until = entry.open_until(now)
+        if until is not None:
+            until_text = until.isoformat(timespec="minutes")
+            reason = f"NodeNameFilter: node is in maintenance {entry.name!r} until {until_text}"
+            closed.append((entry.nodes, reason))
+    return tuple(closed)

@@ -1,0 +1,4 @@
+"""Benchmarks: latency, CPU, memory and cold start at 100-5000 nodes, beside a floor and a typical extender.
+
+Run ``python -m bench`` from the repository root (``--quick`` for a smoke run).
+"""

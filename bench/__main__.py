@@ -1,0 +1,49 @@
+"""``python -m bench``: the extender beside a typical Python extender and the floor, at 100, 1000 and 5000 nodes.
+
+Self-contained (bodies are generated, servers started and stopped here) and
+bounded: about 5 minutes on 2 idle cores; ``--quick`` takes well under one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from bench import report
+from bench.run import Plan, run
+from bench.servers import ROOT
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke run: N=100 and 1000, few rounds, one cold start each")
+    parser.add_argument("--sizes", help="comma-separated cluster sizes (default 100,1000,5000)")
+    parser.add_argument("--modes", default="names,full", help="node-name and/or full-node requests (default names,full)")
+    parser.add_argument("--reps", type=int, help="timed rounds per verb (default: by body size, 5..60)")
+    parser.add_argument("--cold-starts", type=int, help="cold starts per server (default 3, --quick 1)")
+    parser.add_argument("--no-save", action="store_true", help="do not write bench/results/<time>.json")
+    args = parser.parse_args(argv)
+    sizes = tuple(int(size) for size in (args.sizes or ("100,1000" if args.quick else "100,1000,5000")).split(","))
+    modes = tuple(mode for mode in args.modes.split(",") if mode)
+    if set(modes) - {"names", "full"}:
+        parser.error("--modes takes names and/or full")
+    plan = Plan(
+        sizes=sizes,
+        modes=modes,
+        reps=args.reps or (3 if args.quick else None),
+        cold_starts=args.cold_starts if args.cold_starts is not None else (1 if args.quick else 3),
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    load_before, started = report.load(), time.monotonic()
+    results = run(plan)
+    text = "\n\n".join([report.header(load_before, report.load()), report.table(results), report.targets(results)])
+    print(text)
+    if not args.no_save:
+        path = report.save(results, text, ROOT / "bench" / "results")
+        print(f"\n(saved to {path.relative_to(ROOT)}; whole run {time.monotonic() - started:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The results as a table (text, as printed and pasted into the README), the targets, and a JSON record."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+from dataclasses import asdict
+from pathlib import Path
+
+from bench.run import EXTENDER, EXTENDER_ALL, FLOOR_ORJSON, FLOOR_WSGI, TYPICAL, Results, Row
+from bench.servers import THREADS
+
+# (what, mode, nodes, verb, server, limit, unit): medians in ms, or peak RSS in MB where unit is "MB".
+TARGETS = [
+    ("node names, N=5000, all plugins, filter", "names", 5000, "filter", EXTENDER_ALL, 5, "ms"),
+    ("node names, N=5000, all plugins, prioritize", "names", 5000, "prioritize", EXTENDER_ALL, 5, "ms"),
+    ("full nodes, N=1000, filter", "full", 1000, "filter", EXTENDER, 110, "ms"),
+    ("full nodes, N=1000, prioritize", "full", 1000, "prioritize", EXTENDER, 90, "ms"),
+    ("full nodes, N=1000, peak RSS", "full", 1000, "filter", EXTENDER, 200, "MB"),
+    ("full nodes, N=5000 (limit raised), filter", "full", 5000, "filter", EXTENDER, 700, "ms"),
+    ("full nodes, N=5000 (limit raised), peak RSS", "full", 5000, "filter", EXTENDER, 600, "MB"),
+]
+COLD_START_TARGET_MS = 500
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in _lines("/proc/cpuinfo") if line.startswith("model name")), platform.processor())
+    memory = next((int(line.split()[1]) / 1024**2 for line in _lines("/proc/meminfo") if line.startswith("MemTotal")), 0.0)
+    return f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB; Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def load() -> str:
+    return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def header(load_before: str, load_after: str) -> str:
+    return "\n".join(
+        [
+            f"Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
+            f"Machine: {machine()}",
+            f"Load average (1/5/15 min) before: {load_before}; after: {load_after}",
+            f"Servers: functions-framework under gunicorn, 1 worker, THREADS={THREADS}; "
+            "one request at a time over loopback, keep-alive, kube-scheduler's headers",
+        ]
+    )
+
+
+def table(results: Results) -> str:
+    lines = [
+        f"{'mode':<6} {'nodes':>5} {'body':>9} {'verb':<10} {'server':<30} {'median':>9} {'p90':>9} {'max':>9} {'CPU/req':>9} {'peak RSS':>9}",
+    ]
+    for row in results.rows:
+        cpu = _ms(row.cpu_seconds * 1000) if row.cpu_seconds is not None else "-"
+        rss = f"{row.peak_rss_mb:.0f} MB" if row.peak_rss_mb is not None else "-"
+        server = row.server + (" *" if row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL) else "")
+        lines.append(
+            f"{row.mode:<6} {row.nodes:>5} {row.body_bytes / 1e6:>6.2f} MB {row.verb:<10} {server:<30} "
+            f"{_ms(row.median * 1000):>9} {_ms(row.stat(0.9) * 1000):>9} {_ms(max(row.seconds) * 1000):>9} {cpu:>9} {rss:>9}"
+        )
+    if any(row.limit_raised for row in results.rows):
+        lines.append("* EXTENDER_MAX_BODY_BYTES raised: the body is over Cloud Functions' 32 MiB request limit")
+    lines.append("")
+    lines.append("Cold start, process launch to the first correct filter answer (node names, largest N), median of runs:")
+    for server, runs in results.cold_starts.items():
+        if runs:
+            lines.append(f"  {server:<30} {_ms(_median(runs) * 1000):>9}   runs: {', '.join(_ms(s * 1000) for s in runs)}")
+    if results.uncovered_plugins:
+        lines.append(f"Note: bench/policy-all.yaml does not enable {', '.join(results.uncovered_plugins)} yet")
+    return "\n".join(lines)
+
+
+def targets(results: Results) -> str:
+    lines = [f"{'target':<48} {'goal':>9} {'measured':>9} {'typical':>9} {'floor':>9}  verdict"]
+    for what, mode, nodes, verb, server, limit, unit in TARGETS:
+        ours, typical, floor = (results.row(mode, nodes, verb, name) for name in (server, TYPICAL, FLOOR_WSGI))
+        if ours is None:
+            continue
+        values = [_value(row, unit) for row in (ours, typical, floor)]
+        shown = [_fmt(value, unit) for value in values]
+        verdict = "met" if values[0] is not None and values[0] < limit else "MISSED"
+        lines.append(f"{what:<48} {'< ' + str(limit) + ' ' + unit:>9} {shown[0]:>9} {shown[1]:>9} {shown[2]:>9}  {verdict}")
+    for server in (EXTENDER, EXTENDER_ALL):
+        runs = results.cold_starts.get(server)
+        if runs:
+            ms = _median(runs) * 1000
+            typical = results.cold_starts.get(TYPICAL) or [float("nan")]
+            floor = results.cold_starts.get(FLOOR_WSGI) or [float("nan")]
+            verdict = "met" if ms < COLD_START_TARGET_MS else "MISSED"
+            lines.append(
+                f"{'cold start, ' + server:<48} {'< 500 ms':>9} {_ms(ms):>9} {_ms(_median(typical) * 1000):>9} "
+                f"{_ms(_median(floor) * 1000):>9}  {verdict}"
+            )
+    lines.append(f"(typical: {TYPICAL}; floor: {FLOOR_WSGI}; {FLOOR_ORJSON} is in the table)")
+    return "\n".join(lines)
+
+
+def save(results: Results, text: str, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}.json"
+    record = {"report": text, "rows": [asdict(row) for row in results.rows], "cold_starts": results.cold_starts}
+    path.write_text(__import__("json").dumps(record, indent=1))
+    return path
+
+
+def _value(row: Row | None, unit: str) -> float | None:
+    if row is None:
+        return None
+    return row.peak_rss_mb if unit == "MB" else row.median * 1000
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f} MB" if unit == "MB" else _ms(value)
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.2f} ms" if ms < 10 else f"{ms:.1f} ms" if ms < 100 else f"{ms:.0f} ms"
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []

@@ -1,0 +1,211 @@
+"""Measure: for each mode and cluster size, the extender and the references interleaved, then cold starts."""
+
+from __future__ import annotations
+
+import gc
+import socket
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import orjson
+
+from bench.client import Connection
+from bench.servers import ROOT, NodeListAPI, Server, ServerSpec, function_spec, wsgi_spec
+from bench.workload import Workload
+from tests.scheduler_checks import check_answer
+
+VERBS = ("filter", "prioritize")
+ALL_PLUGINS_POLICY = ROOT / "bench" / "policy-all.yaml"
+# The references, in the table's order after the extender's rows.
+TYPICAL, FLOOR_WSGI, FLOOR_ORJSON = "typical Flask extender", "floor: empty WSGI handler", "floor: orjson parse+serialise"
+EXTENDER, EXTENDER_ALL = "extender, default policy", "extender, all plugins"
+# Cloud Functions refuses bodies over 32 MiB; over that the extender is run with its limit raised.
+DEFAULT_LIMIT = 32 * 1024 * 1024
+
+
+@dataclass
+class Row:
+    mode: str
+    nodes: int
+    verb: str
+    server: str
+    body_bytes: int
+    seconds: list[float] = field(default_factory=list)
+    cpu_seconds: float | None = None
+    peak_rss_mb: float | None = None
+    limit_raised: bool = False
+
+    def stat(self, q: float) -> float:
+        ordered = sorted(self.seconds)
+        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+@dataclass
+class Results:
+    rows: list[Row] = field(default_factory=list)
+    cold_starts: dict[str, list[float]] = field(default_factory=dict)
+    uncovered_plugins: list[str] = field(default_factory=list)
+
+    def row(self, mode: str, nodes: int, verb: str, server: str) -> Row | None:
+        return next((r for r in self.rows if (r.mode, r.nodes, r.verb, r.server) == (mode, nodes, verb, server)), None)
+
+
+@dataclass(frozen=True)
+class Plan:
+    sizes: tuple[int, ...]
+    modes: tuple[str, ...]
+    reps: int | None  # None: as many as about 300 MB of request bodies, 5..60
+    cold_starts: int
+    log: Callable[[str], None] = print
+
+    def reps_for(self, body_bytes: int) -> int:
+        return self.reps or max(5, min(60, int(300e6 / body_bytes)))
+
+
+def run(plan: Plan) -> Results:
+    results = Results(uncovered_plugins=_uncovered_plugins())
+    workload = Workload(max(plan.sizes))
+    api = NodeListAPI(workload.nodes)
+    try:
+        for mode in plan.modes:
+            for size in plan.sizes:
+                results.rows += _measure_group(plan, workload, api, mode, size)
+        names = max(plan.sizes)
+        for spec in _specs(api, limit_raised=False):
+            results.cold_starts[spec.name] = [_cold_start(spec, workload.body(names, full_nodes=False), spec.name != FLOOR_WSGI) for _ in range(plan.cold_starts)]
+            plan.log(f"cold start {spec.name}: " + ", ".join(f"{s * 1000:.0f} ms" for s in results.cold_starts[spec.name]))
+    finally:
+        api.close()
+    return results
+
+
+def _specs(api: NodeListAPI, limit_raised: bool) -> list[ServerSpec]:
+    limit = {"EXTENDER_MAX_BODY_BYTES": str(8 * DEFAULT_LIMIT)} if limit_raised else {}
+    return [
+        function_spec(EXTENDER, "main.py", **limit),
+        function_spec(EXTENDER_ALL, "main.py", EXTENDER_POLICY=str(ALL_PLUGINS_POLICY), KUBERNETES_API_URL=api.url, **limit),
+        function_spec(TYPICAL, "bench/typical_extender.py"),
+        wsgi_spec(FLOOR_WSGI, "bench.floor:app"),
+    ]
+
+
+def _measure_group(plan: Plan, workload: Workload, api: NodeListAPI, mode: str, size: int) -> list[Row]:
+    full = mode == "full"
+    first = workload.body(size, full)
+    # Pods take turns, as consecutive scheduling cycles would; few bodies when they are large.
+    bodies = [first, *(workload.body(size, full, pod) for pod in range(1, 8 if len(first) < 20e6 else 2))]
+    limit_raised = len(first) > DEFAULT_LIMIT
+    reps = plan.reps_for(len(first))
+    plan.log(f"{mode} N={size}: {len(first) / 1e6:.2f} MB bodies, {reps} rounds")
+    servers = [Server(spec) for spec in _specs(api, limit_raised)]
+    rows: list[Row] = []
+    try:
+        for server in servers:
+            server.wait_listening()
+        connections = {server.spec.name: Connection(server.port) for server in servers}
+        for verb in VERBS:
+            verb_rows = {server.spec.name: Row(mode, size, verb, server.spec.name, len(first), limit_raised=limit_raised) for server in servers}
+            verb_rows[FLOOR_ORJSON] = Row(mode, size, verb, FLOOR_ORJSON, len(first))
+            for server in servers:
+                _warm_up(connections[server.spec.name], verb, first, check=server.spec.name != FLOOR_WSGI)
+            cpu = {server.spec.name: 0.0 for server in servers}
+            for round_ in range(reps):
+                body = bodies[round_ % len(bodies)]
+                turn = servers[round_ % len(servers) :] + servers[: round_ % len(servers)]
+                for server in turn:
+                    before = server.cpu_seconds()
+                    seconds, status, answer = connections[server.spec.name].post(f"/{verb}", body)
+                    cpu[server.spec.name] += server.cpu_seconds() - before
+                    if status != 200:
+                        raise RuntimeError(f"{server.spec.name} answered {verb} with {status}: {answer[:300]!r}")
+                    verb_rows[server.spec.name].seconds.append(seconds)
+                verb_rows[FLOOR_ORJSON].seconds.append(_parse_and_serialise(body))
+            for server in servers:
+                verb_rows[server.spec.name].cpu_seconds = cpu[server.spec.name] / reps
+            rows += verb_rows.values()
+        for server in servers:
+            peak = server.peak_rss_mb()
+            for row in rows:
+                if row.server == server.spec.name:
+                    row.peak_rss_mb = peak
+        for connection in connections.values():
+            connection.close()
+    finally:
+        for server in servers:
+            server.stop()
+    return rows
+
+
+def _warm_up(connection: Connection, verb: str, body: bytes, check: bool) -> None:
+    """Two untimed requests; the first answer must be one kube-scheduler accepts."""
+    for attempt in range(2):
+        _, status, answer = connection.post(f"/{verb}", body)
+        if status != 200:
+            raise RuntimeError(f"{verb} answered {status}: {answer[:300]!r}")
+        if check and attempt == 0:
+            with _gc_paused():
+                check_answer(verb, orjson.loads(body), orjson.loads(answer))
+
+
+def _parse_and_serialise(body: bytes) -> float:
+    """The least any extender that decodes the whole body must spend (the collector paused)."""
+    with _gc_paused():
+        started = time.perf_counter()
+        orjson.dumps(orjson.loads(body))
+        return time.perf_counter() - started
+
+
+def _cold_start(spec: ServerSpec, body: bytes, check: bool) -> float:
+    """Seconds from launching the process to its first (correct) filter answer."""
+    server = Server(spec)
+    try:
+        while True:
+            try:
+                connection = Connection(server.port)
+                _, status, answer = connection.post("/filter", body)
+                break
+            except (ConnectionError, socket.timeout, OSError):
+                server.check_alive()
+                time.sleep(0.002)
+        seconds = time.perf_counter() - server.launched
+        connection.close()
+        if status != 200:
+            raise RuntimeError(f"{spec.name}'s first filter answer was {status}: {answer[:300]!r}")
+        if check:
+            check_answer("filter", orjson.loads(body), orjson.loads(answer))
+        return seconds
+    finally:
+        server.stop()
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _uncovered_plugins() -> list[str]:
+    """Built-in plugins the all-plugins policy does not enable yet: the bench says so rather than failing."""
+    import yaml
+
+    from extender import plugins  # noqa: F401  (registers the built-in plugins)
+    from extender.framework import registry
+
+    document = yaml.safe_load(ALL_PLUGINS_POLICY.read_text())
+    enabled = {
+        ref["name"]
+        for profile in document["profiles"]
+        for point in (profile.get("plugins") or {}).values()
+        for ref in point.get("enabled") or ()
+    }
+    return sorted(set(registry.names()) - enabled)

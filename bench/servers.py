@@ -1,0 +1,169 @@
+"""Serve the extender and the references the way Cloud Functions does, and read what their workers use.
+
+functions-framework (not in debug) runs gunicorn: the master loads the
+function, then forks one worker with ``THREADS`` threads, which serves. CPU
+and peak memory are read from that worker's /proc entries.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+THREADS = os.environ.get("THREADS") or str((os.cpu_count() or 1) * 4)  # functions-framework's own default
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def function_spec(name: str, source: str, **env: str) -> ServerSpec:
+    """``functions-framework --target extender --source SOURCE``, as Cloud Functions starts it."""
+    return ServerSpec(name, [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", source], env)
+
+
+def wsgi_spec(name: str, app: str) -> ServerSpec:
+    """A bare WSGI app under gunicorn with functions-framework's settings."""
+    argv = [sys.executable, "-m", "gunicorn", "--workers", "1", "--threads", THREADS, "--timeout", "0", "--log-level", "error", app]
+    return ServerSpec(name, argv)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.port = free_port()
+        argv = [*spec.argv]
+        if "functions_framework" in argv:
+            argv += ["--host", "127.0.0.1", "--port", str(self.port)]
+        else:
+            argv += ["--bind", f"127.0.0.1:{self.port}"]
+        # Only the spec's settings: none of the caller's EXTENDER_* or KUBERNETES_* may leak into a server.
+        inherited = {name: value for name, value in os.environ.items() if not name.startswith(("EXTENDER_", "KUBERNETES_"))}
+        env = {**inherited, "THREADS": THREADS, "PYTHONPATH": str(ROOT), **spec.env}
+        self.launched = time.perf_counter()
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._worker: int | None = None
+
+    def wait_listening(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.002)
+        raise TimeoutError(f"{self.spec.name} did not listen within {timeout} s")
+
+    @property
+    def worker(self) -> int:
+        """The pid of gunicorn's (only) worker, the process that serves."""
+        deadline = time.monotonic() + 30
+        while self._worker is None:
+            self.check_alive()
+            children = _children(self.process.pid)
+            if children:
+                self._worker = children[0]
+            elif time.monotonic() > deadline:
+                raise TimeoutError(f"{self.spec.name}: no gunicorn worker appeared")
+            else:
+                time.sleep(0.01)
+        return self._worker
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the worker, all threads."""
+        fields = Path(f"/proc/{self.worker}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+
+    def peak_rss_mb(self) -> float:
+        """The worker's peak resident set (VmHWM)."""
+        for line in Path(f"/proc/{self.worker}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            stderr = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+            raise RuntimeError(f"{self.spec.name} exited with {self.process.returncode}:\n{stderr[-3000:]}")
+
+
+def _children(pid: int) -> list[int]:
+    listed = Path(f"/proc/{pid}/task/{pid}/children")
+    if listed.exists():
+        return [int(child) for child in listed.read_text().split()]
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+class NodeListAPI:
+    """A loopback stand-in for the Kubernetes API's ``GET /api/v1/nodes`` (metadata only, paged), for the node source."""
+
+    def __init__(self, nodes: list[dict[str, Any]]) -> None:
+        items = [{"metadata": node["metadata"]} for node in nodes]
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                url = urlsplit(self.path)
+                query = parse_qs(url.query)
+                if url.path != "/api/v1/nodes":
+                    self.send_error(404)
+                    return
+                limit = int(query.get("limit", ["500"])[0])
+                start = int(query.get("continue", ["0"])[0])
+                page = items[start : start + limit]
+                more = str(start + limit) if start + limit < len(items) else ""
+                body = orjson.dumps({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": {"continue": more}, "items": page})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

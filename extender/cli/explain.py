@@ -1,0 +1,341 @@
+"""explain POD --nodes FILE | --node-names NAMES: what filter and prioritize answer, per node and per plugin.
+
+The function's own code answers: explain builds the ExtenderArgs requests
+kube-scheduler would send and passes them through the same routing, body
+decoding, verb handlers and profile as a served request. Prioritize gets the
+nodes filter kept, as the scheduler sends them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+from flask import Request
+from werkzeug.test import EnvironBuilder
+
+from extender.app import Extender
+from extender.decision import plugin_ms
+from extender.framework.profile import FilterResult, Profile, ScoreResult
+from extender.framework.status import Code
+from extender.policy.loader import PolicyError
+from extender.policy.schema import DEFAULT_PROFILE
+from extender.verbs import Answer
+
+STDIN = "-"
+# Where a node is in the filter answer.
+KEPT = "kept"
+FAILED = "FailedNodes"
+UNRESOLVABLE = "FailedAndUnresolvableNodes"
+_VERDICTS = {
+    Code.SUCCESS: "pass",
+    Code.UNSCHEDULABLE: "unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "unresolvable",
+    Code.ERROR: "error",
+}
+
+
+class InputError(Exception):
+    """A manifest explain cannot read; the message names the file and the problem."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "explain",
+        help="show what filter and prioritize answer for a pod, per node and per plugin",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("pod", help="pod manifest, YAML or JSON ('-' reads stdin); namespace defaults to 'default'")
+    nodes = parser.add_mutually_exclusive_group(required=True)
+    nodes.add_argument(
+        "--nodes",
+        metavar="FILE",
+        help="`kubectl get nodes -o json` output, or Node manifests (YAML or JSON, '-' reads stdin): "
+        "sent in full, as with nodeCacheCapable: false",
+    )
+    nodes.add_argument(
+        "--node-names",
+        metavar="NAME,...",
+        help="comma-separated node names, sent as with nodeCacheCapable: true (facts come from the node source)",
+    )
+    parser.add_argument(
+        "--policy", metavar="FILE", help="policy file (default: $EXTENDER_POLICY, else the embedded one)"
+    )
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"policy profile (default: {DEFAULT_PROFILE})")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.pod == STDIN and args.nodes == STDIN:
+            raise InputError("only one of the pod and the nodes can be read from stdin")
+        pod = read_pod(args.pod)
+        nodes = read_nodes(args.nodes) if args.nodes else None
+        names = [name.strip() for name in args.node_names.split(",") if name.strip()] if args.nodes is None else None
+        extender = Extender.from_environment(policy_path=args.policy)
+    except (InputError, PolicyError, ValueError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    explanation = explain(extender, args.profile, pod, nodes, names)
+    _print(
+        orjson.dumps(explanation.as_json(), option=orjson.OPT_INDENT_2).decode() if args.json else explanation.table()
+    )
+    return 1 if explanation.failed else 0
+
+
+def _print(text: str) -> None:
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # the reader (head, less) stopped early: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+# --- Asking the function --------------------------------------------------------------------------
+
+
+@dataclass
+class NodeRow:
+    """One node: each plugin's verdict and score, and what the wire answers say about it."""
+
+    name: str
+    answer: str = ""
+    reason: str = ""
+    # Filter plugin -> {"code": ..., "reason": ...}, for the plugins the node reached (policy order).
+    filter: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Score plugin -> normalized 0..100 score; final is the 0..10 score of the prioritize answer.
+    scores: dict[str, int] = field(default_factory=dict)
+    score: int | None = None
+
+
+@dataclass
+class Explanation:
+    extender: Extender
+    profile_name: str
+    pod: dict[str, Any]
+    node_names: list[str]
+    filter: Answer
+    prioritize: Answer | None = None
+
+    @property
+    def profile(self) -> Profile | None:
+        return self.extender.policy.profiles.get(self.profile_name)
+
+    @property
+    def failed(self) -> bool:
+        """Filter did not answer a decision: the scheduler would fail this scheduling attempt."""
+        return bool(self.filter.error) or self.filter.status != 200
+
+    def rows(self) -> list[NodeRow]:
+        rows = {name: NodeRow(name) for name in self.node_names}
+        if self.failed:
+            return list(rows.values())
+        body = orjson.loads(orjson.dumps(self.filter.body))  # as sent: echoed node objects may still be encoded
+        kept = [node["metadata"]["name"] for node in body["Nodes"]["items"]] if "Nodes" in body else body["NodeNames"]
+        for name in kept:
+            rows[name].answer = KEPT
+        for answer in (FAILED, UNRESOLVABLE):
+            for name, reason in body[answer].items():
+                rows[name].answer, rows[name].reason = answer, reason
+        if isinstance(self.filter.result, FilterResult) and self.profile is not None:
+            self._add_filter_verdicts(rows, self.filter.result, [plugin.name for plugin in self.profile.filters])
+        if self.prioritize is not None:
+            for entry in self.prioritize.body:
+                rows[entry["Host"]].score = entry["Score"]
+            if isinstance(self.prioritize.result, ScoreResult):
+                for plugin, scores in self.prioritize.result.by_plugin.items():
+                    for name, score in scores.items():
+                        rows[name].scores[plugin] = score
+        return list(rows.values())
+
+    @staticmethod
+    def _add_filter_verdicts(rows: dict[str, NodeRow], result: FilterResult, plugins: list[str]) -> None:
+        # Plugins run in policy order and a node stops at the first that rejects it.
+        for row in rows.values():
+            status = result.rejected.get(row.name)
+            reached = plugins[: plugins.index(status.plugin)] if status and status.plugin in plugins else plugins
+            row.filter = {plugin: {"code": Code.SUCCESS.value} for plugin in reached}
+            if status is not None:
+                row.filter[status.plugin] = {"code": status.code.value, "reason": status.reason}
+
+    def as_json(self) -> dict[str, Any]:
+        policy = self.extender.policy
+        return {
+            "policy": {"source": policy.source, "sha256": policy.sha256},
+            "profile": self.profile_name,
+            "pod": self.pod_identity(),
+            "filter": _call_json(self.filter),
+            "prioritize": _call_json(self.prioritize) if self.prioritize is not None else None,
+            "nodes": [asdict(row) for row in self.rows()],
+        }
+
+    def pod_identity(self) -> dict[str, str]:
+        metadata = self.pod.get("metadata") or {}
+        return {key: str(metadata.get(key, "")) for key in ("namespace", "name", "uid")}
+
+    def table(self) -> str:
+        pod = self.pod_identity()
+        policy = self.extender.policy
+        title = f"pod {pod['namespace']}/{pod['name']} · profile {self.profile_name} · policy {policy.source}"
+        lines = [f"{title} (sha256 {policy.sha256[:12]})", ""]
+        if self.failed:
+            lines.append(f"filter answered {self.filter.status} with Error: {self.filter.error}")
+            lines.append("kube-scheduler fails this scheduling attempt (unless the extender is ignorable: true).")
+            return "\n".join(lines)
+        profile = self.profile
+        assert profile is not None  # filter succeeded, so routing found it
+        filters = [plugin.name for plugin in profile.filters]
+        scores = [(entry.plugin.name, entry.weight) for entry in profile.scores]
+        header = ["NODE", *filters, *(f"{name} ×{weight}" for name, weight in scores), "SCORE", "ANSWER"]
+        table = [header]
+        for row in self.rows():
+            verdicts = [_verdict(row.filter.get(plugin)) for plugin in filters]
+            plugin_scores = [self._score_cell(row, name) for name, _ in scores]
+            answer = f"{row.answer}: {row.reason}" if row.reason else row.answer
+            table.append([row.name, *verdicts, *plugin_scores, "" if row.score is None else str(row.score), answer])
+        widths = [max(len(line[column]) for line in table) for column in range(len(header) - 1)]
+        for line in table:
+            lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1])
+        return "\n".join([*lines, "", *self._summary()])
+
+    def _score_cell(self, row: NodeRow, plugin: str) -> str:
+        if plugin in row.scores:
+            return str(row.scores[plugin])
+        if row.score is None or self.prioritize is None:
+            return ""
+        if self.prioritize.error:
+            failed = self.prioritize.result.error if self.prioritize.result is not None else None
+            return "error" if failed is not None and failed.plugin == plugin else ""
+        return "skipped"  # its node facts are unknown and the policy's failurePolicy is Ignore
+
+    def _summary(self) -> list[str]:
+        kept = self.filter.nodes_out
+        lines = [f"filter: kept {kept} of {self.filter.nodes_in} nodes{_plugin_times(self.filter)}"]
+        if self.prioritize is None:
+            lines.append("prioritize: not called, no node is left to score")
+        elif self.prioritize.error:
+            lines.append(
+                f"prioritize: Error: {self.prioritize.error} "
+                "(answered with every node at 0, which kube-scheduler ignores silently)"
+            )
+        else:
+            lines.append(
+                "prioritize: plugin scores 0..100 combined by weight into 0..10, "
+                f"counted score × extender weight × 10 by kube-scheduler{_plugin_times(self.prioritize)}"
+            )
+            if kept == 1:
+                lines.append("note: kube-scheduler skips prioritize when only one node is feasible")
+        return lines
+
+
+def explain(
+    extender: Extender,
+    profile: str,
+    pod: dict[str, Any],
+    nodes: Sequence[dict[str, Any]] | None,
+    names: Sequence[str] | None,
+) -> Explanation:
+    node_names = [_node_name(node) for node in nodes] if nodes is not None else list(names or ())
+    filtered = call(extender, profile, "filter", extender_args(pod, nodes, names))
+    explanation = Explanation(extender, profile, pod, node_names, filtered)
+    if explanation.failed or not filtered.nodes_out:
+        return explanation
+    body = filtered.body
+    kept_nodes, kept_names = (body["Nodes"]["items"], None) if "Nodes" in body else (None, body["NodeNames"])
+    explanation.prioritize = call(extender, profile, "prioritize", extender_args(pod, kept_nodes, kept_names))
+    return explanation
+
+
+def extender_args(
+    pod: dict[str, Any], nodes: Sequence[dict[str, Any]] | None, names: Sequence[str] | None
+) -> dict[str, Any]:
+    """ExtenderArgs as kube-scheduler sends it: both node forms present, the unused one null."""
+    return {
+        "Pod": pod,
+        "Nodes": {"metadata": {}, "items": list(nodes)} if nodes is not None else None,
+        "NodeNames": list(names or ()) if nodes is None else None,
+    }
+
+
+def call(extender: Extender, profile: str, verb: str, payload: dict[str, Any]) -> Answer:
+    """POST ``payload`` to ``verb`` the way the scheduler does, into the function's request handling."""
+    path = "/".join(["", *([extender.caller_token] if extender.caller_token else []), profile, verb])
+    environ = EnvironBuilder(path=path, method="POST", data=orjson.dumps(payload), content_type="application/json")
+    return extender.decide(Request(environ.get_environ()))[1]
+
+
+def _node_name(node: dict[str, Any]) -> str:
+    metadata = node.get("metadata")
+    return str(metadata.get("name", "")) if isinstance(metadata, dict) else ""
+
+
+def _call_json(answer: Answer) -> dict[str, Any]:
+    call_json: dict[str, Any] = {"status": answer.status, "answer": answer.body}
+    if answer.error:
+        call_json["error"] = answer.error
+    if answer.result is not None:
+        call_json["pluginMs"] = plugin_ms(answer.result)
+    return call_json
+
+
+def _verdict(verdict: dict[str, str] | None) -> str:
+    return _VERDICTS[Code(verdict["code"])] if verdict else ""
+
+
+def _plugin_times(answer: Answer) -> str:
+    if answer.result is None or not answer.result.seconds_by_plugin:
+        return ""
+    spent = ", ".join(f"{name} {seconds * 1000:.3f} ms" for name, seconds in answer.result.seconds_by_plugin.items())
+    return f" ({spent})"
+
+
+# --- Reading manifests -----------------------------------------------------------------------------
+
+
+def read_pod(path: str) -> dict[str, Any]:
+    documents = _documents(path)
+    if len(documents) != 1 or not isinstance(documents[0], dict):
+        raise InputError(f"{path}: expected one Pod manifest")
+    pod = documents[0]
+    if pod.get("kind", "Pod") != "Pod":
+        raise InputError(f"{path}: expected a Pod manifest, got kind {pod['kind']}")
+    metadata = pod.get("metadata")
+    if isinstance(metadata, dict) and not metadata.get("namespace"):
+        # Where kubectl would create it.
+        pod = {**pod, "metadata": {**metadata, "namespace": "default"}}
+    return pod
+
+
+def read_nodes(path: str) -> list[dict[str, Any]]:
+    """Nodes from a List (``kubectl get nodes -o json``), Node manifests, or a YAML sequence of them."""
+    nodes: list[dict[str, Any]] = []
+    for document in _documents(path):
+        items = document.get("items") if isinstance(document, dict) and "items" in document else document
+        for node in items if isinstance(items, list) else [items]:
+            if not isinstance(node, dict) or node.get("kind", "Node") != "Node":
+                kind = node.get("kind") if isinstance(node, dict) else type(node).__name__
+                raise InputError(f"{path}: expected Node manifests or a List of them, found {kind}")
+            nodes.append(node)
+    if not nodes:
+        raise InputError(f"{path}: no nodes found")
+    return nodes
+
+
+def _documents(path: str) -> list[Any]:
+    try:
+        text = sys.stdin.read() if path == STDIN else Path(path).read_text(encoding="utf-8")
+        return [
+            doc for doc in yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if doc is not None
+        ]
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid YAML or JSON: {exc}") from None

@@ -1,0 +1,134 @@
+"""The one log entry per request that says what the extender decided, and why.
+
+kube-scheduler drops prioritize errors silently and shows only aggregated
+messages in a rejected pod's events, so the extender tells its own story here.
+Log-based metrics and alerts read these fields: their names are stable. Per-node
+detail is bounded however large the cluster: rejections are grouped by plugin and
+reason, scores and accepted candidates cut to the top ``TOP_N``, with counts.
+Nothing secret or bulky is logged: the path only as the router redacts it (it
+carries the caller token), no Kubernetes objects.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
+from extender.framework.status import Code, Status
+from extender.framework.types import Pod
+from extender.routing import Route
+from extender.verbs import Answer
+
+EVENT = "extender.decision"
+MESSAGE = "extender decision"
+TOP_N = 10
+# Node names shown per rejection reason.
+NODES_PER_REASON = 5
+
+logger = logging.getLogger("extender.decision")
+
+
+def log_decision(
+    where: Route | None, answer: Answer, seconds: float, budget_seconds: float, *, method: str, path: str
+) -> None:
+    """``path`` as ``Router.redact`` gives it: the raw path carries the caller token."""
+    fields = decision_fields(where, answer, seconds, budget_seconds, method=method, path=path)
+    logger.log(severity(answer, seconds, budget_seconds), MESSAGE, extra={"json_fields": fields})
+
+
+def severity(answer: Answer, seconds: float, budget_seconds: float) -> int:
+    """ERROR when the scheduler gets a failed or ignored answer from us, WARNING for bad requests and slow answers.
+
+    A request over half the budget warns before the scheduler's httpTimeout turns it into a failure.
+    """
+    if answer.status >= 500 or (answer.error and answer.status < 400):
+        return logging.ERROR
+    if answer.status >= 400 or seconds > budget_seconds / 2:
+        return logging.WARNING
+    return logging.INFO
+
+
+def decision_fields(
+    where: Route | None, answer: Answer, seconds: float, budget_seconds: float, *, method: str, path: str
+) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "event": EVENT,
+        "verb": where.verb if where else None,
+        "profile": where.profile if where else None,
+        "method": method,
+        "path": path,
+        "status": answer.status,
+        "durationMs": _ms(seconds),
+        "budgetMs": _ms(budget_seconds),
+        "remainingMs": _ms(budget_seconds - seconds),
+        "nodesIn": answer.nodes_in,
+        "nodesOut": answer.nodes_out,
+        "pod": _pod(answer.pod),
+    }
+    if answer.error:
+        fields["error"] = answer.error
+    result = answer.result
+    if result is None:
+        return fields
+    if result.error is not None and result.error.plugin:
+        fields["errorPlugin"] = result.error.plugin
+    if isinstance(result, ScoreResult):
+        fields["scores"] = _top_scores(result)
+    else:
+        fields["rejected"] = _rejections(result.rejected)
+    if isinstance(result, PreemptResult):
+        fields["accepted"] = _top_accepted(result)
+    fields["pluginMs"] = plugin_ms(result)
+    return fields
+
+
+def plugin_ms(result: FilterResult | ScoreResult | PreemptResult) -> dict[str, float]:
+    return {name: _ms(spent) for name, spent in result.seconds_by_plugin.items()}
+
+
+def _pod(pod: Pod | None) -> dict[str, str] | None:
+    return None if pod is None else {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def _rejections(rejected: Mapping[str, Status]) -> dict[str, Any]:
+    """Rejections grouped as the pod's FailedScheduling event groups them: one line per plugin and reason."""
+    groups: dict[tuple[str, Code, str], list[str]] = defaultdict(list)
+    for node, status in rejected.items():
+        groups[status.plugin, status.code, status.reason].append(node)
+    largest = heapq.nlargest(TOP_N, groups.items(), key=lambda group: len(group[1]))
+    return {
+        "count": len(rejected),
+        "reasons": [
+            {
+                "plugin": plugin,
+                "code": code.value,
+                "reason": reason,
+                "count": len(nodes),
+                "nodes": nodes[:NODES_PER_REASON],
+            }
+            for (plugin, code, reason), nodes in largest
+        ],
+    }
+
+
+def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
+    """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won."""
+    best = heapq.nlargest(TOP_N, result.scores.items(), key=lambda item: item[1])
+    return [
+        {"node": node, "score": score, "plugins": {plugin: scores[node] for plugin, scores in result.by_plugin.items()}}
+        for node, score in best
+    ]
+
+
+def _top_accepted(result: PreemptResult) -> dict[str, Any]:
+    """The first accepted candidates with the number of pods each would evict."""
+    shown = list(result.accepted.items())[:TOP_N]
+    return {"count": len(result.accepted), "victims": {node: len(victims.pods) for node, victims in shown}}

@@ -1,0 +1,58 @@
+"""Durations written the way Kubernetes writes them (``5s``, ``1m30s``, ``500ms``), in settings and the policy.
+
+The scheduler's ``httpTimeout`` uses this format, so ``EXTENDER_HTTP_TIMEOUT``
+(which mirrors it) and the policy's timeouts use it too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from marshmallow import fields
+
+from extender.wire.scheduler_config import parse_go_duration
+
+HTTP_TIMEOUT_ENV = "EXTENDER_HTTP_TIMEOUT"
+# kube-scheduler's default httpTimeout.
+DEFAULT_HTTP_TIMEOUT = 5.0
+
+
+def http_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """The scheduler's httpTimeout for this extender: the budget a whole request must fit in."""
+    raw = environ.get(HTTP_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_HTTP_TIMEOUT
+    try:
+        seconds = parse_go_duration(raw)
+    except ValueError as exc:
+        raise ValueError(f"{HTTP_TIMEOUT_ENV}: {exc} (e.g. 5s)") from None
+    if seconds <= 0:
+        raise ValueError(f"{HTTP_TIMEOUT_ENV} must be positive, got {raw!r}")
+    return seconds
+
+
+class Duration(fields.Field):
+    """A policy field holding a duration string, loaded as seconds (float), at least ``minimum``."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {
+        "invalid": "Not a duration: write it like 500ms, 5s or 1m30s.",
+        "too_small": "Must be at least {minimum}.",
+    }
+
+    def __init__(self, *, minimum: str = "0s", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.minimum = minimum
+        self._minimum_seconds = parse_go_duration(minimum)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> float:
+        if not isinstance(value, str):
+            raise self.make_error("invalid")
+        try:
+            seconds = parse_go_duration(value)
+        except ValueError:
+            raise self.make_error("invalid") from None
+        if seconds < self._minimum_seconds:
+            raise self.make_error("too_small", minimum=self.minimum)
+        return seconds

@@ -1,0 +1,28 @@
+"""The Kubernetes API, for what the scheduler leaves to the extender: node facts, victim pods, bindings.
+
+``requests`` costs start-up time, so the client module is only imported when
+``KUBERNETES_API_URL`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from extender.duration import http_timeout_seconds
+from extender.kube.config import KubeConfig
+
+if TYPE_CHECKING:
+    from extender.kube.client import KubeClient
+
+
+def client_from_environment(environ: Mapping[str, str] = os.environ) -> KubeClient | None:
+    """The configured client, or None without ``KUBERNETES_API_URL``; a bad setting raises ValueError."""
+    config = KubeConfig.from_environment(environ)
+    if config is None:
+        return None
+    from extender.kube.client import KubeClient
+
+    # Calls made while the scheduler waits get half its httpTimeout: the rest is for deciding and answering.
+    return KubeClient(config, timeout=http_timeout_seconds(environ) / 2)

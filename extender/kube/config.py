@@ -1,0 +1,126 @@
+"""Where the Kubernetes API server is and how to trust and authenticate to it, from the environment.
+
+Terraform sets these variables; the token and CA usually come from Secret
+Manager, as a value (``KUBERNETES_TOKEN``, ``KUBERNETES_CA_DATA``) or as a
+mounted file (``KUBERNETES_TOKEN_FILE``, ``KUBERNETES_CA_FILE``). Every
+problem is reported at start-up, never on the first scheduling request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+API_URL_ENV = "KUBERNETES_API_URL"
+TOKEN_ENV = "KUBERNETES_TOKEN"
+TOKEN_FILE_ENV = "KUBERNETES_TOKEN_FILE"
+CA_DATA_ENV = "KUBERNETES_CA_DATA"
+CA_FILE_ENV = "KUBERNETES_CA_FILE"
+
+_PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
+
+
+@dataclass(frozen=True)
+class KubeConfig:
+    # Scheme, host, port and an optional path prefix, without a trailing "/".
+    url: str
+    token: str | None = field(default=None, repr=False)
+    token_file: Path | None = None
+    # PEM bundle to verify the API server with; neither means the system roots.
+    ca_pem: bytes | None = field(default=None, repr=False)
+    ca_file: Path | None = None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> KubeConfig | None:
+        """None when ``KUBERNETES_API_URL`` is unset; ValueError naming the variable for anything wrong."""
+        url = environ.get(API_URL_ENV, "").strip()
+        if not url:
+            stray = [name for name in (TOKEN_ENV, TOKEN_FILE_ENV, CA_DATA_ENV, CA_FILE_ENV) if environ.get(name)]
+            if stray:
+                raise ValueError(f"{', '.join(stray)} set without {API_URL_ENV}: set the API server URL too")
+            return None
+        _exclusive(environ, TOKEN_ENV, TOKEN_FILE_ENV, "token")
+        _exclusive(environ, CA_DATA_ENV, CA_FILE_ENV, "CA bundle")
+        ca_file = _readable(environ, CA_FILE_ENV)
+        if ca_file is not None and _PEM_CERTIFICATE not in ca_file.read_bytes():
+            raise ValueError(f"{CA_FILE_ENV}: {ca_file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        config = cls(
+            url=_api_url(url),
+            # Secret Manager values often end in a newline; whitespace is never part of a token.
+            token=environ.get(TOKEN_ENV, "").strip() or None,
+            token_file=_readable(environ, TOKEN_FILE_ENV),
+            ca_pem=_ca_data(environ.get(CA_DATA_ENV, "")),
+            ca_file=ca_file,
+        )
+        if config.token_file is not None and not config.bearer_token():
+            raise ValueError(f"{TOKEN_FILE_ENV}: {config.token_file} is empty")
+        return config
+
+    def bearer_token(self) -> str | None:
+        """Read on every call: a mounted secret may be rotated while the instance runs."""
+        if self.token_file is not None:
+            try:
+                return self.token_file.read_text(encoding="utf-8").strip() or None
+            except OSError:
+                return None
+        return self.token
+
+
+def _api_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ValueError(f"{API_URL_ENV} must be an https:// URL of the API server, got {url!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{API_URL_ENV} must not have a query or fragment, got {url!r}")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ValueError(f"{API_URL_ENV} must use https (a bearer token must not cross the network in clear): {url!r}")
+    return url.rstrip("/")
+
+
+def _is_loopback(host: str) -> bool:
+    """http:// is allowed only to a local proxy such as ``kubectl proxy``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _exclusive(environ: Mapping[str, str], value_env: str, file_env: str, what: str) -> None:
+    if environ.get(value_env) and environ.get(file_env):
+        raise ValueError(f"set one of {value_env} and {file_env} for the {what}, not both")
+
+
+def _readable(environ: Mapping[str, str], name: str) -> Path | None:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return None
+    path = Path(raw)
+    try:
+        path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot read {raw}: {exc.strerror or exc}") from None
+    return path
+
+
+def _ca_data(raw: str) -> bytes | None:
+    """PEM, or base64 of PEM as in kubeconfig's certificate-authority-data and the scheduler's caData."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    pem = raw.encode()
+    if _PEM_CERTIFICATE not in pem:
+        try:
+            pem = base64.b64decode(pem, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{CA_DATA_ENV} must be PEM or base64 of PEM (e.g. base64 -w0 ca.pem)") from None
+    if _PEM_CERTIFICATE not in pem:
+        raise ValueError(f"{CA_DATA_ENV} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+    return pem

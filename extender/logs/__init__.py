@@ -1,0 +1,74 @@
+"""Where log entries go: structured JSON for Cloud Logging on Google Cloud, readable lines elsewhere.
+
+Importing google-cloud-logging about doubles the function's start-up time, so
+only instances on Google Cloud, whose entries need its severity, JSON payload
+and trace correlation, import it; local runs and tools never pay for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, TextIO
+
+import orjson
+
+# Set together by Cloud Run, and so by Cloud Functions (2nd gen), in every instance: google-cloud-logging detects
+# Cloud Run by them too. K_SERVICE alone may be set elsewhere, to name the function in front of the path.
+CLOUD_RUN_ENV = ("K_SERVICE", "K_REVISION")
+# The package's loggers ("extender", "extender.decision", ...) log from INFO up.
+LOGGER = "extender"
+
+_installed: logging.Handler | None = None
+
+
+def on_google_cloud() -> bool:
+    return all(os.environ.get(name) for name in CLOUD_RUN_ENV)
+
+
+def setup_logging(stream: TextIO | None = None) -> None:
+    """Install the handler for this environment on the root logger (stderr unless ``stream``).
+
+    Calling it again replaces the handler it installed before. Elsewhere than on
+    Google Cloud, a root logger that already has handlers (pytest, a host
+    application) is left as it is unless ``stream`` is given.
+    """
+    global _installed
+    root = logging.getLogger()
+    if _installed is not None:
+        root.removeHandler(_installed)
+        _installed = None
+    logging.getLogger(LOGGER).setLevel(logging.INFO)
+    if on_google_cloud():
+        from extender.logs.cloud import structured_handler
+
+        handler = structured_handler(stream)
+        # Cloud Run turns every output line into an entry: a second root handler (functions-framework installs one
+        # with LOG_EXECUTION_ID) would write each entry twice, once without its JSON fields.
+        for other in list(root.handlers):
+            root.removeHandler(other)
+    elif stream is not None or not root.handlers:
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(PlainFormatter())
+    else:
+        return
+    root.addHandler(handler)
+    _installed = handler
+
+
+class PlainFormatter(logging.Formatter):
+    """``time LEVEL logger: message key=value ...``: structured fields stay greppable on a terminal."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        fields: dict[str, Any] = getattr(record, "json_fields", None) or {}
+        return line + "".join(f" {key}={_plain(value)}" for key, value in fields.items())
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, str) and value and not any(char.isspace() or char in '"=' for char in value):
+        return value
+    return orjson.dumps(value).decode()

@@ -1,0 +1,105 @@
+"""The policy's ``nodeSource``: where node-name (nodeCacheCapable: true) requests get node facts from.
+
+Exactly one of ``kubernetes``, ``static`` or ``names`` (like a Kubernetes
+volume source); without ``nodeSource`` only node names are known. Unknown
+keys are rejected (marshmallow's default), so a typo fails start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
+from marshmallow.validate import Length
+
+from extender.duration import Duration
+from extender.framework.args import Map
+from extender.framework.selectors import validate_label_key, validate_label_value
+from extender.nodesource.base import NamesOnly, NodeSource
+from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
+from extender.nodesource.names import GkeNodeNames
+from extender.nodesource.static import InventoryEntry, StaticInventory
+
+if TYPE_CHECKING:
+    from extender.kube.client import KubeClient
+
+KINDS = ("kubernetes", "static", "names")
+
+
+class KubernetesSourceSchema(Schema):
+    cacheTTL = Duration(minimum="1s", load_default=KubernetesSettings.cache_ttl)
+    maxWait = Duration(minimum="10ms", load_default=KubernetesSettings.max_wait)
+    listTimeout = Duration(minimum="1s", load_default=KubernetesSettings.list_timeout)
+    minRefreshInterval = Duration(minimum="1s", load_default=KubernetesSettings.min_refresh_interval)
+
+    @post_load
+    def make_settings(self, data: dict[str, Any], **kwargs: Any) -> KubernetesSettings:
+        return KubernetesSettings(
+            cache_ttl=data["cacheTTL"],
+            max_wait=data["maxWait"],
+            list_timeout=data["listTimeout"],
+            min_refresh_interval=data["minRefreshInterval"],
+        )
+
+
+class InventoryEntrySchema(Schema):
+    names = fields.List(fields.String(validate=Length(min=1)), required=True, validate=Length(min=1))
+    labels = Map(keys=fields.String(validate=validate_label_key), values=fields.String(validate=validate_label_value), required=True)
+
+    @post_load
+    def make_entry(self, data: dict[str, Any], **kwargs: Any) -> InventoryEntry:
+        return InventoryEntry(tuple(data["names"]), data["labels"])
+
+
+class StaticSourceSchema(Schema):
+    nodes = fields.List(fields.Nested(InventoryEntrySchema), required=True, validate=Length(min=1))
+
+
+class NamesSourceSchema(Schema):
+    cluster = fields.String(required=True, validate=Length(min=1))
+    nodePools = fields.List(fields.String(validate=Length(min=1)), load_default=list)
+
+
+@dataclass(frozen=True)
+class NodeSourceSpec:
+    """A validated ``nodeSource``; ``build`` makes the source once the environment (the API client) is known."""
+
+    kind: str = ""
+    settings: Any = None
+    # failurePolicy Ignore: the source logs that plugins let nodes with unavailable facts pass.
+    fail_open: bool = False
+
+    def build(self, kube: KubeClient | None) -> NodeSource:
+        if self.kind == "kubernetes":
+            if kube is None:
+                raise ValueError(
+                    "the policy's nodeSource is kubernetes, but KUBERNETES_API_URL is not set: "
+                    "set it, with KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE and the API server's CA"
+                )
+            source = KubernetesNodes(kube, self.settings, self.fail_open)
+            source.start(wait=self.settings.list_timeout)
+            return source
+        if self.kind == "static":
+            return StaticInventory(self.settings["nodes"])
+        if self.kind == "names":
+            return GkeNodeNames(self.settings["cluster"], self.settings["nodePools"])
+        return NamesOnly()
+
+
+class NodeSourceSchema(Schema):
+    kubernetes = fields.Nested(KubernetesSourceSchema)
+    static = fields.Nested(StaticSourceSchema)
+    names = fields.Nested(NamesSourceSchema)
+
+    @validates_schema
+    def exactly_one(self, data: dict[str, Any], **kwargs: Any) -> None:
+        chosen = [kind for kind in KINDS if kind in data]
+        if len(chosen) != 1:
+            got = f"got {', '.join(chosen)}" if chosen else "got none"
+            raise ValidationError(f"set exactly one of {', '.join(KINDS)} ({got})")
+
+    @post_load
+    def make_spec(self, data: dict[str, Any], **kwargs: Any) -> NodeSourceSpec:
+        kind = next(kind for kind in KINDS if kind in data)
+        return NodeSourceSpec(kind, data[kind])

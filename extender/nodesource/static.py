@@ -1,0 +1,49 @@
+"""static: an inventory in the policy file, node-name globs -> labels, for when the API is out of reach.
+
+Every entry whose globs match a node contributes its labels, later entries
+overriding earlier ones, so a ``"*"`` entry can give defaults. A node that
+matches no entry is rejected by plugins that need labels: an inventory that
+forgot a node must not let it pass a rule as if it had no labels.
+
+    nodeSource:
+      static:
+        nodes:
+        - names: ["*"]
+          labels: {team: shared}
+        - names: ["gke-prod-gpu-*"]
+          labels: {team: ml, cloud.google.com/gke-accelerator: nvidia-l4}
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.framework.types import Node
+from extender.nodesource.base import PerNameSource, unknowable
+
+
+@dataclass(frozen=True)
+class InventoryEntry:
+    names: tuple[str, ...]
+    labels: Mapping[str, str]
+
+
+class StaticInventory(PerNameSource):
+    def __init__(self, entries: Sequence[InventoryEntry]) -> None:
+        super().__init__()
+        # One regex per entry: a node is matched against each entry once, however many globs it lists.
+        self._entries = [(re.compile("|".join(map(fnmatch.translate, entry.names))), dict(entry.labels)) for entry in entries]
+
+    def describe(self, name: str) -> Node:
+        labels: dict[str, str] = {}
+        matched = False
+        for pattern, entry_labels in self._entries:
+            if pattern.match(name):
+                labels.update(entry_labels)
+                matched = True
+        if not matched:
+            return unknowable(name, f"node {name} matches no entry of the static nodeSource inventory")
+        return Node(name, labels)

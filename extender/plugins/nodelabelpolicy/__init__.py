@@ -1,0 +1,82 @@
+"""NodeLabelPolicy: pods matching a rule's ``pods`` may only run on nodes matching its ``nodeSelector``.
+
+Tenancy and placement rules that pod specs cannot be trusted with (GKE has no
+PodNodeSelector admission plugin). Every rule that matches the pod must hold;
+a node that breaks one is UnschedulableAndUnresolvable (evicting pods cannot
+change its labels), with a message naming the rule.
+
+    - name: NodeLabelPolicy
+      args:
+        rules:
+        - name: ml-on-gpu-pool
+          pods:                              # omitted or {}: every pod
+            namespaces: [ml]
+            labelSelector: {matchLabels: {team: ml}}
+            priority: {min: 1000}
+          nodeSelector:
+            matchLabels: {cloud.google.com/gke-nodepool: gpu}
+        - name: others-off-gpu-pool
+          pods: {excludeNamespaces: [ml]}
+          nodeSelector:
+            matchExpressions:
+            - {key: cloud.google.com/gke-nodepool, operator: NotIn, values: [gpu]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from marshmallow import Schema, fields, post_load
+from marshmallow.validate import Length
+
+from extender.framework import status
+from extender.framework.args import unique_names
+from extender.framework.perpod import PerPod
+from extender.framework.plugin import FilterPlugin
+from extender.framework.selectors import LabelSelector, LabelSelectorSchema, PodSelector, PodSelectorSchema
+from extender.framework.status import Status
+from extender.framework.types import Facts, Node, Pod
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    pods: PodSelector
+    node_selector: LabelSelector
+    # The same text for every node that breaks the rule, so the scheduler's event aggregates them; built once.
+    violation: str
+
+
+class RuleSchema(Schema):
+    name = fields.String(required=True, validate=Length(min=1))
+    pods = fields.Nested(PodSelectorSchema, load_default=PodSelector)
+    nodeSelector = fields.Nested(LabelSelectorSchema, required=True)
+
+    @post_load
+    def make(self, data: dict[str, Any], **kwargs: Any) -> Rule:
+        name, selector = data["name"], data["nodeSelector"]
+        return Rule(name, data["pods"], selector, f"NodeLabelPolicy rule {name!r}: node does not match {selector}")
+
+
+class NodeLabelPolicyArgs(Schema):
+    rules = fields.List(fields.Nested(RuleSchema), required=True, validate=[Length(min=1), unique_names])
+
+
+class NodeLabelPolicy(FilterPlugin):
+    name: ClassVar[str] = "NodeLabelPolicy"
+    facts = Facts.LABELS
+    args_schema = NodeLabelPolicyArgs
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        super().__init__(args)
+        rules: tuple[Rule, ...] = tuple(args["rules"])
+        self._rules_for = PerPod(lambda pod: tuple(rule for rule in rules if rule.pods.matches(pod)))
+
+    def filter(self, pod: Pod, node: Node) -> Status:
+        labels = node.labels or {}
+        for rule in self._rules_for(pod):
+            if not rule.node_selector.matches(labels):
+                return status.unresolvable(rule.violation)
+        return status.SUCCESS

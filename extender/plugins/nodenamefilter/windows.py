@@ -1,0 +1,147 @@
+"""Time windows for NodeNameFilter's maintenance entries: one-off (RFC 3339 instants) or weekly (wall-clock times).
+
+Weekly windows are wall-clock times in an explicit IANA zone (UTC unless
+``timeZone`` says otherwise), so "Saturday 22:00 in Europe/Berlin" follows
+daylight saving time. A window whose ``to`` is not after its ``from`` runs
+past midnight into the next day; ``days`` names the day it starts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
+from marshmallow.validate import Length
+
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_CLOCK_TIME = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$|^24:00$")
+
+
+@dataclass(frozen=True, slots=True)
+class OneOffWindow:
+    start: dt.datetime
+    end: dt.datetime
+
+    def active_until(self, now: dt.datetime) -> dt.datetime | None:
+        """The end of the window when ``now`` falls inside it (start inclusive, end exclusive)."""
+        return self.end if self.start <= now < self.end else None
+
+
+@dataclass(frozen=True, slots=True)
+class WeeklyWindow:
+    days: frozenset[int]  # datetime.weekday() numbers: Monday is 0
+    start: dt.time
+    # Minutes after ``start`` (so "24:00" and windows past midnight need no special case).
+    minutes: int
+    zone: ZoneInfo
+
+    def active_until(self, now: dt.datetime) -> dt.datetime | None:
+        local = now.astimezone(self.zone)
+        # Today's occurrence, or yesterday's when it runs past midnight.
+        for days_back in (0, 1):
+            day = local.date() - dt.timedelta(days=days_back)
+            if day.weekday() not in self.days:
+                continue
+            # Wall-clock arithmetic on naive times, then placed in the zone: DST shifts the instant, not the hour.
+            start = dt.datetime.combine(day, self.start)
+            end = start + dt.timedelta(minutes=self.minutes)
+            if start <= local.replace(tzinfo=None) < end:
+                return end.replace(tzinfo=self.zone)
+        return None
+
+
+Window = OneOffWindow | WeeklyWindow
+
+
+class Instant(fields.Field):
+    """An RFC 3339 timestamp with a UTC offset; YAML may already have parsed it into a datetime."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> dt.datetime:
+        if isinstance(value, str):
+            try:
+                value = dt.datetime.fromisoformat(value)
+            except ValueError:
+                raise ValidationError(f"{value!r} is not an RFC 3339 timestamp such as 2026-03-01T22:00:00Z") from None
+        if not isinstance(value, dt.datetime):
+            raise ValidationError("must be an RFC 3339 timestamp such as 2026-03-01T22:00:00Z")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValidationError(f"{value.isoformat()} has no UTC offset: end it with Z or an offset such as +01:00")
+        return value
+
+
+class ClockTime(fields.Field):
+    """A wall-clock time ``HH:MM``; ``24:00`` ends a window at midnight."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        if not isinstance(value, str):
+            # YAML 1.1 reads an unquoted 22:00 as the number 1320.
+            raise ValidationError('must be a quoted "HH:MM" string (unquoted, YAML reads 22:00 as a number)')
+        match = _CLOCK_TIME.match(value)
+        if match is None:
+            raise ValidationError(f'{value!r} is not a time of day "HH:MM" (00:00..23:59, or 24:00 as an end)')
+        hours, minutes = (24, 0) if value == "24:00" else (int(match[1]), int(match[2]))
+        return hours * 60 + minutes
+
+
+def _validate_zone(name: str) -> None:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(f"unknown time zone {name!r}: use an IANA name such as Europe/Berlin or UTC") from None
+
+
+class WindowSchema(Schema):
+    start = Instant()
+    end = Instant()
+    days = fields.List(fields.String(), validate=Length(min=1))
+    from_ = ClockTime(data_key="from")
+    to = ClockTime()
+    timeZone = fields.String(validate=_validate_zone)
+
+    @validates_schema(skip_on_field_errors=True)
+    def one_shape(self, data: dict[str, Any], **kwargs: Any) -> None:
+        one_off = {"start", "end"} & data.keys()
+        weekly = {"days", "from_", "to", "timeZone"} & data.keys()
+        if not one_off and not weekly:
+            raise ValidationError("a window needs start and end (one-off) or from and to (weekly)")
+        if one_off and weekly:
+            raise ValidationError(
+                "a window is either one-off (start, end) or weekly (days, from, to, timeZone), not both"
+            )
+        if one_off:
+            missing = {"start", "end"} - one_off
+            if missing:
+                raise ValidationError("Missing data for required field.", missing.pop())
+            if data["end"] <= data["start"]:
+                raise ValidationError(f"must be after start ({data['start'].isoformat()})", "end")
+            return
+        for key, name in (("from_", "from"), ("to", "to")):
+            if key not in data:
+                raise ValidationError("Missing data for required field.", name)
+        if data["from_"] == 24 * 60:
+            raise ValidationError("a window cannot start at 24:00: use 00:00", "from")
+        if data["from_"] == data["to"]:
+            raise ValidationError("must differ from from", "to")
+        unknown = {
+            index: [f"unknown day {day!r}: use {', '.join(DAYS)}"]
+            for index, day in enumerate(data.get("days", ()))
+            if day not in DAYS
+        }
+        if unknown:
+            raise ValidationError(unknown, "days")
+
+    @post_load
+    def make(self, data: dict[str, Any], **kwargs: Any) -> Window:
+        if "start" in data:
+            return OneOffWindow(data["start"], data["end"])
+        start, end = data["from_"], data["to"]
+        return WeeklyWindow(
+            days=frozenset(DAYS.index(day) for day in data.get("days", DAYS)),
+            start=dt.time(start // 60, start % 60),
+            minutes=(end - start) % (24 * 60) or 24 * 60,
+            zone=ZoneInfo(data.get("timeZone", "UTC")),
+        )

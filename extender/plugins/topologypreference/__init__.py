@@ -1,0 +1,86 @@
+"""TopologyPreference: prefer nodes by the values of one label (zone, node pool, machine family).
+
+Each preference gives weights (0..100) to values of a node label, optionally
+only for the pods its ``pods`` selector matches. A node's raw score is the sum
+of the weights of its label values over the preferences that apply to the pod;
+as with the scheduler's preferred node affinity, scores are then scaled so
+that the best candidate gets the most, and a node with nothing preferred gets 0.
+Nodes without the label, or with an unlisted value, add 0.
+
+    - name: TopologyPreference
+      args:
+        preferences:
+        - label: topology.kubernetes.io/zone
+          weights: {europe-west1-b: 100, europe-west1-c: 50}
+        - label: cloud.google.com/machine-family
+          weights: {c3: 100, n2: 40}
+          pods: {namespaces: [batch]}        # omitted or {}: every pod
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from marshmallow import Schema, fields, post_load
+from marshmallow.validate import Length, Range
+
+from extender.framework.args import Map
+from extender.framework.perpod import PerPod
+from extender.framework.plugin import MAX_NODE_SCORE, ScorePlugin
+from extender.framework.selectors import PodSelector, PodSelectorSchema, validate_label_key, validate_label_value
+from extender.framework.types import Facts, Node, Pod
+
+
+@dataclass(frozen=True, slots=True)
+class Preference:
+    label: str
+    weights: Mapping[str, int]
+    pods: PodSelector
+
+
+class PreferenceSchema(Schema):
+    label = fields.String(required=True, validate=validate_label_key)
+    weights = Map(
+        keys=fields.String(validate=validate_label_value),
+        values=fields.Integer(strict=True, validate=Range(min=0, max=100)),
+        required=True,
+        validate=Length(min=1),
+    )
+    pods = fields.Nested(PodSelectorSchema, load_default=PodSelector)
+
+    @post_load
+    def make(self, data: dict[str, Any], **kwargs: Any) -> Preference:
+        return Preference(data["label"], data["weights"], data["pods"])
+
+
+class TopologyPreferenceArgs(Schema):
+    preferences = fields.List(fields.Nested(PreferenceSchema), required=True, validate=Length(min=1))
+
+
+class TopologyPreference(ScorePlugin):
+    name: ClassVar[str] = "TopologyPreference"
+    facts = Facts.LABELS
+    args_schema = TopologyPreferenceArgs
+
+    def __init__(self, args: Mapping[str, Any]) -> None:
+        super().__init__(args)
+        preferences: tuple[Preference, ...] = tuple(args["preferences"])
+        self._preferences_for = PerPod(lambda pod: tuple(p for p in preferences if p.pods.matches(pod)))
+
+    def score(self, pod: Pod, node: Node) -> int:
+        labels = node.labels or {}
+        total = 0
+        for preference in self._preferences_for(pod):
+            # A node without the label is not one with an empty value: get() gives None, never a key.
+            total += preference.weights.get(labels.get(preference.label), 0)
+        return total
+
+    def normalize_scores(self, pod: Pod, scores: dict[str, int]) -> None:
+        """Scale so that the best candidate gets MAX_NODE_SCORE (rounded), keeping 0 at 0."""
+        best = max(scores.values(), default=0)
+        if best == 0:
+            return
+        for name, raw in scores.items():
+            scores[name] = (2 * raw * MAX_NODE_SCORE + best) // (2 * best)

@@ -1,0 +1,288 @@
+"""marshmallow schema of kube-scheduler's ``extenders[]`` configuration (KubeSchedulerConfiguration v1 ``Extender``).
+
+It refuses what stops kube-scheduler from starting (strict decoding of unknown fields and wrong types, the rules of
+``pkg/scheduler/apis/config/validation``) and, beyond that, settings the scheduler accepts but that silently
+misbehave: ``enableHTTPS`` without a CA (certificate verification off), a client certificate without its key
+(dropped), both data and file of one TLS item (the file is ignored), a query string in ``urlPrefix`` (the verb lands
+in the query) and a non-positive ``httpTimeout`` (0 becomes 5s, a negative one disables the timeout).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from marshmallow import Schema, ValidationError, fields, pre_load, validates_schema
+
+INT64_MAX = 2**63 - 1
+
+# time.ParseDuration: an optional sign, then one or more <decimal><unit>; "0" alone is allowed.
+_DURATION_PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION = re.compile(rf"([-+]?)((?:{_DURATION_PART.pattern})+|0)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
+
+# k8s.io/apimachinery/pkg/util/validation: IsQualifiedName and IsDNS1123Subdomain.
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def parse_go_duration(text: str) -> float:
+    """Seconds of a Go duration string ("5s", "1m30s", "1500ms"), as kube-scheduler's metav1.Duration reads it."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f'time: invalid duration "{text}"')
+    sign, body = match.group(1), match.group(2)
+    seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(body))
+    return -seconds if sign == "-" else seconds
+
+
+def _qualified_name_errors(name: str) -> list[str]:
+    """validation.IsQualifiedName: an optional DNS subdomain prefix and a name part of at most 63 characters."""
+    parts = name.split("/")
+    if len(parts) > 2:
+        return ["a qualified name must consist of alphanumeric characters, '-', '_' or '.', with an optional DNS subdomain prefix and '/'"]
+    errors: list[str] = []
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+            errors.append("prefix part must be a lowercase RFC 1123 subdomain of at most 253 characters")
+    short = parts[-1]
+    if not short:
+        errors.append("name part must be non-empty")
+    elif len(short) > 63:
+        errors.append("name part must be no more than 63 characters")
+    elif not _QUALIFIED_NAME_PART.fullmatch(short):
+        errors.append("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")
+    return errors
+
+
+def extended_resource_name_errors(name: str) -> list[str]:
+    """validateExtendedResourceName: qualified, prefixed by a domain, and not a native ("kubernetes.io/") resource."""
+    errors = _qualified_name_errors(name)
+    if errors:
+        return errors
+    # v1helper.IsExtendedResourceName: not native, not "requests."-prefixed, and still qualified as a quota name.
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests.") or _qualified_name_errors(f"requests.{name}"):
+        return ["is an invalid extended resource name"]
+    return []
+
+
+def _json_kind(value: Any) -> str:
+    """The JSON kind Go's decoder names in "cannot unmarshal <kind> into Go value of type T"."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+
+
+class GoBool(fields.Field):
+    """A Go ``bool``: JSON true/false only (no "true" strings, no 0/1)."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "cannot unmarshal {kind} into Go value of type bool"}
+
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> bool:
+        if type(value) is not bool:
+            raise self.make_error("invalid", kind=_json_kind(value))
+        return value
+
+
+class GoInt64(fields.Field):
+    """A Go ``int64``. YAML configs pass through JSON floats, so an integral 2.0 is still 2; bools and 1.5 are not."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "cannot unmarshal {kind} into Go value of type int64"}
+
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> int:
+        integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if isinstance(value, bool) or not integral or not -INT64_MAX - 1 <= value <= INT64_MAX:
+            # Go names the offending number, and only the kind of anything else.
+            kind = _json_kind(value)
+            raise self.make_error("invalid", kind=f"{kind} {value}" if kind == "number" else kind)
+        return int(value)
+
+
+class GoDuration(fields.String):
+    """A metav1.Duration: a string ("5s"), never a number, that time.ParseDuration accepts, and positive here."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {
+        "invalid": "cannot unmarshal number into Go value of type string; write a duration string such as \"5s\"",
+        "duration": 'time: invalid duration "{value}" (e.g. "5s", "1500ms", "1m30s")',
+        "positive": "must be positive: kube-scheduler turns 0 into 5s and a negative timeout disables it",
+    }
+
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            seconds = parse_go_duration(text)
+        except ValueError:
+            raise self.make_error("duration", value=text) from None
+        if seconds <= 0:
+            raise self.make_error("positive")
+        return text
+
+
+class PemData(fields.String):
+    """A ``[]byte`` of PEM: base64 in the configuration (standard alphabet, padded), holding a block of ``kinds``."""
+
+    default_error_messages: ClassVar[dict[str, str]] = {
+        "base64": "illegal base64 data: the *Data fields hold base64 of the PEM file, e.g. base64 -w0 ca.pem",
+        "pem": "unable to parse bytes as PEM block: expected base64 of a PEM {expected}",
+    }
+
+    def __init__(self, *, kinds: re.Pattern[bytes], expected: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kinds = kinds
+        self.expected = expected
+
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            # Go's base64.StdEncoding skips line breaks and is otherwise strict, like validate=True.
+            pem = base64.b64decode(re.sub(r"[\r\n]", "", text), validate=True)
+        except (binascii.Error, ValueError):
+            raise self.make_error("base64") from None
+        if not any(self.kinds.fullmatch(block.group(1)) and _valid_base64(block.group(2)) for block in _PEM_BLOCK.finditer(pem)):
+            raise self.make_error("pem", expected=self.expected)
+        return text
+
+
+def _valid_base64(body: bytes) -> bool:
+    try:
+        base64.b64decode(re.sub(rb"\s", b"", body), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def _certificate(**kwargs: Any) -> PemData:
+    return PemData(kinds=re.compile(rb"CERTIFICATE"), expected="certificate", **kwargs)
+
+
+class ConfigSchema(Schema):
+    """Decodes like kube-scheduler: unknown fields are errors (marshmallow's RAISE), ``null`` is the zero value."""
+
+    @pre_load
+    def drop_nulls(self, data: Any, **kwargs: Any) -> Any:
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+class ExtenderManagedResourceSchema(ConfigSchema):
+    name = fields.String(required=True)
+    ignoredByScheduler = GoBool()
+
+    @validates_schema
+    def extended_resource_name(self, data: dict[str, Any], **kwargs: Any) -> None:
+        errors = extended_resource_name_errors(data["name"])
+        if errors:
+            raise ValidationError([f"Invalid value: {data['name']!r}: {error}" for error in errors], "name")
+
+
+class ExtenderTLSConfigSchema(ConfigSchema):
+    insecure = GoBool()
+    serverName = fields.String()
+    certFile = fields.String()
+    keyFile = fields.String()
+    caFile = fields.String()
+    certData = _certificate()
+    keyData = PemData(kinds=re.compile(rb"([A-Z]+ )?PRIVATE KEY"), expected="private key")
+    caData = _certificate()
+
+    @validates_schema
+    def consistent(self, data: dict[str, Any], **kwargs: Any) -> None:
+        errors: dict[str, list[str]] = {}
+        if data.get("insecure") and (data.get("caData") or data.get("caFile")):
+            errors.setdefault("insecure", []).append("specifying a root certificates file with the insecure flag is not allowed")
+        for data_key, file_key in (("caData", "caFile"), ("certData", "certFile"), ("keyData", "keyFile")):
+            if data.get(data_key) and data.get(file_key):
+                errors.setdefault(file_key, []).append(f"set {data_key} or {file_key}, not both: {data_key} silently wins")
+        has_cert = bool(data.get("certData") or data.get("certFile"))
+        has_key = bool(data.get("keyData") or data.get("keyFile"))
+        if has_cert != has_key:
+            missing = "keyData/keyFile" if has_cert else "certData/certFile"
+            errors.setdefault("_schema", []).append(f"a client certificate needs both certificate and key: {missing} is missing, and client-go would silently send none")
+        if errors:
+            raise ValidationError(errors)
+
+
+def _check_url_prefix(value: str) -> None:
+    url = urlsplit(value)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise ValidationError("must be an http:// or https:// URL")
+    if "?" in value or "#" in value:
+        raise ValidationError('must not have a query string or fragment: the scheduler appends "/<verb>" verbatim')
+
+
+class ExtenderSchema(ConfigSchema):
+    urlPrefix = fields.String(required=True, validate=_check_url_prefix)
+    filterVerb = fields.String()
+    preemptVerb = fields.String()
+    prioritizeVerb = fields.String()
+    weight = GoInt64()
+    bindVerb = fields.String()
+    enableHTTPS = GoBool()
+    tlsConfig = fields.Nested(ExtenderTLSConfigSchema)
+    httpTimeout = GoDuration()
+    nodeCacheCapable = GoBool()
+    managedResources = fields.List(fields.Nested(ExtenderManagedResourceSchema))
+    ignorable = GoBool()
+
+    @validates_schema
+    def weight_with_prioritize(self, data: dict[str, Any], **kwargs: Any) -> None:
+        weight = data.get("weight", 0)
+        if data.get("prioritizeVerb") and weight <= 0:
+            raise ValidationError(f"Invalid value: {weight}: must have a positive weight applied to it", "weight")
+
+    @validates_schema
+    def verified_https(self, data: dict[str, Any], **kwargs: Any) -> None:
+        tls = data.get("tlsConfig", {})
+        if data.get("enableHTTPS") and not (tls.get("caData") or tls.get("caFile")) and not tls.get("insecure"):
+            raise ValidationError(
+                "enableHTTPS without tlsConfig.caData or caFile turns certificate verification off: give a CA, drop "
+                "enableHTTPS to verify an https:// urlPrefix against the system roots, or set tlsConfig.insecure: true",
+                "enableHTTPS",
+            )
+
+    @validates_schema
+    def unique_managed_resources(self, data: dict[str, Any], **kwargs: Any) -> None:
+        duplicates = _duplicate_resources([data])
+        if duplicates:
+            raise ValidationError(duplicates[0], "managedResources")
+
+
+def _duplicate_resources(extenders: list[dict[str, Any]]) -> dict[int, dict[int, dict[str, list[str]]]]:
+    """{extender index: {resource index: errors}}: a managed resource name may appear once across all extenders."""
+    seen: set[str] = set()
+    found: dict[int, dict[int, dict[str, list[str]]]] = {}
+    for index, extender in enumerate(extenders):
+        for position, resource in enumerate(extender.get("managedResources", [])):
+            if resource["name"] in seen:
+                message = f"Invalid value: {resource['name']!r}: duplicate extender managed resource name"
+                found.setdefault(index, {})[position] = {"name": [message]}
+            seen.add(resource["name"])
+    return found
+
+
+class ExtendersSchema(ConfigSchema):
+    """The ``extenders:`` list of a KubeSchedulerConfiguration, with the rules that span extenders."""
+
+    extenders = fields.List(fields.Nested(ExtenderSchema), required=True)
+
+    @validates_schema
+    def across_extenders(self, data: dict[str, Any], **kwargs: Any) -> None:
+        extenders = data["extenders"]
+        binders = sum(1 for extender in extenders if extender.get("bindVerb"))
+        if binders > 1:
+            raise ValidationError(f'Invalid value: "found {binders} extenders implementing bind": only one extender can implement bind', "extenders")
+        duplicates = _duplicate_resources(extenders)
+        if duplicates:
+            raise ValidationError({index: {"managedResources": errors} for index, errors in duplicates.items()}, "extenders")

@@ -1,0 +1,20 @@
+variable "project_id" {
+  description = "Project to deploy the extender function into."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the function, close to the cluster's control plane."
+  type        = string
+  default     = "us-central1"
+}
+
+variable "kubernetes_version" {
+  description = "Version of the cluster's control plane, e.g. \"1.31.4\" (selects the kube-scheduler image)."
+  type        = string
+}
+
+variable "proxy_image" {
+  description = "Image with this repository's extender package (runs `python -m extender proxy`)."
+  type        = string
+}

@@ -1,0 +1,311 @@
+locals {
+  source_dir = coalesce(var.source_dir, "${path.module}/..")
+  # What Cloud Functions needs to build and run the function: no tests, no bytecode caches.
+  source_files = sort([
+    for file in setunion(
+      fileset(local.source_dir, "main.py"),
+      fileset(local.source_dir, "requirements.txt"),
+      fileset(local.source_dir, "extender/**"),
+    ) : file if !can(regex("(^|/)(__pycache__|tests?)/|\\.py[co]$", file))
+  ])
+
+  # A given token means a token is wanted; otherwise public invocation gets one and IAM-only does not.
+  caller_token_enabled = coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(var.caller_token != null))
+  caller_token         = local.caller_token_enabled ? coalesce(var.caller_token, one(random_password.caller_token[*].result)) : null
+
+  http_timeout_seconds = ceil(module.scheduler_config.http_timeout_ms / 1000)
+  cluster_project_id   = coalesce(var.cluster_project_id, var.project_id)
+
+  environment_variables = { for name, value in {
+    EXTENDER_HTTP_TIMEOUT = var.http_timeout
+    THREADS               = tostring(var.concurrency)
+    EXTENDER_POLICY       = var.policy_file == null ? null : "policy.yaml"
+    KUBERNETES_API_URL    = var.kubernetes_api_url
+    KUBERNETES_CA_DATA    = var.kubernetes_ca_data
+    GOOGLE_CLOUD_PROJECT  = var.project_id
+  } : name => value if value != null }
+
+  # Pinned to the version Terraform wrote: a new token rolls out a new revision together with the new urlPrefix.
+  secret_environment_variables = { for name, secret in {
+    EXTENDER_CALLER_TOKEN = local.caller_token_enabled ? {
+      secret  = one(google_secret_manager_secret.caller_token[*].secret_id)
+      version = one(google_secret_manager_secret_version.caller_token[*].version)
+    } : null
+    KUBERNETES_TOKEN = var.kubernetes_token_secret == null ? null : { secret = var.kubernetes_token_secret, version = "latest" }
+  } : name => secret if secret != null }
+
+  apis = [
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "iam.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "run.googleapis.com",
+    "secretmanager.googleapis.com",
+    "storage.googleapis.com",
+  ]
+}
+
+resource "google_project_service" "apis" {
+  for_each = toset(var.enable_apis ? local.apis : [])
+
+  project            = var.project_id
+  service            = each.value
+  disable_on_destroy = false
+}
+
+# --- Source --------------------------------------------------------------------------------------------------------------
+
+data "archive_file" "source" {
+  type        = "zip"
+  output_path = "${path.module}/.build/${var.name}-source.zip"
+
+  dynamic "source" {
+    for_each = local.source_files
+    content {
+      content  = file("${local.source_dir}/${source.value}")
+      filename = source.value
+    }
+  }
+  dynamic "source" {
+    for_each = var.policy_file == null ? [] : [var.policy_file]
+    content {
+      content  = file(source.value)
+      filename = "policy.yaml"
+    }
+  }
+}
+
+resource "random_id" "bucket_suffix" {
+  byte_length = 4
+}
+
+resource "google_storage_bucket" "source" {
+  project                     = var.project_id
+  name                        = "${var.name}-source-${random_id.bucket_suffix.hex}"
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  # Holds nothing but the zips this module uploads.
+  force_destroy = true
+  labels        = var.labels
+
+  versioning {
+    enabled = true
+  }
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = 30
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_storage_bucket_object" "source" {
+  # Named by content: a changed source is a new object, which redeploys the function.
+  name   = "${var.name}/${data.archive_file.source.output_md5}.zip"
+  bucket = google_storage_bucket.source.name
+  source = data.archive_file.source.output_path
+}
+
+# --- Identity and secrets ------------------------------------------------------------------------------------------------
+
+resource "google_service_account" "function" {
+  project      = var.project_id
+  account_id   = var.name
+  display_name = "kube-scheduler extender ${var.name}"
+  description  = "Runs the ${var.name} function: reads its secrets, nothing else."
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "random_password" "caller_token" {
+  count = local.caller_token_enabled && nonsensitive(var.caller_token == null) ? 1 : 0
+
+  length  = 48
+  special = false
+}
+
+resource "google_secret_manager_secret" "caller_token" {
+  count = local.caller_token_enabled ? 1 : 0
+
+  project   = var.project_id
+  secret_id = "${var.name}-caller-token"
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_secret_manager_secret_version" "caller_token" {
+  count = local.caller_token_enabled ? 1 : 0
+
+  secret      = google_secret_manager_secret.caller_token[0].id
+  secret_data = local.caller_token
+}
+
+resource "google_secret_manager_secret_iam_member" "caller_token" {
+  count = local.caller_token_enabled ? 1 : 0
+
+  project   = var.project_id
+  secret_id = google_secret_manager_secret.caller_token[0].secret_id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.function.member
+}
+
+resource "google_secret_manager_secret_iam_member" "kubernetes_token" {
+  count = var.kubernetes_token_secret == null ? 0 : 1
+
+  project   = var.project_id
+  secret_id = var.kubernetes_token_secret
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.function.member
+}
+
+# --- The function --------------------------------------------------------------------------------------------------------
+
+resource "google_cloudfunctions2_function" "extender" {
+  project     = var.project_id
+  name        = var.name
+  location    = var.region
+  description = "kube-scheduler extender: filter/prioritize/preempt/bind over HTTPS."
+  labels      = var.labels
+
+  build_config {
+    runtime         = var.runtime
+    entry_point     = "extender"
+    service_account = var.build_service_account
+
+    source {
+      storage_source {
+        bucket = google_storage_bucket.source.name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+
+  service_config {
+    min_instance_count               = var.min_instance_count
+    max_instance_count               = var.max_instance_count
+    available_memory                 = var.available_memory
+    available_cpu                    = var.available_cpu
+    max_instance_request_concurrency = var.concurrency
+    # The scheduler has given up by then: work past its timeout is wasted.
+    timeout_seconds                = local.http_timeout_seconds
+    ingress_settings               = var.ingress_settings
+    all_traffic_on_latest_revision = true
+    service_account_email          = google_service_account.function.email
+    environment_variables          = local.environment_variables
+
+    dynamic "secret_environment_variables" {
+      for_each = local.secret_environment_variables
+      content {
+        key        = secret_environment_variables.key
+        project_id = var.project_id
+        secret     = secret_environment_variables.value.secret
+        version    = secret_environment_variables.value.version
+      }
+    }
+  }
+
+  # The revision cannot start before the service account may read its secrets.
+  depends_on = [
+    google_secret_manager_secret_iam_member.caller_token,
+    google_secret_manager_secret_iam_member.kubernetes_token,
+  ]
+}
+
+# --- Invocation ----------------------------------------------------------------------------------------------------------
+
+# kube-scheduler sends no credentials. 2nd gen functions only accept run.invoker on the Cloud Run service (named after
+# the function) for allUsers; the function-level IAM resource rejects that role.
+resource "google_cloud_run_service_iam_member" "public_invoker" {
+  count = var.invocation == "public" ? 1 : 0
+
+  project  = var.project_id
+  location = google_cloudfunctions2_function.extender.location
+  service  = google_cloudfunctions2_function.extender.name
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}
+
+# IAM-only: the identity proxy beside the scheduler calls as this service account.
+resource "google_service_account" "scheduler_proxy" {
+  count = var.invocation == "iam" ? 1 : 0
+
+  project      = var.project_id
+  account_id   = "${substr(var.name, 0, 24)}-proxy"
+  display_name = "kube-scheduler identity proxy for ${var.name}"
+  description  = "Calls the ${var.name} function on behalf of kube-scheduler."
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_cloud_run_service_iam_member" "proxy_invoker" {
+  count = var.invocation == "iam" ? 1 : 0
+
+  project  = var.project_id
+  location = google_cloudfunctions2_function.extender.location
+  service  = google_cloudfunctions2_function.extender.name
+  role     = "roles/run.invoker"
+  member   = google_service_account.scheduler_proxy[0].member
+}
+
+resource "google_cloud_run_service_iam_member" "extra_invokers" {
+  for_each = toset(var.invocation == "iam" ? var.invoker_members : [])
+
+  project  = var.project_id
+  location = google_cloudfunctions2_function.extender.location
+  service  = google_cloudfunctions2_function.extender.name
+  role     = "roles/run.invoker"
+  member   = each.value
+}
+
+# Workload Identity: the second scheduler's Kubernetes ServiceAccount acts as the proxy's Google service account.
+resource "google_service_account_iam_member" "scheduler_proxy_workload_identity" {
+  count = var.invocation == "iam" && var.gke_workload_identity ? 1 : 0
+
+  service_account_id = google_service_account.scheduler_proxy[0].name
+  role               = "roles/iam.workloadIdentityUser"
+  member             = "serviceAccount:${local.cluster_project_id}.svc.id.goog[${var.scheduler_namespace}/${var.scheduler_name}]"
+}
+
+# --- Scheduler configuration ---------------------------------------------------------------------------------------------
+
+module "scheduler_config" {
+  source = "./modules/scheduler-config"
+
+  url                          = google_cloudfunctions2_function.extender.service_config[0].uri
+  caller_token                 = local.caller_token
+  profile                      = var.profile
+  verbs                        = var.verbs
+  weight                       = var.weight
+  http_timeout                 = var.http_timeout
+  ignorable                    = var.ignorable
+  node_cache_capable           = var.node_cache_capable
+  managed_resources            = var.managed_resources
+  tls                          = var.tls
+  tls_key_data                 = var.tls_key_data
+  scheduler_name               = var.scheduler_name
+  percentage_of_nodes_to_score = var.percentage_of_nodes_to_score
+  namespace                    = var.scheduler_namespace
+  leader_election_lease_name   = var.leader_election_lease_name
+  kubeconfig                   = var.kubeconfig
+  kubernetes_version           = var.kubernetes_version
+  scheduler_image              = var.scheduler_image
+  replicas                     = var.scheduler_replicas
+  resources                    = var.scheduler_resources
+  identity_proxy = var.invocation == "iam" ? {
+    image                  = var.proxy_image
+    port                   = 8001
+    google_service_account = var.gke_workload_identity ? one(google_service_account.scheduler_proxy[*].email) : null
+  } : null
+}

@@ -1,0 +1,72 @@
+output "function_uri" {
+  description = "HTTPS URL of the function (the Cloud Run run.app URL kube-scheduler calls)."
+  value       = google_cloudfunctions2_function.extender.service_config[0].uri
+}
+
+output "function_name" {
+  description = "Name of the function and of its Cloud Run service."
+  value       = google_cloudfunctions2_function.extender.name
+}
+
+output "function_service_account" {
+  description = "Email of the service account the function runs as."
+  value       = google_service_account.function.email
+}
+
+output "url_prefix" {
+  description = "urlPrefix kube-scheduler uses: function URL and caller token, or the identity proxy's loopback address."
+  value       = module.scheduler_config.url_prefix
+  sensitive   = true
+}
+
+output "extenders_yaml" {
+  description = "The `extenders:` entry (YAML) to merge into an existing KubeSchedulerConfiguration."
+  value       = module.scheduler_config.extenders_yaml
+  sensitive   = true
+}
+
+output "kube_scheduler_configuration" {
+  description = "Complete KubeSchedulerConfiguration v1 (one profile, the extender), for kube-scheduler --config."
+  value       = module.scheduler_config.kube_scheduler_configuration
+  sensitive   = true
+}
+
+output "kubernetes_manifests" {
+  description = "Manifests for `kubectl apply -f`: the second scheduler (ServiceAccount, RBAC, configuration, Deployment)."
+  value       = module.scheduler_config.kubernetes_manifests
+  sensitive   = true
+}
+
+output "scheduler_name" {
+  description = "spec.schedulerName that pods set to be scheduled with the extender."
+  value       = module.scheduler_config.scheduler_name
+}
+
+output "tls_verification" {
+  description = "How kube-scheduler verifies the function's certificate: system-roots, ca, insecure or plaintext-loopback (identity proxy)."
+  value       = module.scheduler_config.tls_verification
+}
+
+output "caller_token_secret" {
+  description = "Secret Manager secret holding the caller token (null without a token)."
+  value       = one(google_secret_manager_secret.caller_token[*].id)
+}
+
+output "proxy_service_account" {
+  description = "Email of the identity proxy's Google service account (IAM-only invocation), for Workload Identity or a key."
+  value       = one(google_service_account.scheduler_proxy[*].email)
+}
+
+output "metric_types" {
+  description = "Cloud Monitoring metric types of the log-based metrics (requests, errors, latency)."
+  value = var.monitoring_enabled ? {
+    requests = "logging.googleapis.com/user/${google_logging_metric.requests[0].name}"
+    errors   = "logging.googleapis.com/user/${google_logging_metric.errors[0].name}"
+    latency  = "logging.googleapis.com/user/${google_logging_metric.latency[0].name}"
+  } : null
+}
+
+output "alert_policy" {
+  description = "Id of the alert policy on latency and errors (null when monitoring is off)."
+  value       = one(google_monitoring_alert_policy.extender[*].name)
+}

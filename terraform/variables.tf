@@ -1,0 +1,398 @@
+# --- Where and what ----------------------------------------------------------------------------------------------------
+
+variable "project_id" {
+  description = "Project that hosts the function, its bucket, secrets, service accounts and monitoring."
+  type        = string
+  nullable    = false
+}
+
+variable "region" {
+  description = "Region of the function. Pick the one closest to the cluster's control plane: every call is on the scheduling path."
+  type        = string
+  nullable    = false
+}
+
+variable "name" {
+  description = "Name of the function (and of its Cloud Run service, service account, secret and metrics)."
+  type        = string
+  default     = "scheduler-extender"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", var.name))
+    error_message = "name must be 6-30 lowercase letters, digits or hyphens, starting with a letter: it is also the service account id."
+  }
+}
+
+variable "labels" {
+  description = "Labels for every resource that takes them."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+}
+
+variable "enable_apis" {
+  description = "Enable the Google APIs the module uses. Set false when the project's APIs are managed elsewhere."
+  type        = bool
+  default     = true
+  nullable    = false
+}
+
+# --- Invocation: how kube-scheduler reaches the function ---------------------------------------------------------------
+
+variable "invocation" {
+  description = "\"public\": roles/run.invoker for allUsers, as kube-scheduler cannot send an identity token; the caller token guards the URL. \"iam\": only IAM principals may call, through the identity proxy sidecar (proxy_image). No default: this is a security decision."
+  type        = string
+  nullable    = false
+
+  validation {
+    condition     = contains(["public", "iam"], var.invocation)
+    error_message = "invocation must be \"public\" or \"iam\"."
+  }
+}
+
+variable "caller_token_enabled" {
+  description = "Put a secret token into the URL path that the function checks. null: on for public invocation, off for IAM-only."
+  type        = bool
+  default     = null
+}
+
+variable "caller_token" {
+  description = "The caller token (at least 32 URL-safe characters). null: Terraform generates 48 random alphanumerics. Rotate by changing it, then re-apply the scheduler manifests."
+  type        = string
+  default     = null
+  sensitive   = true
+}
+
+variable "proxy_image" {
+  description = "Image holding this repository's `extender` package, run as the identity proxy sidecar (`python -m extender proxy`). Required for IAM-only invocation."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.invocation != "iam" || var.proxy_image != null
+    error_message = "proxy_image is required when invocation = \"iam\": kube-scheduler cannot send identity tokens itself."
+  }
+}
+
+variable "invoker_members" {
+  description = "Further principals granted roles/run.invoker with IAM-only invocation, e.g. \"serviceAccount:...\" of a control-plane host running the proxy."
+  type        = list(string)
+  default     = []
+  nullable    = false
+}
+
+variable "gke_workload_identity" {
+  description = "With IAM-only invocation, let the second scheduler's Kubernetes ServiceAccount act as the proxy's Google service account (Workload Identity). Set false outside GKE."
+  type        = bool
+  default     = true
+  nullable    = false
+}
+
+variable "cluster_project_id" {
+  description = "Project of the GKE cluster, whose Workload Identity pool (<project>.svc.id.goog) the binding names. null: project_id."
+  type        = string
+  default     = null
+}
+
+# --- The function ------------------------------------------------------------------------------------------------------
+
+variable "source_dir" {
+  description = "Directory holding main.py, extender/ and requirements.txt. null: this repository (the parent of this module)."
+  type        = string
+  default     = null
+}
+
+variable "policy_file" {
+  description = "Path of the extender policy, packaged as policy.yaml (EXTENDER_POLICY). null: the embedded default policy. Check it first: python -m extender check-policy FILE."
+  type        = string
+  default     = null
+}
+
+variable "runtime" {
+  description = "Cloud Functions Python runtime."
+  type        = string
+  default     = "python312"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^python3(1[1-9])$", var.runtime))
+    error_message = "runtime must be a Python runtime from python311 on, e.g. python312."
+  }
+}
+
+variable "build_service_account" {
+  description = "Service account that builds the function (projects/<project>/serviceAccounts/<email>). null: the project's default build service account."
+  type        = string
+  default     = null
+}
+
+variable "min_instance_count" {
+  description = "Instances kept warm. A cold start of a Python function can exceed the scheduler's 5 s timeout, so keep at least 1."
+  type        = number
+  default     = 1
+  nullable    = false
+
+  validation {
+    condition     = floor(var.min_instance_count) == var.min_instance_count && var.min_instance_count >= 0
+    error_message = "min_instance_count must be a whole number, 0 or more."
+  }
+}
+
+variable "max_instance_count" {
+  description = "Upper bound on instances. Filter calls are sequential per scheduler, so a few suffice; the bound also caps cost if the URL is abused."
+  type        = number
+  default     = 5
+  nullable    = false
+
+  validation {
+    condition     = floor(var.max_instance_count) == var.max_instance_count && var.max_instance_count >= max(1, var.min_instance_count)
+    error_message = "max_instance_count must be a whole number of at least max(1, min_instance_count)."
+  }
+}
+
+variable "available_memory" {
+  description = "Memory per instance. Full-node requests (node_cache_capable = false) on large clusters are tens of MB of JSON."
+  type        = string
+  default     = "512Mi"
+  nullable    = false
+}
+
+variable "available_cpu" {
+  description = "vCPUs per instance. Request concurrency above 1 needs at least 1."
+  type        = string
+  default     = "1"
+  nullable    = false
+}
+
+variable "concurrency" {
+  description = "Requests one instance serves at once; THREADS is set to match. The scheduler calls sequentially, so a few threads cover it, healthz probes and the occasional parallel prioritize."
+  type        = number
+  default     = 8
+  nullable    = false
+
+  validation {
+    condition     = floor(var.concurrency) == var.concurrency && var.concurrency >= 1 && var.concurrency <= 1000
+    error_message = "concurrency must be a whole number between 1 and 1000."
+  }
+  validation {
+    condition     = var.concurrency == 1 || try(tonumber(var.available_cpu) >= 1, false)
+    error_message = "concurrency above 1 needs available_cpu of at least 1."
+  }
+}
+
+variable "ingress_settings" {
+  description = "Where requests may come from. ALLOW_ALL: a scheduler outside Google Cloud or on a cluster without private access. ALLOW_INTERNAL_ONLY: only from VPC networks of the project (or Shared VPC)."
+  type        = string
+  default     = "ALLOW_ALL"
+  nullable    = false
+
+  validation {
+    condition     = contains(["ALLOW_ALL", "ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB"], var.ingress_settings)
+    error_message = "ingress_settings must be ALLOW_ALL, ALLOW_INTERNAL_ONLY or ALLOW_INTERNAL_AND_GCLB."
+  }
+}
+
+# --- Node source / binder: the Kubernetes API the function reads nodes from --------------------------------------------
+
+variable "kubernetes_api_url" {
+  description = "Kubernetes API server URL for node lookups (node_cache_capable = true) and the bind verb. null: none (plugins see node names only)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kubernetes_api_url == null || startswith(coalesce(var.kubernetes_api_url, "-"), "https://")
+    error_message = "kubernetes_api_url must be an https URL."
+  }
+}
+
+variable "kubernetes_ca_data" {
+  description = "Base64 of the PEM CA of the API server (GKE: master_auth[0].cluster_ca_certificate). null: system roots."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kubernetes_ca_data == null || var.kubernetes_api_url != null
+    error_message = "kubernetes_ca_data needs kubernetes_api_url: the function refuses to start with a CA but no API server."
+  }
+}
+
+variable "kubernetes_token_secret" {
+  description = "Secret Manager secret (id in project_id) holding the API token of a Kubernetes service account allowed to read nodes (and create pods/binding for bind). It reaches the function as KUBERNETES_TOKEN, latest version."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kubernetes_token_secret == null || var.kubernetes_api_url != null
+    error_message = "kubernetes_token_secret needs kubernetes_api_url: the function refuses to start with a token but no API server."
+  }
+}
+
+# --- Scheduler configuration (rendered by modules/scheduler-config) ----------------------------------------------------
+
+variable "kubernetes_version" {
+  description = "Version of the cluster's control plane (e.g. \"1.31.4\"); selects the second scheduler's kube-scheduler image, which must not be newer than the API server."
+  type        = string
+  nullable    = false
+}
+
+variable "scheduler_name" {
+  description = "schedulerName pods set to use the extender; also names the second scheduler's objects. \"default-scheduler\" targets an existing scheduler (self-managed control plane)."
+  type        = string
+  default     = "extender-scheduler"
+  nullable    = false
+}
+
+variable "scheduler_namespace" {
+  description = "Namespace of the second scheduler and its leader-election Lease."
+  type        = string
+  default     = "kube-system"
+  nullable    = false
+}
+
+variable "scheduler_image" {
+  description = "Image of the second scheduler. null: registry.k8s.io/kube-scheduler:v<kubernetes_version>. Set a mirror for private clusters without internet egress."
+  type        = string
+  default     = null
+}
+
+variable "scheduler_replicas" {
+  description = "Replicas of the second scheduler; leader election keeps one active and a standby takes over within seconds."
+  type        = number
+  default     = 2
+  nullable    = false
+}
+
+variable "scheduler_resources" {
+  description = "Resources of the kube-scheduler container. Its memory grows with the number of nodes and pods it caches."
+  type = object({
+    requests = optional(map(string), { cpu = "100m", memory = "256Mi" })
+    limits   = optional(map(string), { memory = "1Gi" })
+  })
+  default  = {}
+  nullable = false
+}
+
+variable "leader_election_lease_name" {
+  description = "Leader-election Lease. null: scheduler_name, so the second scheduler never contends for the default scheduler's lock. \"kube-scheduler\" for an existing control-plane scheduler."
+  type        = string
+  default     = null
+}
+
+variable "kubeconfig" {
+  description = "clientConnection.kubeconfig of the configuration. null: in-cluster credentials (second scheduler). A control-plane scheduler started with --config ignores --kubeconfig and needs it here (kubeadm: /etc/kubernetes/scheduler.conf)."
+  type        = string
+  default     = null
+}
+
+variable "profile" {
+  description = "Extender policy profile the scheduler calls (path segment). null: the policy's default profile."
+  type        = string
+  default     = null
+}
+
+variable "verbs" {
+  description = "Verbs kube-scheduler calls: filter, prioritize, preempt, bind. bind needs kubernetes_api_url and a token allowed to create pods/binding."
+  type        = set(string)
+  default     = ["filter", "prioritize"]
+  nullable    = false
+
+  validation {
+    condition     = !contains(var.verbs, "bind") || var.kubernetes_api_url != null
+    error_message = "The bind verb needs kubernetes_api_url: the function must create the Binding itself, or pods stay Pending."
+  }
+}
+
+variable "weight" {
+  description = "Weight of the extender's prioritize scores (score x weight x 10 per node, next to the in-tree plugins' 0-100)."
+  type        = number
+  default     = 1
+  nullable    = false
+}
+
+variable "http_timeout" {
+  description = "kube-scheduler's httpTimeout for each call (Go duration). Also EXTENDER_HTTP_TIMEOUT (the function's latency budget), the function's own timeout, rounded up, and the alert threshold's base."
+  type        = string
+  default     = "5s"
+  nullable    = false
+}
+
+variable "ignorable" {
+  description = "false: an unreachable or failing extender fails the scheduling attempt, so the policy is never bypassed. true: scheduling continues without it (availability over policy)."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "node_cache_capable" {
+  description = "true: the scheduler sends node names only and the function looks nodes up (needs kubernetes_api_url for node facts). false: full Node objects in every request."
+  type        = bool
+  default     = true
+  nullable    = false
+}
+
+variable "managed_resources" {
+  description = "Extended resources (e.g. example.com/gpu) that route pods to the extender; empty: every pod of the scheduler. ignored_by_scheduler leaves the fit check for that resource to the extender alone."
+  type = list(object({
+    name                 = string
+    ignored_by_scheduler = optional(bool, false)
+  }))
+  default  = []
+  nullable = false
+}
+
+variable "percentage_of_nodes_to_score" {
+  description = "Share of feasible nodes the scheduler collects before scoring (0-100). 100: the extender sees every feasible node. null: the scheduler's adaptive default."
+  type        = number
+  default     = 100
+}
+
+variable "tls" {
+  description = "How kube-scheduler checks the function's certificate (see modules/scheduler-config). {}: system roots, which trust Google's public certificate. ca_data: base64 of a PEM bundle to trust instead. insecure = true: no verification."
+  type = object({
+    ca_data     = optional(string)
+    ca_file     = optional(string)
+    server_name = optional(string)
+    cert_data   = optional(string)
+    cert_file   = optional(string)
+    key_file    = optional(string)
+    insecure    = optional(bool, false)
+  })
+  default  = {}
+  nullable = false
+}
+
+variable "tls_key_data" {
+  description = "Client private key for mTLS (base64 of PEM), paired with tls.cert_data. Cloud Run does not check client certificates itself: only for a load balancer in front."
+  type        = string
+  default     = null
+  sensitive   = true
+}
+
+# --- Monitoring --------------------------------------------------------------------------------------------------------
+
+variable "monitoring_enabled" {
+  description = "Create the log-based metrics (requests, errors, latency per verb) and the alert policy."
+  type        = bool
+  default     = true
+  nullable    = false
+}
+
+variable "notification_channels" {
+  description = "Monitoring notification channel ids the alert policy notifies. Empty: incidents only show in the console."
+  type        = list(string)
+  default     = []
+  nullable    = false
+}
+
+variable "alert_latency_ratio" {
+  description = "Alert when a verb's p99 latency exceeds this share of http_timeout: above it, calls are about to time out and fail scheduling."
+  type        = number
+  default     = 0.8
+  nullable    = false
+
+  validation {
+    condition     = var.alert_latency_ratio > 0 && var.alert_latency_ratio <= 1
+    error_message = "alert_latency_ratio must be in (0, 1]."
+  }
+}

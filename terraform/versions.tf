@@ -1,0 +1,23 @@
+terraform {
+  # 1.9: validations that refer to other variables (the identity proxy's image is required for IAM-only invocation).
+  required_version = ">= 1.9"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = ">= 7.0, < 9.0"
+    }
+    archive = {
+      source  = "hashicorp/archive"
+      version = ">= 2.4, < 3.0"
+    }
+    random = {
+      source  = "hashicorp/random"
+      version = ">= 3.5, < 4.0"
+    }
+    time = {
+      source  = "hashicorp/time"
+      version = ">= 0.9, < 1.0"
+    }
+  }
+}

@@ -1,0 +1,297 @@
+"""A small Kubernetes API server for tests: exactly the endpoints the extender calls, over real TLS.
+
+It answers the way kube-apiserver does: list objects with ``metadata.resourceVersion``
+and ``items`` (paged with ``limit``/``continue``; node lists in the metadata-only
+``PartialObjectMetadataList`` form when asked), ``Status`` objects with ``code``,
+``reason`` and ``message`` for errors, bearer-token authentication (401) and
+per-resource authorization (403). Knobs make it slow (``delay``), refuse
+(``forbidden``) or fall back to full lists (``metadata_lists = False``).
+
+    GET  /api/v1/nodes                                   list nodes
+    GET  /api/v1/pods?fieldSelector=spec.nodeName=NODE   list one node's pods
+    POST /api/v1/namespaces/NS/pods/NAME/binding         bind a pod (201, 404, 409)
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.certs import CertificateAuthority
+
+TOKEN = "extender-test-token"
+USER = "system:serviceaccount:scheduler-extender:gcf-scheduler-extender"
+_BINDING_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
+_METADATA_ACCEPT = "as=PartialObjectMetadataList"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
+class FakeApiServer:
+    def __init__(self, context: ssl.SSLContext | None, token: str | None = TOKEN, ca_pem: bytes = b"") -> None:
+        self.token = token
+        # The CA that issued the server certificate: what the extender must be told to trust.
+        self.ca_pem = ca_pem
+        self.nodes: list[dict[str, Any]] = []
+        self.pods: list[dict[str, Any]] = []
+        # Seconds to wait before every answer: a slow or overloaded API server.
+        self.delay = 0.0
+        # (verb, resource) pairs answered 403, e.g. ("list", "nodes"), ("create", "pods/binding").
+        self.forbidden: set[tuple[str, str]] = set()
+        # False: answer node lists in full even when the metadata-only form is asked for (as a proxy might).
+        self.metadata_lists = True
+        self.requests: list[Recorded] = []
+        self.resource_version = 1000
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._connections: set[Any] = set()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        if context is not None:
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True, do_handshake_on_connect=False)
+        self.scheme = "https" if context is not None else "http"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="fake-apiserver", daemon=True)
+
+    @classmethod
+    @contextmanager
+    def serving(cls, ca: CertificateAuthority, directory: Path, token: str | None = TOKEN) -> Iterator[FakeApiServer]:
+        """An HTTPS server with a certificate for 127.0.0.1 and localhost issued by ``ca``."""
+        server = cls(ca.server_context(ca.issue_server("localhost", "127.0.0.1"), directory), token, ca.cert_pem)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def environment(self) -> dict[str, str]:
+        """The extender's environment for talking to this server (CA as base64 PEM, like kubeconfig's data)."""
+        env = {"KUBERNETES_API_URL": self.url}
+        if self.token:
+            env["KUBERNETES_TOKEN"] = self.token
+        if self.ca_pem:
+            env["KUBERNETES_CA_DATA"] = base64.b64encode(self.ca_pem).decode()
+        return env
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop answering: the port refuses connections afterwards, like an unreachable API server."""
+        self._stopped.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        with self._lock:  # kept-alive connections too: their next request must fail, not be answered
+            for connection in self._connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def set_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self.nodes = copy.deepcopy(nodes)
+            self.resource_version += 1
+
+    def add_node(self, node: dict[str, Any]) -> None:
+        with self._lock:
+            self.nodes.append(copy.deepcopy(node))
+            self.resource_version += 1
+
+    def set_pods(self, pods: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self.pods = copy.deepcopy(pods)
+            self.resource_version += 1
+
+    def count(self, method: str, path: str) -> int:
+        return sum(1 for request in self.requests if request.method == method and request.path == path)
+
+    # --- request handling (runs on the server's threads) ---------------------------------------
+
+    def answer(self, method: str, target: str, headers: dict[str, str], raw_body: bytes) -> tuple[int, dict[str, Any]]:
+        parts = urlsplit(target)
+        query = parse_qs(parts.query)
+        body = json.loads(raw_body) if raw_body else None
+        self.requests.append(Recorded(method, parts.path, query, headers, body))
+        if self.delay:
+            self._stopped.wait(self.delay)
+        try:
+            self._authenticate(headers)
+            if method == "GET" and parts.path == "/api/v1/nodes":
+                self._authorize("list", "nodes", "at the cluster scope")
+                return 200, self._list_nodes(query, headers.get("accept", ""))
+            if method == "GET" and parts.path == "/api/v1/pods":
+                self._authorize("list", "pods", "at the cluster scope")
+                return 200, self._list_pods(query)
+            binding = _BINDING_PATH.match(parts.path)
+            if method == "POST" and binding:
+                namespace, name = binding.groups()
+                self._authorize("create", "pods/binding", f'in the namespace "{namespace}"', f'pods "{name}"')
+                return 201, self._bind(namespace, name, body)
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        except ApiError as exc:
+            return exc.code, status(exc.code, exc.reason, exc.message)
+
+    def _authenticate(self, headers: dict[str, str]) -> None:
+        if self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+
+    def _authorize(self, verb: str, resource: str, scope: str, subject: str | None = None) -> None:
+        if (verb, resource) in self.forbidden:
+            who = subject or resource
+            raise ApiError(
+                403, "Forbidden", f'{who} is forbidden: User "{USER}" cannot {verb} resource "{resource}" in API group "" {scope}'
+            )
+
+    def _list_nodes(self, query: dict[str, list[str]], accept: str) -> dict[str, Any]:
+        with self._lock:
+            nodes, version = list(self.nodes), str(self.resource_version)
+        limit = int(query.get("limit", ["0"])[0]) or len(nodes) or 1
+        start = int(base64.b64decode(query["continue"][0])) if "continue" in query else 0
+        page = nodes[start : start + limit]
+        metadata: dict[str, Any] = {"resourceVersion": version}
+        if start + limit < len(nodes):
+            metadata["continue"] = base64.b64encode(str(start + limit).encode()).decode()
+            metadata["remainingItemCount"] = len(nodes) - start - limit
+        if self.metadata_lists and _METADATA_ACCEPT in accept:
+            items = [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": node["metadata"]} for node in page]
+            return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "items": items}
+        return {"kind": "NodeList", "apiVersion": "v1", "metadata": metadata, "items": page}
+
+    def _list_pods(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        selector = query.get("fieldSelector", [""])[0]
+        field, _, node = selector.partition("=")
+        if field != "spec.nodeName" or not node:
+            raise ApiError(400, "BadRequest", f'field label not supported: "{field}"')
+        with self._lock:
+            pods = [pod for pod in self.pods if pod.get("spec", {}).get("nodeName") == node.lstrip("=")]
+            version = str(self.resource_version)
+        return {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": version}, "items": pods}
+
+    def _bind(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or body.get("kind") != "Binding" or not (body.get("target") or {}).get("name"):
+            raise ApiError(400, "BadRequest", "Binding is invalid: target.name: Required value")
+        with self._lock:
+            pod = next((p for p in self.pods if p["metadata"]["name"] == name and p["metadata"]["namespace"] == namespace), None)
+            if pod is None:
+                raise ApiError(404, "NotFound", f'pods "{name}" not found')
+            uid = (body.get("metadata") or {}).get("uid")
+            if uid and uid != pod["metadata"]["uid"]:
+                raise ApiError(
+                    409, "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": Precondition failed: '
+                    f"UID in precondition: {uid}, UID in object meta: {pod['metadata']['uid']}",
+                )
+            assigned = pod.get("spec", {}).get("nodeName")
+            if assigned:
+                raise ApiError(
+                    409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{assigned}"'
+                )
+            pod.setdefault("spec", {})["nodeName"] = body["target"]["name"]
+            self.resource_version += 1
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
+def status(code: int, reason: str, message: str) -> dict[str, Any]:
+    """A ``metav1.Status`` failure, as the API server encodes it."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+
+
+def node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Node as the API server lists it (no kind/apiVersion inside a typed list)."""
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1", "labels": dict(labels or {})},
+        "spec": {"providerID": f"gce://project/zone/{name}"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def pod(name: str, uid: str, node_name: str, namespace: str = "default", labels: dict[str, str] | None = None, priority: int = 0) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "1", "labels": dict(labels or {})},
+        "spec": {"nodeName": node_name, "priority": priority, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the API server does: the client's pool is exercised
+
+        def handle(self) -> None:
+            # The handshake runs here, on the connection's thread, so a client that fails it blocks nobody.
+            if isinstance(self.request, ssl.SSLSocket):
+                try:
+                    self.request.do_handshake()
+                except (ssl.SSLError, OSError):
+                    return
+            with server._lock:
+                server._connections.add(self.request)
+            try:
+                super().handle()
+            finally:
+                with server._lock:
+                    server._connections.discard(self.request)
+
+        def do_GET(self) -> None:
+            self._serve()
+
+        def do_POST(self) -> None:
+            self._serve()
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            headers = {key.lower(): value for key, value in self.headers.items()}
+            code, body = server.answer(self.command, self.path, headers, raw)
+            payload = json.dumps(body).encode()
+            self.send_response(code, HTTPStatus(code).phrase)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+def wait_for(condition: Any, timeout: float = 5.0) -> bool:
+    """Poll ``condition()`` until true or ``timeout``: for effects of background threads."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return bool(condition())

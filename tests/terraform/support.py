@@ -1,0 +1,125 @@
+"""Paths and helpers shared by the Terraform tests: running terraform offline, parsing HCL, cached downloads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import hcl2
+from hcl2 import SerializationOptions
+
+REPO = Path(__file__).resolve().parents[2]
+ROOT_MODULE = REPO / "terraform"
+SCHEDULER_CONFIG = ROOT_MODULE / "modules" / "scheduler-config"
+# Ignored by git: downloads and tool environments reused across runs.
+CACHE = REPO / ".cache" / "terraform-tests"
+
+_HCL_OPTIONS = SerializationOptions(with_comments=False, strip_string_quotes=True, preserve_heredocs=False)
+
+
+def run_terraform(terraform: str, *args: str, cwd: Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([terraform, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"terraform {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+BLOCK_MARKER = "__is_block__"
+
+
+def load_hcl(path: Path, block_markers: bool = False) -> dict[str, Any]:
+    """A file as python-hcl2 reads it; with ``block_markers`` nested blocks keep the key telling them from objects."""
+    with path.open() as file:
+        loaded = hcl2.load(file, serialization_options=_HCL_OPTIONS)
+    return loaded if block_markers else _without_markers(loaded)
+
+
+def _without_markers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_markers(item) for key, item in value.items() if key != BLOCK_MARKER}
+    if isinstance(value, list):
+        return [_without_markers(item) for item in value]
+    return value
+
+
+def load_module(directory: Path, block_markers: bool = False) -> dict[str, list[Any]]:
+    """Every top-level block of a module's *.tf files, by block type (resource, variable, output, ...)."""
+    blocks: dict[str, list[Any]] = {}
+    for path in sorted(directory.glob("*.tf")):
+        for block_type, entries in load_hcl(path, block_markers).items():
+            blocks.setdefault(block_type, []).extend(entries)
+    return blocks
+
+
+def named(blocks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{name: body} of single-label blocks (variable, output, module)."""
+    return {name: body for block in blocks for name, body in block.items()}
+
+
+def resources(module: dict[str, list[Any]], kind: str = "resource") -> dict[tuple[str, str], dict[str, Any]]:
+    """{(type, name): body} of a module's resource (or data) blocks."""
+    return {(rtype, name): body for block in module.get(kind, []) for rtype, bodies in block.items() for name, body in bodies.items()}
+
+
+def pip_download(requirement: str, dest: Path) -> Path:
+    """The wheel of ``requirement`` (no dependencies), downloaded once into ``dest`` through the configured index."""
+    dest.mkdir(parents=True, exist_ok=True)
+    name, _, version = requirement.partition("==")
+    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
+    found = sorted(dest.glob(pattern))
+    if not found:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(dest), requirement],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        )
+        found = sorted(dest.glob(pattern))
+    if not found:
+        raise FileNotFoundError(f"pip download {requirement} left no {pattern} in {dest}")
+    return found[0]
+
+
+def tftest_runs(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(name, body) of the run blocks of a .tftest.hcl file."""
+    return [(name, body) for block in load_hcl(path).get("run", []) for name, body in block.items()]
+
+
+def terraform_test(terraform: str, module: Path, env: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Runs `terraform test -json` in ``module``: {(test file, run): completion event}, plus ("error", message) entries."""
+    result = run_terraform(terraform, "test", "-json", cwd=module, env=env, check=False)
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in result.stdout.splitlines():
+        event = json.loads(line)
+        if event.get("type") == "test_run" and event["test_run"].get("progress") == "complete":
+            results[(event["@testfile"], event["@testrun"])] = event
+        elif event.get("@level") == "error":
+            results.setdefault(("error", event["@message"]), event)
+    assert results, f"terraform test reported nothing:\n{result.stdout}\n{result.stderr}"
+    return results
+
+
+def assert_run_passed(results: dict[tuple[str, str], dict[str, Any]], test_file: str, run: str) -> None:
+    event = results.get((test_file, run))
+    problems = [message for (kind, message) in results if kind == "error"]
+    assert event is not None, f"run {run} did not complete: {problems}"
+    assert event["test_run"]["status"] == "pass", f"{event['@message']}: {problems}"
+
+
+def thin_validation_coverage(variables: dict[str, dict[str, Any]], test_files: list[Path]) -> dict[str, tuple[int, int]]:
+    """{variable: (validation blocks, expect_failures runs)} where a variable has fewer failing runs than rules."""
+    expected = Counter(
+        failure.removeprefix("${").removesuffix("}").removeprefix("var.")
+        for path in test_files
+        for _, body in tftest_runs(path)
+        for failure in body.get("expect_failures", [])
+    )
+    rules = {name: len(body.get("validation", [])) for name, body in variables.items() if body.get("validation")}
+    return {name: (count, expected[name]) for name, count in rules.items() if expected[name] < count}

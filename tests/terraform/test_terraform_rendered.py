@@ -1,0 +1,172 @@
+"""What users get from `terraform output -raw <name> > file.yaml`, checked by the tools that will read it.
+
+A root module calling modules/scheduler-config for each deployment shape is applied for real (the submodule needs
+no provider), with certificates generated at test time. The files it writes must parse, carry an extenders entry
+that kube-scheduler's validation rules (extender.wire.scheduler_config) accept unchanged, hold a configuration with
+only KubeSchedulerConfiguration v1 fields, and be manifests that the Kubernetes API schemas accept strictly.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import http.server
+import json
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from extender.wire.scheduler_config import ExtendersSchema
+from tests.certs import CertificateAuthority, Issued
+from tests.terraform.scenarios import CALLER_TOKEN, FUNCTION_URL, KUBERNETES_VERSION, SCENARIOS
+
+# Fields of KubeSchedulerConfiguration v1 and of the component-base structs it embeds
+# (k8s.io/kube-scheduler/config/v1/types.go, k8s.io/component-base/config/v1alpha1/types.go).
+CONFIGURATION_FIELDS = {
+    "apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "enableProfiling",
+    "enableContentionProfiling", "percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds",
+    "profiles", "extenders", "delayCacheUntilActive",
+}
+LEADER_ELECTION_FIELDS = {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock", "resourceName", "resourceNamespace"}
+CLIENT_CONNECTION_FIELDS = {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}
+PROFILE_FIELDS = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    return [document for document in yaml.safe_load_all(path.read_text()) if document is not None]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_extenders_entry_round_trips_through_the_schema(rendered: dict[str, dict[str, Path]], scenario: str) -> None:
+    document = yaml.safe_load(rendered[scenario]["extenders_yaml"].read_text())
+    schema = ExtendersSchema()
+    assert schema.dump(schema.load(document)) == document
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_configuration_is_a_kube_scheduler_configuration(rendered: dict[str, dict[str, Path]], scenario: str) -> None:
+    configuration = yaml.safe_load(rendered[scenario]["kube_scheduler_configuration"].read_text())
+    assert (configuration["apiVersion"], configuration["kind"]) == ("kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguration")
+    assert set(configuration) <= CONFIGURATION_FIELDS
+    assert set(configuration["leaderElection"]) <= LEADER_ELECTION_FIELDS
+    assert set(configuration.get("clientConnection", {})) <= CLIENT_CONNECTION_FIELDS
+    assert all(set(profile) <= PROFILE_FIELDS for profile in configuration["profiles"])
+    # kube-scheduler only accepts lease-based leader election, with a lock that has a name.
+    assert configuration["leaderElection"]["resourceLock"] == "leases"
+    assert configuration["leaderElection"]["resourceName"]
+    ExtendersSchema().load({"extenders": configuration["extenders"]})
+    assert configuration["extenders"] == yaml.safe_load(rendered[scenario]["extenders_yaml"].read_text())["extenders"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_manifests_are_valid_kubernetes_objects(rendered: dict[str, dict[str, Path]], scenario: str) -> None:
+    version = ".".join(KUBERNETES_VERSION.split(".")[:2]) + ".0"
+    documents = _documents(rendered[scenario]["kubernetes_manifests"])
+    for document in documents:
+        kubernetes_validate.validate(document, version, strict=True)
+    configuration = rendered[scenario]["kube_scheduler_configuration"].read_text()
+    [holder] = [document for document in documents if document["kind"] in ("ConfigMap", "Secret")]
+    assert (holder.get("data") or holder.get("stringData"))["config.yaml"] == configuration
+
+
+def test_caller_token_never_sits_in_a_config_map(rendered: dict[str, dict[str, Path]]) -> None:
+    for scenario in SCENARIOS:
+        for document in _documents(rendered[scenario]["kubernetes_manifests"]):
+            if document["kind"] == "ConfigMap":
+                assert CALLER_TOKEN not in json.dumps(document), scenario
+
+
+def test_public_entry_targets_token_and_profile(rendered: dict[str, dict[str, Path]]) -> None:
+    [extender] = yaml.safe_load(rendered["public"]["extenders_yaml"].read_text())["extenders"]
+    assert extender["urlPrefix"] == f"{FUNCTION_URL}/{CALLER_TOKEN}/gpu"
+    # An https URL without a CA is verified against system roots only while enableHTTPS stays false.
+    assert extender["enableHTTPS"] is False and "tlsConfig" not in extender
+
+
+def test_identity_proxy_pod_wiring(rendered: dict[str, dict[str, Path]]) -> None:
+    documents = _documents(rendered["identity_proxy"]["kubernetes_manifests"])
+    [deployment] = [document for document in documents if document["kind"] == "Deployment"]
+    [account] = [document for document in documents if document["kind"] == "ServiceAccount"]
+    [extender] = yaml.safe_load(rendered["identity_proxy"]["extenders_yaml"].read_text())["extenders"]
+    _, proxy = deployment["spec"]["template"]["spec"]["containers"]
+    assert extender["urlPrefix"] == "http://127.0.0.1:8001"
+    assert proxy["command"][:4] == ["python", "-m", "extender", "proxy"]
+    assert proxy["command"][proxy["command"].index("--target") + 1] == FUNCTION_URL
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    assert account["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == "extender-proxy@acme.iam.gserviceaccount.com"
+    assert documents[0]["kind"] == "Namespace" and all(
+        document["metadata"].get("namespace") in (None, "scheduling", "kube-system") for document in documents
+    )
+
+
+# --- The TLS settings work as kube-scheduler uses them: against a real TLS server ---------------------------------------
+
+
+class _Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def tls_server(pki: dict[str, Any], tmp_path: Path) -> Iterator[Callable[..., int]]:
+    servers: list[http.server.HTTPServer] = []
+
+    def start(require_client_cert: bool) -> int:
+        server = http.server.HTTPServer(("127.0.0.1", 0), _Ok)
+        context = pki["ca"].server_context(pki["server"], tmp_path, require_client_cert=require_client_cert)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server.server_address[1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _client_context(tls_config: dict[str, str], directory: Path) -> ssl.SSLContext:
+    """What client-go builds from tlsConfig: the CA from caData only, the client pair from certData/keyData."""
+    context = ssl.create_default_context(cadata=base64.b64decode(tls_config["caData"]).decode())
+    if "certData" in tls_config:
+        pair = Issued(base64.b64decode(tls_config["certData"]), base64.b64decode(tls_config["keyData"]))
+        context.load_cert_chain(*pair.write(directory, "client"))
+    return context
+
+
+def _get(port: int, context: ssl.SSLContext, server_name: str = "127.0.0.1") -> int:
+    connection = http.client.HTTPSConnection(server_name, port, context=context, timeout=10)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_ca_bundle_verifies_the_server(rendered: dict[str, dict[str, Path]], tls_server: Callable[..., int], tmp_path: Path) -> None:
+    [extender] = yaml.safe_load(rendered["ca_bundle"]["extenders_yaml"].read_text())["extenders"]
+    port = tls_server(require_client_cert=False)
+    assert _get(port, _client_context(extender["tlsConfig"], tmp_path), extender["tlsConfig"]["serverName"]) == 200
+    stranger = CertificateAuthority("some other CA")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _get(port, _client_context({"caData": base64.b64encode(stranger.cert_pem).decode()}, tmp_path))
+
+
+def test_client_certificate_passes_mutual_tls(rendered: dict[str, dict[str, Path]], tls_server: Callable[..., int], tmp_path: Path) -> None:
+    [extender] = yaml.safe_load(rendered["mtls"]["extenders_yaml"].read_text())["extenders"]
+    port = tls_server(require_client_cert=True)
+    assert _get(port, _client_context(extender["tlsConfig"], tmp_path)) == 200
+    without_certificate = {"caData": extender["tlsConfig"]["caData"]}
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        _get(port, _client_context(without_certificate, tmp_path))

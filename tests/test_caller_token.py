@@ -1,0 +1,128 @@
+"""The caller token: the only way in when configured, never revealed, never logged."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from extender import verbs
+from tests.recordings import exchanges
+
+TOKEN = "s3cr3t-T0ken_with.every~kind"
+FILTER = next(e for e in exchanges() if e.verb == "filter" and e.node_cache_capable)
+
+
+@pytest.fixture
+def guarded(client_factory):
+    return client_factory(EXTENDER_CALLER_TOKEN=TOKEN, K_SERVICE="my-extender")
+
+
+def post_filter(client, path, body=FILTER.body):
+    return client.post(path, data=body, content_type="application/json")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [f"/{TOKEN}/filter", f"/{TOKEN}/default/filter", f"/my-extender/{TOKEN}/filter", f"/{TOKEN}//filter"],
+)
+def test_paths_with_the_token_are_served(guarded, path):
+    response = post_filter(guarded, path)
+    assert response.status_code == 200, response.data
+    assert response.get_json()["NodeNames"]
+
+
+def test_healthz_needs_the_token_too(guarded):
+    assert guarded.get(f"/{TOKEN}/healthz").get_json()["status"] == "ok"
+    assert guarded.get("/healthz").status_code == 404
+
+
+WITHOUT_TOKEN = [
+    "/filter",
+    "/healthz",
+    "/",
+    "/default/filter",
+    "/my-extender/filter",
+    f"/{TOKEN[:-1]}/filter",
+    f"/{TOKEN}x/filter",
+    f"/{TOKEN.upper()}/filter",
+    f"/x{TOKEN}/filter",
+    f"/{TOKEN}",
+    f"/filter/{TOKEN}/filter",
+    f"/my-extender/my-extender/{TOKEN}/filter",
+    "/nosuchverb",
+    "/%C3%A9t%C3%A9/filter",
+]
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"])
+def test_every_path_without_the_token_gets_the_same_bare_404(guarded, method):
+    answers = set()
+    for path in WITHOUT_TOKEN:
+        response = guarded.open(path, method=method, data=FILTER.body, content_type="application/json")
+        answers.add((response.status_code, response.data, tuple(sorted(response.headers.items()))))
+    assert answers == {
+        (404, b'{"Error":"not found"}', (("Content-Length", "21"), ("Content-Type", "application/json")))
+    }
+
+
+def test_authenticated_callers_get_detailed_errors(guarded):
+    assert "unknown verb 'filtre'" in guarded.post(f"/{TOKEN}/filtre").get_json()["Error"]
+    assert "unknown profile 'gpu'" in post_filter(guarded, f"/{TOKEN}/gpu/filter").get_json()["Error"]
+    response = guarded.get(f"/{TOKEN}/filter")
+    assert response.status_code == 405 and response.headers["Allow"] == "POST"
+
+
+def test_without_a_token_configured_every_path_is_open(client):
+    assert post_filter(client, "/filter").status_code == 200
+    assert post_filter(client, f"/{TOKEN}/filter").status_code == 404
+
+
+def test_the_token_is_never_logged(guarded, caplog, monkeypatch):
+    caplog.set_level(logging.DEBUG)
+    assert post_filter(guarded, f"/{TOKEN}/filter", b"{").status_code == 400
+    assert post_filter(guarded, f"/my-extender/{TOKEN}/default/filter", b"[]").status_code == 400
+    assert post_filter(guarded, f"/{TOKEN[:-2]}/filter").status_code == 404
+
+    def crash(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(verbs.filter, "handle", crash)
+    assert post_filter(guarded, f"/{TOKEN}/filter").status_code == 500
+    # Everything a record carries: message, arguments, structured fields, traceback.
+    logged = "\n".join(f"{record.getMessage()} {vars(record)}" for record in caplog.records)
+    assert TOKEN[:-2] not in logged
+    paths = [record.json_fields["path"] for record in caplog.records if hasattr(record, "json_fields")]
+    assert paths == [
+        "/<redacted>/filter",
+        "/my-extender/<redacted>/default/filter",
+        "/<redacted>/filter",
+        "/<redacted>/filter",
+    ]
+    assert "unexpected failure serving /<redacted>/filter" in logged
+
+
+@pytest.mark.parametrize(
+    ("token", "problem"),
+    [
+        ("short", "at least 16 characters"),
+        ("with/a/slash/in/the/middle", "at least 16 characters"),
+        ("with spaces in the middle", "at least 16 characters"),
+        ("%2Fpercent-encoded%2F", "at least 16 characters"),
+        ("ünicode-ünicode-ünicode", "at least 16 characters"),
+    ],
+)
+def test_a_malformed_token_stops_start_up_without_echoing_it(client_factory, token, problem):
+    with pytest.raises(ValueError, match=problem) as caught:
+        client_factory(EXTENDER_CALLER_TOKEN=token)
+    assert token not in str(caught.value)
+
+
+def test_a_token_that_is_also_a_public_name_stops_start_up(client_factory):
+    with pytest.raises(ValueError, match="must not be a verb, profile or function name"):
+        client_factory(EXTENDER_CALLER_TOKEN="my-extender-function", K_SERVICE="my-extender-function")
+
+
+def test_surrounding_whitespace_from_a_secret_file_is_ignored(client_factory):
+    client = client_factory(EXTENDER_CALLER_TOKEN=f"{TOKEN}\n")
+    assert post_filter(client, f"/{TOKEN}/filter").status_code == 200

@@ -1,0 +1,181 @@
+"""``python -m extender explain`` shows exactly what the function answers, per node and per plugin."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import yaml
+
+from extender.__main__ import main
+from tests.recordings import exchanges
+from tests.test_decision import FULL_FILTER, write_policy
+
+FILTERS = [exchange for exchange in exchanges() if exchange.verb == "filter"]
+
+
+@pytest.fixture
+def policy(tmp_path):
+    return write_policy(tmp_path)
+
+
+@pytest.fixture
+def function(client_factory, policy):
+    """The function itself, serving the same policy."""
+    return client_factory(policy)
+
+
+def write_inputs(tmp_path, request) -> tuple[str, list[str]]:
+    """The recorded pod as a manifest file, the nodes as `kubectl get nodes -o json` would dump them, or names."""
+    pod = tmp_path / "pod.json"
+    pod.write_text(json.dumps(request["Pod"]))
+    if request.get("Nodes") is None:
+        return str(pod), ["--node-names", ",".join(request["NodeNames"])]
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": request["Nodes"]["items"]})
+    )
+    return str(pod), ["--nodes", str(nodes)]
+
+
+def run_explain(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["explain", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def ask(function, path: str, payload) -> tuple[int, object]:
+    response = function.post(path, data=json.dumps(payload), content_type="application/json")
+    return response.status_code, response.get_json()
+
+
+@pytest.mark.parametrize("profile", ["default", "names"])
+@pytest.mark.parametrize("exchange", FILTERS, ids=lambda e: e.id)
+def test_explain_answers_what_the_function_answers(function, policy, tmp_path, capsys, exchange, profile):
+    pod, nodes = write_inputs(tmp_path, exchange.request)
+    code, out, _ = run_explain(capsys, pod, *nodes, "--policy", str(policy), "--profile", profile, "--json")
+    explained = json.loads(out)
+    assert code == 0
+
+    status, filtered = ask(function, f"/{profile}/filter", exchange.request)
+    assert (explained["filter"]["status"], explained["filter"]["answer"]) == (status, filtered)
+    kept = filtered["Nodes"]["items"] if "Nodes" in filtered else filtered["NodeNames"]
+    assert kept, "every scenario keeps a node"
+    full = "Nodes" in filtered
+    status, prioritized = ask(
+        function,
+        f"/{profile}/prioritize",
+        {"Pod": exchange.request["Pod"], "Nodes": filtered.get("Nodes"), "NodeNames": None if full else kept},
+    )
+    assert (explained["prioritize"]["status"], explained["prioritize"]["answer"]) == (status, prioritized)
+
+    rows = {row["name"]: row for row in explained["nodes"]}
+    sent = (
+        [node["metadata"]["name"] for node in exchange.request["Nodes"]["items"]]
+        if full
+        else exchange.request["NodeNames"]
+    )
+    assert list(rows) == sent
+    for name, reason in {**filtered["FailedNodes"], **filtered["FailedAndUnresolvableNodes"]}.items():
+        assert rows[name]["reason"] == reason and rows[name]["score"] is None
+        assert rows[name]["filter"]["NodeNameFilter"]["code"] != "Success"
+    for entry in prioritized:
+        assert rows[entry["Host"]]["answer"] == "kept" and rows[entry["Host"]]["score"] == entry["Score"]
+    assert explained["pod"]["uid"] == exchange.request["Pod"]["metadata"]["uid"]
+
+
+def test_the_table_shows_each_plugins_verdict_and_score_per_node(function, policy, tmp_path, capsys):
+    pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
+    code, out, _ = run_explain(capsys, pod, *nodes, "--policy", str(policy))
+    assert code == 0
+    _, filtered = ask(function, "/filter", FULL_FILTER.request)
+    _, prioritized = ask(
+        function, "/prioritize", {"Pod": FULL_FILTER.request["Pod"], "Nodes": filtered["Nodes"], "NodeNames": None}
+    )
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("NODE"))
+    assert header.split() == [
+        "NODE",
+        "NodeNameFilter",
+        "TopologyPreference",
+        "×3",
+        "InstanceCost",
+        "×1",
+        "SCORE",
+        "ANSWER",
+    ]
+    rows = {line.split()[0]: line.split() for line in lines[lines.index(header) + 1 :] if line.startswith("node-")}
+    assert set(rows) == {"node-a", "node-b", "node-c", "node-d"}
+    assert rows["node-c"][:3] == ["node-c", "unresolvable", "FailedAndUnresolvableNodes:"]
+    assert " ".join(rows["node-c"][3:]) == filtered["FailedAndUnresolvableNodes"]["node-c"]
+    for entry in prioritized:
+        _, verdict, _, _, score, answer = rows[entry["Host"]]
+        assert (verdict, int(score), answer) == ("pass", entry["Score"], "kept")
+    assert rows["node-b"][2] == "100" and rows["node-a"][2] == "40"
+    assert "filter: kept 3 of 4 nodes" in out
+
+
+def test_nodes_and_pod_may_be_yaml_from_stdin_and_the_namespace_defaults(
+    function, policy, tmp_path, capsys, monkeypatch
+):
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(manifest))
+    nodes = [{**node, "kind": "Node", "apiVersion": "v1"} for node in FULL_FILTER.request["Nodes"]["items"]]
+    monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump_all(nodes)))
+    code, out, _ = run_explain(capsys, str(pod), "--nodes", "-", "--policy", str(policy), "--json")
+    explained = json.loads(out)
+    assert code == 0
+    assert explained["pod"] == {"namespace": "default", "name": "web", "uid": ""}
+    sent = {**manifest, "metadata": {"name": "web", "namespace": "default"}}
+    _, filtered = ask(function, "/filter", {"Pod": sent, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None})
+    assert explained["filter"]["answer"] == filtered
+
+
+def test_a_profile_the_policy_lacks_fails_as_the_function_does(function, policy, tmp_path, capsys):
+    pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
+    code, out, _ = run_explain(capsys, pod, *nodes, "--policy", str(policy), "--profile", "gpu")
+    status, answer = ask(function, "/gpu/filter", FULL_FILTER.request)
+    assert code == 1 and status == 404
+    assert f"filter answered 404 with Error: {answer['Error']}" in out
+
+
+def test_a_request_the_function_rejects_is_shown_with_its_error(policy, tmp_path, capsys):
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("kind: Pod\nmetadata: {name: web, labels: {team: 7}}\n")
+    code, out, _ = run_explain(capsys, str(pod), "--node-names", "node-a", "--policy", str(policy), "--json")
+    explained = json.loads(out)
+    assert code == 1
+    assert explained["filter"]["status"] == 400
+    assert "Pod.metadata.labels" in explained["filter"]["error"] and explained["prioritize"] is None
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("kind: Deployment\nmetadata: {name: web}\n", "expected a Pod manifest, got kind Deployment"),
+        ("[unclosed", "not valid YAML or JSON"),
+        ("kind: Pod\n---\nkind: Pod\n", "expected one Pod manifest"),
+    ],
+)
+def test_a_manifest_explain_cannot_read_is_named(policy, tmp_path, capsys, content, problem):
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(content)
+    code, out, err = run_explain(capsys, str(pod), "--node-names", "node-a", "--policy", str(policy))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"{pod}: ") and problem in err
+
+
+def test_explain_works_behind_a_caller_token_without_printing_it(policy, tmp_path, capsys, monkeypatch):
+    token = "explain-T0ken-never-printed"
+    monkeypatch.setenv("EXTENDER_CALLER_TOKEN", token)
+    pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
+    code, out, err = run_explain(capsys, pod, *nodes, "--policy", str(policy))
+    assert code == 0 and "filter: kept 3 of 4 nodes" in out
+    assert token not in out + err

@@ -1,0 +1,186 @@
+"""Log output: structured and traced on Google Cloud, plain lines locally, google-cloud-logging only where used."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+import extender.logs
+from extender.decision import EVENT, MESSAGE
+from extender.logs import setup_logging
+from tests.conftest import ROOT
+from tests.test_decision import BIND, FULL_FILTER, write_policy
+
+# What Cloud Run sets in every instance (the values are made up).
+CLOUD_RUN = {"K_SERVICE": "my-extender", "K_REVISION": "my-extender-00001-abc", "K_CONFIGURATION": "my-extender"}
+PROJECT = "my-project"
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+CALLER_TOKEN = "caller-T0ken.that~must_never-be-logged"
+KUBERNETES_TOKEN = "eyJhbGciOiJSUzI1NiJ9.kubernetes-token-that-must-never-be-logged"
+# google-cloud-logging and what it pulls in (functions-framework imports google.cloud.functions of its own).
+LIBRARY_MODULES = ("google.cloud.logging", "google.auth", "google.api_core", "grpc")
+
+
+@pytest.fixture(autouse=True)
+def restore_logging(monkeypatch):
+    """Put back the root handlers (pytest's own included) that the Google Cloud setup replaces."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    monkeypatch.setattr(extender.logs, "_installed", None)
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def import_main(env: dict[str, str]) -> dict[str, object]:
+    """Import main.py in a fresh interpreter with exactly ``env`` on top of PATH; report what it loaded."""
+    probe = (
+        "import json, logging, sys; import main; "
+        f"print(json.dumps({{'modules': sorted(m for m in sys.modules if m.startswith({LIBRARY_MODULES})), "
+        "'handlers': [type(h).__name__ for h in logging.getLogger().handlers]}))"
+    )
+    clean = {"PATH": os.environ["PATH"], **env}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=clean, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def test_importing_main_off_google_cloud_does_not_import_google_cloud_logging():
+    loaded = import_main({"K_SERVICE": "my-extender"})  # a function name alone is not Google Cloud
+    assert loaded["modules"] == []
+    assert loaded["handlers"] == ["StreamHandler"]
+
+
+def test_importing_main_on_google_cloud_installs_the_structured_handler_alone():
+    loaded = import_main({**CLOUD_RUN, "GOOGLE_CLOUD_PROJECT": PROJECT, "LOG_EXECUTION_ID": "true"})
+    assert "google.cloud.logging_v2.handlers.structured_log" in loaded["modules"]
+    assert loaded["handlers"] == ["ExtenderLogHandler"]
+
+
+def cloud_client(client_factory, tmp_path, monkeypatch, **env):
+    for name, value in {**CLOUD_RUN, "GOOGLE_CLOUD_PROJECT": PROJECT}.items():
+        monkeypatch.setenv(name, value)
+    client = client_factory(write_policy(tmp_path), **env)
+    stream = io.StringIO()
+    setup_logging(stream)  # the same setup main.py ran, writing where the test can read
+    return client, stream
+
+
+def entries(stream: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def decision_entries(stream: io.StringIO) -> list[dict]:
+    return [entry for entry in entries(stream) if entry.get("event") == EVENT]
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "span"),
+    [
+        ("traceparent", f"00-{TRACE_ID}-b7ad6b7169203331-01", "b7ad6b7169203331"),
+        ("X-Cloud-Trace-Context", f"{TRACE_ID}/1;o=1", "0000000000000001"),
+    ],
+)
+def test_on_google_cloud_each_decision_is_one_json_line_in_the_request_trace(
+    client_factory, tmp_path, monkeypatch, header, value, span
+):
+    client, stream = cloud_client(client_factory, tmp_path, monkeypatch)
+    path = f"/my-extender/{FULL_FILTER.verb}"
+    response = client.post(path, data=FULL_FILTER.body, content_type="application/json", headers={header: value})
+    assert response.status_code == 200
+    [entry] = decision_entries(stream)
+    assert entry["message"] == MESSAGE
+    assert entry["severity"] == "INFO"
+    assert entry["logging.googleapis.com/trace"] == f"projects/{PROJECT}/traces/{TRACE_ID}"
+    assert entry["logging.googleapis.com/spanId"] == span
+    assert entry["logging.googleapis.com/trace_sampled"] is True
+    # The jsonPayload fields metrics read, at the top level of the line.
+    assert (entry["verb"], entry["profile"], entry["nodesIn"], entry["nodesOut"]) == ("filter", "default", 4, 3)
+    assert isinstance(entry["durationMs"], float) and entry["budgetMs"] == 5000
+    assert entry["pod"]["name"] == FULL_FILTER.request["Pod"]["metadata"]["name"]
+    # No request URL: it would carry the caller token.
+    assert entry["httpRequest"] == {}
+
+
+def test_on_google_cloud_severity_follows_the_decision(client_factory, tmp_path, monkeypatch):
+    client, stream = cloud_client(client_factory, tmp_path, monkeypatch)
+    client.post("/filter", data=b"{", content_type="application/json")
+    client.post("/bind", data=BIND.body, content_type="application/json")
+    rejected, failed = decision_entries(stream)
+    assert (rejected["severity"], rejected["status"]) == ("WARNING", 400)
+    assert (failed["severity"], failed["status"]) == ("ERROR", 200)
+    assert "malformed JSON" in rejected["error"] and "binding is not configured" in failed["error"]
+
+
+def test_locally_each_decision_is_one_readable_line(client_factory, tmp_path):
+    client = client_factory(write_policy(tmp_path))
+    stream = io.StringIO()
+    setup_logging(stream)
+    client.post("/filter", data=FULL_FILTER.body, content_type="application/json")
+    [line] = stream.getvalue().splitlines()
+    assert " INFO extender.decision: extender decision event=extender.decision verb=filter profile=default " in line
+    assert " nodesIn=4 nodesOut=3 " in line
+    assert '"reason":"NodeNameFilter: ' in line or '"reason":"node name' in line
+
+
+def test_setting_up_again_replaces_the_handler_it_installed(monkeypatch):
+    root = logging.getLogger()
+    before = list(root.handlers)
+    setup_logging(io.StringIO())
+    setup_logging(io.StringIO())
+    assert len(root.handlers) == len(before) + 1
+    for name, value in {**CLOUD_RUN, "GOOGLE_CLOUD_PROJECT": PROJECT}.items():
+        monkeypatch.setenv(name, value)
+    setup_logging(io.StringIO())
+    assert [type(handler).__name__ for handler in root.handlers] == ["ExtenderLogHandler"]
+
+
+def make_every_kind_of_request(client) -> None:
+    body, json_type = FULL_FILTER.body, "application/json"
+    for path, data in [
+        (f"/{CALLER_TOKEN}/filter", body),
+        (f"/my-extender/{CALLER_TOKEN}/names/filter", body),
+        (f"/{CALLER_TOKEN}/prioritize", body),
+        (f"/{CALLER_TOKEN}/bind", BIND.body),
+        (f"/{CALLER_TOKEN}/filter", b"{"),
+        (f"/{CALLER_TOKEN}/no-such-profile/filter", body),
+        (f"/{CALLER_TOKEN[:-1]}/filter", body),
+        (f"/{CALLER_TOKEN}x/filter", body),
+    ]:
+        client.post(path, data=data, content_type=json_type)
+    client.get(f"/{CALLER_TOKEN}/healthz")
+
+
+@pytest.mark.parametrize("on_google_cloud", [False, True], ids=["local", "google-cloud"])
+def test_no_token_ever_reaches_the_logs(client_factory, tmp_path, monkeypatch, caplog, capfd, on_google_cloud):
+    caplog.set_level(logging.DEBUG)
+    secrets = {
+        "EXTENDER_CALLER_TOKEN": CALLER_TOKEN,
+        "KUBERNETES_API_URL": "https://127.0.0.1:9",
+        "KUBERNETES_TOKEN": KUBERNETES_TOKEN,
+    }
+    if on_google_cloud:
+        client, stream = cloud_client(client_factory, tmp_path, monkeypatch, **secrets)
+    else:
+        client, stream = client_factory(write_policy(tmp_path), **secrets), io.StringIO()
+        setup_logging(stream)
+
+    def crash(*args):
+        raise RuntimeError("boom")
+
+    make_every_kind_of_request(client)
+    monkeypatch.setattr("extender.verbs.filter.handle", crash)
+    client.post(f"/{CALLER_TOKEN}/filter", data=FULL_FILTER.body, content_type="application/json")
+
+    captured = capfd.readouterr()
+    logged = "\n".join([stream.getvalue(), caplog.text, captured.out, captured.err])
+    assert logged.count("extender decision") >= 10  # the requests were logged ...
+    for secret in (CALLER_TOKEN, CALLER_TOKEN[:-1], KUBERNETES_TOKEN, KUBERNETES_TOKEN.split(".")[1]):
+        assert secret not in logged  # ... without the secrets, or pieces of them

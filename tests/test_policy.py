@@ -1,0 +1,371 @@
+"""The policy file: format, validation with field-path messages, the node-facts rule, and the embedded default."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from extender import plugins
+from extender import policy as policy_package
+from extender.framework.types import Facts, VictimFacts
+from extender.policy.loader import EMBEDDED, PolicyError, load_policy, parse_policy
+from tests.readme import code_blocks, policy_section
+from tests.recordings import exchanges
+from tests.scheduler_checks import check_answer
+
+DEFAULT_YAML = Path(policy_package.__file__).with_name("default.yaml")
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(textwrap.dedent(text), "test.yaml")
+    return caught.value.problems
+
+
+LABELS_FIX = "configure a nodeSource, or set nodeCacheCapable: false if the scheduler sends full nodes"
+
+INVALID = {
+    "not yaml": ("profiles: [", ["not valid YAML or JSON: "]),
+    "not a mapping": ("- name: default", ["the policy must be a mapping with a 'profiles' list"]),
+    "no profiles": ("failurePolicy: Fail", ["profiles: Missing data for required field."]),
+    "empty profiles": ("profiles: []", ["profiles: Shorter than minimum length 1."]),
+    "wrong apiVersion": (
+        "apiVersion: v1\nprofiles: [{name: default}]",
+        ["apiVersion: Must be equal to extender.scheduling.gcf/v1alpha1."],
+    ),
+    "wrong kind": ("kind: Policy\nprofiles: [{name: default}]", ["kind: Must be equal to ExtenderPolicy."]),
+    "unknown top-level field": ("profile: []\nprofiles: [{name: default}]", ["profile: Unknown field."]),
+    "bad failurePolicy": (
+        "failurePolicy: Open\nprofiles: [{name: default}]",
+        ["failurePolicy: Must be one of: Fail, Ignore."],
+    ),
+    "nodeCacheCapable not a boolean": (
+        'nodeCacheCapable: "false"\nprofiles: [{name: default}]',
+        ["nodeCacheCapable: Not a valid boolean."],
+    ),
+    "pluginModules not a list": (
+        "pluginModules: acme\nprofiles: [{name: default}]",
+        ["pluginModules: Not a valid list."],
+    ),
+    "pluginModules not importable": (
+        "pluginModules: [acme_missing_plugins]\nprofiles: [{name: default}]",
+        [
+            "pluginModules[0]: cannot import 'acme_missing_plugins': ModuleNotFoundError: No module named 'acme_missing_plugins'"
+        ],
+    ),
+    "pluginModules a path": (
+        "pluginModules: [plugins/lucky.py]\nprofiles: [{name: default}]",
+        ["pluginModules[0]: 'plugins/lucky.py' is not a Python module name such as acme_plugins or acme.scheduling"],
+    ),
+    "profile name not a DNS label": (
+        "profiles: [{name: Default}]",
+        ["profiles[0].name: must be a DNS label (lowercase letters, digits, '-')"],
+    ),
+    "duplicate profile": ("profiles: [{name: a}, {name: a}]", ["profiles[1].name: duplicate profile name 'a'"]),
+    "unknown extension point": (
+        "profiles: [{name: a, plugins: {bind: {enabled: [{name: NodeNameFilter}]}}}]",
+        ["profiles[0].plugins.bind: Unknown field."],
+    ),
+    "unknown plugin": (
+        "profiles: [{name: a, plugins: {filter: {enabled: [{name: NodeNameFiltr}]}}}]",
+        ["profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NodeNameFiltr'; known plugins: "],
+    ),
+    "plugin at the wrong extension point": (
+        "profiles: [{name: a, plugins: {score: {enabled: [{name: NodeNameFilter, weight: 1}]}}}]",
+        [
+            "profiles[0].plugins.score.enabled[0].name: plugin NodeNameFilter does not implement the score extension point"
+        ],
+    ),
+    "enabled twice": (
+        "profiles: [{name: a, plugins: {filter: {enabled: [{name: NodeNameFilter}, {name: NodeNameFilter}]}}}]",
+        ["profiles[0].plugins.filter.enabled[1].name: plugin NodeNameFilter is enabled twice"],
+    ),
+    "score without weight": (
+        "nodeCacheCapable: false\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost}]}}}]",
+        ["profiles[0].plugins.score.enabled[0].weight: score plugins need a weight (1..100)"],
+    ),
+    "weight out of range": (
+        "nodeCacheCapable: false\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost, weight: 0}]}}}]",
+        [
+            "profiles[0].plugins.score.enabled[0].weight: Must be greater than or equal to 1 and less than or equal to 100."
+        ],
+    ),
+    "weight on a filter": (
+        "profiles: [{name: a, plugins: {filter: {enabled: [{name: NodeNameFilter, weight: 2}]}}}]",
+        ["profiles[0].plugins.filter.enabled[0].weight: only score plugins take a weight"],
+    ),
+    "config for a plugin not enabled": (
+        "profiles: [{name: a, pluginConfig: [{name: NodeNameFilter, args: {}}]}]",
+        ["profiles[0].pluginConfig[0].name: plugin NodeNameFilter is not enabled in this profile"],
+    ),
+    "configured twice": (
+        """
+        profiles:
+        - name: a
+          plugins: {filter: {enabled: [{name: NodeNameFilter}]}}
+          pluginConfig: [{name: NodeNameFilter, args: {}}, {name: NodeNameFilter, args: {}}]
+        """,
+        ["profiles[0].pluginConfig[1].name: plugin NodeNameFilter is configured twice"],
+    ),
+    "required args missing": (
+        "nodeCacheCapable: false\nprofiles: [{name: a, plugins: {filter: {enabled: [{name: NodeLabelPolicy}]}}}]",
+        [
+            "profiles[0].plugins.filter.enabled[0].name: plugin NodeLabelPolicy needs a pluginConfig entry in this "
+            "profile (args.rules: Missing data for required field.)"
+        ],
+    ),
+    "args of a plugin, deep": (
+        """
+        nodeCacheCapable: false
+        profiles:
+        - name: default
+        - name: tenancy
+          plugins: {filter: {enabled: [{name: NodeLabelPolicy}]}}
+          pluginConfig:
+          - name: NodeLabelPolicy
+            args:
+              rules:
+              - {name: a, nodeSelector: {}}
+              - {name: b, nodeSelector: {}}
+              - name: c
+                nodeSelector: {matchExpressions: [{key: zone, operator: In}]}
+                pods: {priority: {min: 10, max: 1}}
+        """,
+        [
+            "profiles[1].pluginConfig[0].args.rules[2].pods.priority: min (10) is above max (1)",
+            "profiles[1].pluginConfig[0].args.rules[2].nodeSelector.matchExpressions[0].values: In needs at least one value",
+        ],
+    ),
+    "labels without a node source": (
+        """
+        profiles:
+        - name: default
+          plugins:
+            filter: {enabled: [{name: NodeNameFilter}, {name: NodeLabelPolicy}]}
+            score: {enabled: [{name: InstanceCost, weight: 1}]}
+          pluginConfig:
+          - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {}}]}}
+        """,
+        [
+            f"profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
+            f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}",
+            f"profiles[0].plugins.score.enabled[0].name: plugin InstanceCost reads node labels, which node-name "
+            f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}",
+        ],
+    ),
+    "labels with nodeCacheCapable true": (
+        "nodeCacheCapable: true\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}}]",
+        [
+            f"profiles[0].plugins.score.enabled[0].name: plugin InstanceCost reads node labels, which node-name "
+            f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}"
+        ],
+    ),
+    "victim pods without the kubernetes node source": (
+        """
+        nodeSource: {names: {cluster: prod}}
+        profiles:
+        - name: a
+          plugins: {preempt: {enabled: [{name: ProtectedVictims}]}}
+          pluginConfig: [{name: ProtectedVictims, args: {protect: [{name: system, pods: {namespaces: [kube-system]}}]}}]
+        """,
+        [
+            "profiles[0].plugins.preempt.enabled[0].name: plugin ProtectedVictims reads victim pods, which node-name "
+            "preempt requests (nodeCacheCapable: true) name by UID only: configure the kubernetes nodeSource to look "
+            "them up, or set nodeCacheCapable: false if the scheduler sends full nodes"
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", INVALID, ids=list(INVALID))
+def test_invalid_policies_get_one_field_path_message_per_problem(case):
+    text, expected = INVALID[case]
+    got = problems(text)
+    assert len(got) == len(expected), got
+    for line, prefix in zip(got, expected, strict=True):
+        assert line.startswith(prefix), (line, prefix)
+
+
+def test_an_unreadable_file_is_a_policy_problem(tmp_path):
+    with pytest.raises(PolicyError) as caught:
+        load_policy(tmp_path / "missing.yaml")
+    assert caught.value.problems[0].startswith("cannot read the file: ")
+    assert str(caught.value).startswith(f"invalid policy {tmp_path / 'missing.yaml'}:\n  cannot read the file")
+
+
+NODE_LABEL_PLUGINS = """
+profiles:
+- name: a
+  plugins:
+    filter: {enabled: [{name: NodeLabelPolicy}]}
+    score: {enabled: [{name: InstanceCost, weight: 1}, {name: TopologyPreference, weight: 1}]}
+  pluginConfig:
+  - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {}}]}}
+  - {name: TopologyPreference, args: {preferences: [{label: zone, weights: {a: 1}}]}}
+"""
+VICTIM_PLUGIN = """
+- name: b
+  plugins: {preempt: {enabled: [{name: ProtectedVictims}]}}
+  pluginConfig: [{name: ProtectedVictims, args: {protect: [{name: p}]}}]
+"""
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "nodeCacheCapable: false",
+        # The kubernetes node source serves node labels, and its API client victim pods.
+        "nodeSource: {kubernetes: {}}",
+        "nodeCacheCapable: true\nnodeSource: {kubernetes: {cacheTTL: 30s}}",
+    ],
+)
+def test_plugins_that_read_more_than_names_load_when_the_facts_can_come(header):
+    policy = parse_policy(header + NODE_LABEL_PLUGINS + VICTIM_PLUGIN, "test.yaml")
+    assert policy.profiles["a"].facts is Facts.LABELS
+    assert policy.profiles["b"].victim_facts is VictimFacts.POD
+
+
+@pytest.mark.parametrize("source", ["static: {nodes: [{names: ['*'], labels: {zone: a}}]}", "names: {cluster: prod}"])
+def test_every_node_source_serves_node_labels(source):
+    policy = parse_policy(f"nodeSource: {{{source}}}" + NODE_LABEL_PLUGINS, "test.yaml")
+    assert policy.profiles["a"].facts is Facts.LABELS
+
+
+def test_profiles_are_built_in_policy_order_with_their_weights_and_one_instance_per_plugin():
+    policy = parse_policy(
+        """
+        nodeCacheCapable: false
+        profiles:
+        - name: default
+          plugins:
+            filter: {enabled: [{name: NodeLabelPolicy}, {name: NodeNameFilter}]}
+            score: {enabled: [{name: TopologyPreference, weight: 5}, {name: InstanceCost, weight: 2}]}
+          pluginConfig:
+          - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {}}]}}
+          - {name: TopologyPreference, args: {preferences: [{label: zone, weights: {a: 1}}]}}
+        - name: names-only
+          plugins:
+            filter: {enabled: [{name: NodeNameFilter}]}
+        """.replace("\n        ", "\n"),
+        "test.yaml",
+    )
+    default, names_only = policy.profiles["default"], policy.profiles["names-only"]
+    assert [plugin.name for plugin in default.filters] == ["NodeLabelPolicy", "NodeNameFilter"]
+    assert [(entry.plugin.name, entry.weight) for entry in default.scores] == [
+        ("TopologyPreference", 5),
+        ("InstanceCost", 2),
+    ]
+    assert default.facts is Facts.LABELS and names_only.facts is Facts.NAME
+    assert default.fail_open is False
+
+
+def test_failure_policy_ignore_makes_profiles_fail_open():
+    policy = parse_policy("failurePolicy: Ignore\nprofiles: [{name: default}]", "test.yaml")
+    assert policy.profiles["default"].fail_open is True
+
+
+def test_json_policies_load_too():
+    policy = parse_policy(
+        '{"profiles": [{"name": "default", "plugins": {"filter": {"enabled": [{"name": "NodeNameFilter"}]}}}]}',
+        "p.json",
+    )
+    assert list(policy.profiles) == ["default"]
+
+
+# --- The embedded default ------------------------------------------------------------------------
+
+
+def test_the_embedded_default_loads_under_the_node_facts_rule_for_both_modes():
+    policy = load_policy()
+    assert policy.source == EMBEDDED
+    assert list(policy.profiles) == ["default"]
+    # It reads node names only: no node source is needed, whatever the scheduler's nodeCacheCapable.
+    assert policy.profiles["default"].facts is Facts.NAME
+    assert "nodeCacheCapable" not in yaml.safe_load(DEFAULT_YAML.read_text())
+
+
+def test_the_readme_shows_the_embedded_default_verbatim():
+    assert DEFAULT_YAML.read_text().rstrip("\n") + "\n" in code_blocks("yaml")
+
+
+@pytest.mark.parametrize("exchange", exchanges(), ids=lambda e: e.id)
+def test_the_embedded_default_never_rejects_without_a_rule(client, exchange):
+    answer = client.post(f"/{exchange.verb}", data=exchange.body, content_type="application/json").get_json()
+    check_answer(exchange.verb, exchange.request, answer)
+    request = exchange.request
+    if exchange.verb == "filter":
+        sent = request["NodeNames"] or [node["metadata"]["name"] for node in request["Nodes"]["items"]]
+        kept = answer.get("NodeNames") or [node["metadata"]["name"] for node in answer["Nodes"]["items"]]
+        assert (
+            kept == sent
+            and not answer["FailedNodes"]
+            and not answer["FailedAndUnresolvableNodes"]
+            and not answer["Error"]
+        )
+    elif exchange.verb == "prioritize":
+        assert len({entry["Score"] for entry in answer}) == 1, "all nodes alike"
+    elif exchange.verb == "preempt":
+        offered = request["NodeNameToVictims"] or request["NodeNameToMetaVictims"]
+        assert set(answer["NodeNameToMetaVictims"]) == set(offered), "no preemption vetoed"
+
+
+# --- The README's policy documentation -----------------------------------------------------------
+
+
+def test_the_readme_complete_example_loads():
+    complete = next(
+        block
+        for block in code_blocks("yaml")
+        if block.startswith("apiVersion:") and "profiles:" in block and "InstanceCost" in block
+    )
+    policy = parse_policy(complete, "README.md")
+    assert sorted(policy.profiles) == ["batch", "default"]
+    names = {plugin.name for profile in policy.profiles.values() for plugin in [*profile.filters, *profile.preempts]}
+    names |= {entry.plugin.name for profile in policy.profiles.values() for entry in profile.scores}
+    assert names == {"NodeLabelPolicy", "NodeNameFilter", "InstanceCost", "TopologyPreference", "ProtectedVictims"}
+
+
+POINT = {
+    "NodeLabelPolicy": "filter",
+    "NodeNameFilter": "filter",
+    "InstanceCost": "score",
+    "TopologyPreference": "score",
+    "ProtectedVictims": "preempt",
+}
+
+
+def snippet_policy(snippet: str) -> str:
+    """A policy enabling the plugin that a ``- name: X`` pluginConfig snippet configures."""
+    name = yaml.safe_load(snippet)[0]["name"]
+    weight = ", weight: 1" if POINT[name] == "score" else ""
+    config = textwrap.indent(textwrap.dedent(snippet), "  ")
+    return f"nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins: {{{POINT[name]}: {{enabled: [{{name: {name}{weight}}}]}}}}\n  pluginConfig:\n{config}"
+
+
+def plugin_snippets() -> list[str]:
+    """Every plugin's example: in the README and in its module docstring."""
+    readme = code_blocks("yaml", "Built-in plugins")
+    docstrings = []
+    for name in POINT:
+        doc = inspect.getmodule(getattr(plugins, name)).__doc__
+        docstrings.append(textwrap.dedent(doc[doc.index("    - name:") :]))
+    return readme + docstrings
+
+
+@pytest.mark.parametrize("snippet", plugin_snippets())
+def test_every_documented_plugin_snippet_loads(snippet):
+    (config,) = yaml.safe_load(snippet)
+    profile = parse_policy(snippet_policy(snippet), "snippet").profiles["default"]
+    (plugin,) = [*profile.filters, *(entry.plugin for entry in profile.scores), *profile.preempts]
+    assert plugin.name == config["name"]
+
+
+def test_every_built_in_plugin_is_documented_in_the_readme():
+    section = policy_section()
+    for name in POINT:
+        assert f"#### {name} (" in section
+    assert {yaml.safe_load(block)[0]["name"] for block in code_blocks("yaml", "Built-in plugins")} == set(POINT)

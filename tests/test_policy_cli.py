@@ -1,0 +1,130 @@
+"""``python -m extender check-policy``: the start-up validation for CI pipelines, with exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from extender.__main__ import main
+from tests.conftest import ROOT
+from tests.readme import code_blocks
+
+DEFAULT = ROOT / "extender" / "policy" / "default.yaml"
+BROKEN = """
+profiles:
+- name: default
+  plugins:
+    filter: {enabled: [{name: NodeNameFilter}]}
+- name: default
+"""
+LABELS_NO_SOURCE = "profiles: [{name: default, plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}}]"
+
+
+def run(capsys, *argv):
+    code = main(["check-policy", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_valid_policy_exits_0_and_lists_its_profiles(capsys, tmp_path):
+    complete = next(
+        block for block in code_blocks("yaml") if block.startswith("apiVersion:") and "name: batch" in block
+    )
+    (tmp_path / "policy.yaml").write_text(complete)
+    code, out, err = run(capsys, tmp_path / "policy.yaml")
+    assert code == 0 and err == ""
+    assert out.splitlines() == [
+        f"{tmp_path / 'policy.yaml'}: ok",
+        "  profile batch: score InstanceCost (weight 1)",
+        "  profile default: filter NodeNameFilter, NodeLabelPolicy; score InstanceCost (weight 3), "
+        "TopologyPreference (weight 1); preempt ProtectedVictims",
+    ]
+
+
+def test_an_invalid_policy_exits_1_with_one_field_path_line_per_problem_on_stderr(capsys, tmp_path):
+    (tmp_path / "broken.yaml").write_text(BROKEN)
+    code, out, err = run(capsys, tmp_path / "broken.yaml")
+    assert code == 1 and out == ""
+    assert err.splitlines() == [
+        f"invalid policy {tmp_path / 'broken.yaml'}:",
+        "  profiles[1].name: duplicate profile name 'default'",
+    ]
+
+
+def test_the_node_facts_rule_is_checked_too(capsys, tmp_path):
+    (tmp_path / "labels.yaml").write_text(LABELS_NO_SOURCE)
+    code, _, err = run(capsys, tmp_path / "labels.yaml")
+    assert code == 1
+    assert "  profiles[0].plugins.score.enabled[0].name: plugin InstanceCost reads node labels" in err
+    (tmp_path / "labels.yaml").write_text("nodeCacheCapable: false\n" + LABELS_NO_SOURCE)
+    assert run(capsys, tmp_path / "labels.yaml")[0] == 0
+
+
+def test_several_files_are_all_checked_and_any_problem_fails(capsys, tmp_path):
+    (tmp_path / "broken.yaml").write_text(BROKEN)
+    code, out, err = run(capsys, DEFAULT, tmp_path / "missing.yaml", tmp_path / "broken.yaml")
+    assert code == 1
+    assert out.splitlines() == [f"{DEFAULT}: ok", "  profile default: filter NodeNameFilter"]
+    assert f"invalid policy {tmp_path / 'missing.yaml'}:\n  cannot read the file: " in err
+    assert f"invalid policy {tmp_path / 'broken.yaml'}:\n  profiles[1].name: duplicate profile name 'default'" in err
+
+
+def test_no_file_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["check-policy"])
+    assert exited.value.code == 2
+    assert "the following arguments are required: FILE" in capsys.readouterr().err
+
+
+def cli(*args, cwd=ROOT):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "extender", "check-policy", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_as_a_real_command_exit_codes_and_streams(tmp_path):
+    ok = cli(DEFAULT)
+    assert (ok.returncode, ok.stderr) == (0, "")
+    assert ok.stdout.startswith(f"{DEFAULT}: ok\n")
+    (tmp_path / "broken.yaml").write_text(BROKEN)
+    bad = cli(tmp_path / "broken.yaml")
+    assert (bad.returncode, bad.stdout) == (1, "")
+    assert "profiles[1].name: duplicate profile name 'default'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_custom_plugin_modules_import_from_the_working_directory(tmp_path):
+    # As in a repository with lucky.py next to main.py, checked from its root.
+    (module,) = code_blocks("python", "Writing your own plugin")
+    policy = next(block for block in code_blocks("yaml", "Writing your own plugin") if "pluginModules" in block)
+    (tmp_path / "lucky.py").write_text(module)
+    (tmp_path / "policy.yaml").write_text(policy)
+    result = cli("policy.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "policy.yaml: ok\n  profile default: score LuckyNumber (weight 1)\n"
+
+
+@pytest.mark.parametrize(
+    "shown", [block for block in code_blocks("") if block.startswith("$ python -m extender check-policy")]
+)
+def test_the_readme_shows_what_check_policy_prints(shown, tmp_path):
+    """Each shown run: its policy is the YAML block before it in the README (or, for the node-facts rule, minimal)."""
+    command, *expected = shown.splitlines()
+    name = command.split()[-1]
+    blocks = code_blocks("yaml")
+    if name == "broken.yaml":
+        policy = next(block for block in blocks if block.startswith("profiles:") and "operator: Exist}" in block)
+    else:
+        policy = LABELS_NO_SOURCE
+    (tmp_path / name).write_text(policy)
+    result = cli(name, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == expected
