@@ -6,14 +6,17 @@ import argparse
 import importlib
 import sys
 
-# Each command lives in extender/cli/<module>.py and exposes register(subparsers), which sets ``run``.
-COMMANDS = ["check_policy", "explain", "proxy", "serve"]
+# Command -> its module in extender/cli/, which exposes register(subparsers) setting ``run``.
+COMMANDS = {"check-policy": "check_policy", "explain": "explain", "proxy": "proxy", "serve": "serve"}
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # Import only the chosen command: the proxy sidecar must not pay for (or need) the whole function.
+    modules = [COMMANDS[argv[0]]] if argv and argv[0] in COMMANDS else list(COMMANDS.values())
     parser = argparse.ArgumentParser(prog="python -m extender", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMANDS:
+    for module in modules:
         importlib.import_module(f"extender.cli.{module}").register(subparsers)
     args = parser.parse_args(argv)
     return int(args.run(args) or 0)

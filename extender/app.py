@@ -15,7 +15,7 @@ from extender import __version__
 from extender.body import discard_body, read_json
 from extender.decision import log_decision
 from extender.duration import DEFAULT_HTTP_TIMEOUT, http_timeout_seconds
-from extender.errors import RequestError
+from extender.errors import ConfigError, RequestError
 from extender.kube import client_from_environment
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
@@ -121,7 +121,7 @@ def _env_int(name: str, default: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a positive integer, got {raw!r}") from None
+        raise ConfigError(f"{name} must be a positive integer, got {raw!r}") from None
     if value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {raw!r}")
+        raise ConfigError(f"{name} must be a positive integer, got {raw!r}")
     return value

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from extender.errors import bounded
 from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
 from extender.framework.status import Code, Status
 from extender.framework.types import Pod
@@ -28,6 +29,9 @@ MESSAGE = "extender decision"
 TOP_N = 10
 # Node names shown per rejection reason.
 NODES_PER_REASON = 5
+# Longest text copied from a request (names are at most 253 in Kubernetes; a hostile caller's may be megabytes),
+# so that an entry stays far below Cloud Logging's 256 KB limit.
+MAX_NAME_CHARS = 256
 
 logger = logging.getLogger("extender.decision")
 
@@ -70,7 +74,7 @@ def decision_fields(
         "pod": _pod(answer.pod),
     }
     if answer.error:
-        fields["error"] = answer.error
+        fields["error"] = bounded(answer.error)
     result = answer.result
     if result is None:
         return fields
@@ -91,7 +95,11 @@ def plugin_ms(result: FilterResult | ScoreResult | PreemptResult) -> dict[str, f
 
 
 def _pod(pod: Pod | None) -> dict[str, str] | None:
-    return None if pod is None else {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+    return None if pod is None else {"namespace": _name(pod.namespace), "name": _name(pod.name), "uid": _name(pod.uid)}
+
+
+def _name(text: str) -> str:
+    return bounded(text, MAX_NAME_CHARS)
 
 
 def _ms(seconds: float) -> float:
@@ -110,9 +118,9 @@ def _rejections(rejected: Mapping[str, Status]) -> dict[str, Any]:
             {
                 "plugin": plugin,
                 "code": code.value,
-                "reason": reason,
+                "reason": bounded(reason),
                 "count": len(nodes),
-                "nodes": nodes[:NODES_PER_REASON],
+                "nodes": [_name(node) for node in nodes[:NODES_PER_REASON]],
             }
             for (plugin, code, reason), nodes in largest
         ],
@@ -123,7 +131,7 @@ def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
     """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won."""
     best = heapq.nlargest(TOP_N, result.scores.items(), key=lambda item: item[1])
     return [
-        {"node": node, "score": score, "plugins": {plugin: scores[node] for plugin, scores in result.by_plugin.items()}}
+        {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in result.by_plugin.items()}}
         for node, score in best
     ]
 
@@ -131,4 +139,4 @@ def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
 def _top_accepted(result: PreemptResult) -> dict[str, Any]:
     """The first accepted candidates with the number of pods each would evict."""
     shown = list(result.accepted.items())[:TOP_N]
-    return {"count": len(result.accepted), "victims": {node: len(victims.pods) for node, victims in shown}}
+    return {"count": len(result.accepted), "victims": {_name(node): len(victims.pods) for node, victims in shown}}

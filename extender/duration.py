@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from marshmallow import fields
 
+from extender.errors import ConfigError
 from extender.wire.scheduler_config import parse_go_duration
 
 HTTP_TIMEOUT_ENV = "EXTENDER_HTTP_TIMEOUT"
@@ -27,9 +28,9 @@ def http_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
     try:
         seconds = parse_go_duration(raw)
     except ValueError as exc:
-        raise ValueError(f"{HTTP_TIMEOUT_ENV}: {exc} (e.g. 5s)") from None
+        raise ConfigError(f"{HTTP_TIMEOUT_ENV}: {exc} (e.g. 5s)") from None
     if seconds <= 0:
-        raise ValueError(f"{HTTP_TIMEOUT_ENV} must be positive, got {raw!r}")
+        raise ConfigError(f"{HTTP_TIMEOUT_ENV} must be positive, got {raw!r}")
     return seconds
 
 

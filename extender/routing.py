@@ -20,7 +20,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from extender.errors import RequestError
+from extender.errors import ConfigError, RequestError
 from extender.policy.schema import DEFAULT_PROFILE
 
 # Verb -> the HTTP methods it answers.
@@ -88,11 +88,11 @@ class Router:
 def _check_token(token: str, public: Collection[str]) -> str:
     # Never echo the value: it is a secret, and these messages reach the deployment log.
     if not _TOKEN_SHAPE.fullmatch(token):
-        raise ValueError(
+        raise ConfigError(
             f"{CALLER_TOKEN_ENV} must be at least 16 characters from A-Z a-z 0-9 . _ ~ - (got {len(token)} characters)"
         )
     if token in public:
-        raise ValueError(f"{CALLER_TOKEN_ENV} must not be a verb, profile or function name: paths would be ambiguous")
+        raise ConfigError(f"{CALLER_TOKEN_ENV} must not be a verb, profile or function name: paths would be ambiguous")
     return token
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import requests
 
-from extender.policy.loader import PolicyError
-from tests.conftest import serving
+from tests.conftest import ROOT, free_port, serving
 from tests.recordings import exchanges
 
 FULL = next(e for e in exchanges() if e.verb == "filter" and not e.node_cache_capable).request
@@ -116,14 +118,27 @@ def test_chunked_body_over_the_limit_is_413_from_a_served_process():
 
 @pytest.mark.parametrize("value", ["0", "-5", "lots"])
 def test_invalid_body_limit_stops_start_up(client_factory, value):
-    with pytest.raises(ValueError, match="EXTENDER_MAX_BODY_BYTES must be a positive integer"):
+    with pytest.raises(SystemExit, match="extender cannot start: EXTENDER_MAX_BODY_BYTES must be a positive integer"):
         client_factory(EXTENDER_MAX_BODY_BYTES=value)
 
 
 def test_invalid_policy_stops_start_up(client_factory, tmp_path):
     policy = tmp_path / "policy.yaml"
     policy.write_text("profiles:\n- name: default\n  plugins: {filter: {enabled: [{name: NoSuchPlugin}]}}\n")
-    with pytest.raises(PolicyError, match=r"profiles\[0\]\.plugins\.filter\.enabled\[0\]\.name: unknown plugin 'NoSuchPlugin'"):
+    with pytest.raises(SystemExit, match=r"profiles\[0\]\.plugins\.filter\.enabled\[0\]\.name: unknown plugin 'NoSuchPlugin'"):
         client_factory(policy)
-    with pytest.raises(PolicyError, match="cannot read the file"):
+    with pytest.raises(SystemExit, match="cannot read the file"):
         client_factory(tmp_path / "missing.yaml")
+
+
+def test_a_served_function_with_a_bad_policy_exits_listing_the_problems(tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("profiles:\n- name: Default\n- name: gpu\n  plugins: {score: {enabled: [{name: NodeNameFilter, weight: 1}]}}\n")
+    env = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | {"EXTENDER_POLICY": str(policy)}
+    command = [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--port", str(free_port())]
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert finished.returncode != 0
+    assert f"extender cannot start: invalid policy {policy}:" in finished.stderr
+    assert "profiles[0].name: must be a DNS label" in finished.stderr
+    assert "profiles[1].plugins.score.enabled[0].name: plugin NodeNameFilter does not implement the score extension point" in finished.stderr
+    assert "Traceback" not in finished.stderr

@@ -113,13 +113,13 @@ def test_the_token_is_never_logged(guarded, caplog, monkeypatch):
     ],
 )
 def test_a_malformed_token_stops_start_up_without_echoing_it(client_factory, token, problem):
-    with pytest.raises(ValueError, match=problem) as caught:
+    with pytest.raises(SystemExit, match=problem) as caught:
         client_factory(EXTENDER_CALLER_TOKEN=token)
     assert token not in str(caught.value)
 
 
 def test_a_token_that_is_also_a_public_name_stops_start_up(client_factory):
-    with pytest.raises(ValueError, match="must not be a verb, profile or function name"):
+    with pytest.raises(SystemExit, match="must not be a verb, profile or function name"):
         client_factory(EXTENDER_CALLER_TOKEN="my-extender-function", K_SERVICE="my-extender-function")
 
 

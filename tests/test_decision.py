@@ -209,3 +209,15 @@ def test_the_entry_stays_small_however_many_nodes(client, caplog):
     assert reason["nodes"] == [f"reject-{index}" for index in range(NODES_PER_REASON)]
     assert (prioritized["nodesIn"], len(prioritized["scores"])) == (4_000, TOP_N)
     assert max(len(orjson.dumps(filtered)), len(orjson.dumps(prioritized))) < 2_500
+
+
+def test_the_entry_stays_small_however_long_the_names(client, caplog):
+    huge = "x" * 1_000_000
+    pod = json.loads(json.dumps(NAMES_FILTER.request["Pod"]))
+    pod["metadata"].update(name=huge, namespace=huge, uid=huge)
+    body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": [f"keep-{huge}", f"reject-{huge}"]})
+    post(client, "/names/filter", body)
+    post(client, "/names/prioritize", body)
+    for entry in (record.json_fields for record in decisions(caplog)):
+        assert len(orjson.dumps(entry)) < 4_000
+        assert entry["pod"]["name"].startswith("xxx") and entry["pod"]["name"].endswith("more characters)")

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+
+from extender.errors import ConfigError
+from extender.urls import credential_base_url
 
 API_URL_ENV = "KUBERNETES_API_URL"
 TOKEN_ENV = "KUBERNETES_TOKEN"
@@ -38,18 +39,18 @@ class KubeConfig:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> KubeConfig | None:
-        """None when ``KUBERNETES_API_URL`` is unset; ValueError naming the variable for anything wrong."""
+        """None when ``KUBERNETES_API_URL`` is unset; ConfigError naming the variable for anything wrong."""
         url = environ.get(API_URL_ENV, "").strip()
         if not url:
             stray = [name for name in (TOKEN_ENV, TOKEN_FILE_ENV, CA_DATA_ENV, CA_FILE_ENV) if environ.get(name)]
             if stray:
-                raise ValueError(f"{', '.join(stray)} set without {API_URL_ENV}: set the API server URL too")
+                raise ConfigError(f"{', '.join(stray)} set without {API_URL_ENV}: set the API server URL too")
             return None
         _exclusive(environ, TOKEN_ENV, TOKEN_FILE_ENV, "token")
         _exclusive(environ, CA_DATA_ENV, CA_FILE_ENV, "CA bundle")
         ca_file = _readable(environ, CA_FILE_ENV)
         if ca_file is not None and _PEM_CERTIFICATE not in ca_file.read_bytes():
-            raise ValueError(f"{CA_FILE_ENV}: {ca_file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            raise ConfigError(f"{CA_FILE_ENV}: {ca_file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
         config = cls(
             url=_api_url(url),
             # Secret Manager values often end in a newline; whitespace is never part of a token.
@@ -59,7 +60,7 @@ class KubeConfig:
             ca_file=ca_file,
         )
         if config.token_file is not None and not config.bearer_token():
-            raise ValueError(f"{TOKEN_FILE_ENV}: {config.token_file} is empty")
+            raise ConfigError(f"{TOKEN_FILE_ENV}: {config.token_file} is empty")
         return config
 
     def bearer_token(self) -> str | None:
@@ -73,29 +74,13 @@ class KubeConfig:
 
 
 def _api_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise ValueError(f"{API_URL_ENV} must be an https:// URL of the API server, got {url!r}")
-    if parts.query or parts.fragment:
-        raise ValueError(f"{API_URL_ENV} must not have a query or fragment, got {url!r}")
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
-        raise ValueError(f"{API_URL_ENV} must use https (a bearer token must not cross the network in clear): {url!r}")
-    return url.rstrip("/")
-
-
-def _is_loopback(host: str) -> bool:
-    """http:// is allowed only to a local proxy such as ``kubectl proxy``."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    # http is for a local ``kubectl proxy`` only.
+    return credential_base_url(url, what=API_URL_ENV, example="https://203.0.113.10", credential="the bearer token")
 
 
 def _exclusive(environ: Mapping[str, str], value_env: str, file_env: str, what: str) -> None:
     if environ.get(value_env) and environ.get(file_env):
-        raise ValueError(f"set one of {value_env} and {file_env} for the {what}, not both")
+        raise ConfigError(f"set one of {value_env} and {file_env} for the {what}, not both")
 
 
 def _readable(environ: Mapping[str, str], name: str) -> Path | None:
@@ -106,7 +91,7 @@ def _readable(environ: Mapping[str, str], name: str) -> Path | None:
     try:
         path.read_bytes()
     except OSError as exc:
-        raise ValueError(f"{name}: cannot read {raw}: {exc.strerror or exc}") from None
+        raise ConfigError(f"{name}: cannot read {raw}: {exc.strerror or exc}") from None
     return path
 
 
@@ -120,7 +105,7 @@ def _ca_data(raw: str) -> bytes | None:
         try:
             pem = base64.b64decode(pem, validate=True)
         except (binascii.Error, ValueError):
-            raise ValueError(f"{CA_DATA_ENV} must be PEM or base64 of PEM (e.g. base64 -w0 ca.pem)") from None
+            raise ConfigError(f"{CA_DATA_ENV} must be PEM or base64 of PEM (e.g. base64 -w0 ca.pem)") from None
     if _PEM_CERTIFICATE not in pem:
-        raise ValueError(f"{CA_DATA_ENV} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        raise ConfigError(f"{CA_DATA_ENV} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
     return pem

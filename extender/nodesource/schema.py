@@ -14,6 +14,7 @@ from marshmallow import Schema, ValidationError, fields, post_load, validates_sc
 from marshmallow.validate import Length
 
 from extender.duration import Duration
+from extender.errors import ConfigError
 from extender.framework.args import Map
 from extender.framework.selectors import validate_label_key, validate_label_value
 from extender.nodesource.base import NamesOnly, NodeSource
@@ -73,7 +74,7 @@ class NodeSourceSpec:
     def build(self, kube: KubeClient | None) -> NodeSource:
         if self.kind == "kubernetes":
             if kube is None:
-                raise ValueError(
+                raise ConfigError(
                     "the policy's nodeSource is kubernetes, but KUBERNETES_API_URL is not set: "
                     "set it, with KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE and the API server's CA"
                 )

@@ -16,11 +16,10 @@ forgot a node must not let it pass a rule as if it had no labels.
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.framework.globs import compile_globs
 from extender.framework.types import Node
 from extender.nodesource.base import PerNameSource, unknowable
 
@@ -35,7 +34,7 @@ class StaticInventory(PerNameSource):
     def __init__(self, entries: Sequence[InventoryEntry]) -> None:
         super().__init__()
         # One regex per entry: a node is matched against each entry once, however many globs it lists.
-        self._entries = [(re.compile("|".join(map(fnmatch.translate, entry.names))), dict(entry.labels)) for entry in entries]
+        self._entries = [(compile_globs(entry.names), dict(entry.labels)) for entry in entries]
 
     def describe(self, name: str) -> Node:
         labels: dict[str, str] = {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 from collections.abc import Iterable
@@ -15,6 +14,7 @@ import orjson
 import requests
 
 from extender.proxy.tokens import IdTokenSource
+from extender.urls import credential_base_url
 
 logger = logging.getLogger("extender.proxy")
 
@@ -38,17 +38,10 @@ REPLACED = frozenset({"host", "content-length", "authorization"})
 
 
 def check_target(target: str) -> str:
-    """The function's URL without a trailing slash; plain http only to loopback, where no one can read the token."""
-    parts = urlsplit(target)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(
-            f"the target must be an http(s) URL such as https://my-extender-abc123-ew.a.run.app, got {target!r}"
-        )
-    if parts.query or parts.fragment:
-        raise ValueError("the target takes no query or fragment: the scheduler's paths are appended to it")
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
-        raise ValueError("the target must use https: the ID token would cross the network in clear text")
-    return target.rstrip("/")
+    """The function's URL without a trailing slash: the scheduler's paths are appended to it."""
+    return credential_base_url(
+        target, what="the target", example="https://my-extender-abc123-ew.a.run.app", credential="the ID token"
+    )
 
 
 def default_audience(target: str) -> str:
@@ -170,12 +163,3 @@ def failure(status: int, problem: str) -> Reply:
     message = f"identity proxy: {problem}"
     logger.error("%s", message)
     return Reply(status, orjson.dumps({"Error": message}), [("Content-Type", "application/json")])
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

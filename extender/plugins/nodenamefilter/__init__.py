@@ -20,7 +20,6 @@ evicting pods would not make it fit. Globs are shell-style (``*``, ``?``, ``[ab]
 from __future__ import annotations
 
 import datetime as dt
-import fnmatch
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from marshmallow.validate import Length
 
 from extender.framework import status
 from extender.framework.args import unique_names
+from extender.framework.globs import compile_globs
 from extender.framework.perpod import PerPod
 from extender.framework.plugin import FilterPlugin
 from extender.framework.status import Status
@@ -42,11 +42,6 @@ Clock = Callable[[], dt.datetime]
 
 def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-def _compile(globs: list[str]) -> re.Pattern[str] | None:
-    # One regex for the whole list: one match call per node, however many globs.
-    return re.compile("|".join(fnmatch.translate(glob) for glob in globs)) if globs else None
 
 
 def _globs(**kwargs: Any) -> fields.List:
@@ -72,7 +67,7 @@ class MaintenanceSchema(Schema):
 
     @post_load
     def make(self, data: dict[str, Any], **kwargs: Any) -> Maintenance:
-        pattern = _compile(data["nodes"])
+        pattern = compile_globs(data["nodes"])
         assert pattern is not None  # nodes is not empty
         return Maintenance(data["name"], pattern, tuple(data["windows"]))
 
@@ -89,8 +84,8 @@ class NodeNameFilter(FilterPlugin):
 
     def __init__(self, args: Mapping[str, Any], clock: Clock = utc_now) -> None:
         super().__init__(args)
-        self._allow = _compile(args["allow"])
-        self._deny = _compile(args["deny"])
+        self._allow = compile_globs(args["allow"])
+        self._deny = compile_globs(args["deny"])
         maintenance: tuple[Maintenance, ...] = tuple(args["maintenance"])
         # The clock is read once per request: every node of it is judged at the same instant.
         self._closed_for = PerPod(lambda pod: _closed(maintenance, clock()))

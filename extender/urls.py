@@ -1,0 +1,33 @@
+"""Checks for the URLs we send credentials to (the Kubernetes API, the proxied function)."""
+
+from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlsplit
+
+from extender.errors import ConfigError
+
+
+def credential_base_url(url: str, *, what: str, example: str, credential: str) -> str:
+    """``url`` without a trailing slash, for appending paths; plain http only to loopback, where no one can listen.
+
+    ``credential`` says what would cross the network in clear text, for the message. The URL itself is never
+    echoed: a function URL may carry the caller token in its path.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ConfigError(f"{what} must be an https:// URL such as {example}")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{what} must not have a query or fragment: paths are appended to it")
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
+        raise ConfigError(f"{what} must use https: {credential} would cross the network in clear text")
+    return url.rstrip("/")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
