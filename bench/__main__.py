@@ -16,10 +16,16 @@ from bench.servers import ROOT
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smoke run: N=100 and 1000, few rounds, one cold start each")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: N=100 and 1000, few rounds, one cold start each"
+    )
     parser.add_argument("--sizes", help="comma-separated cluster sizes (default 100,1000,5000)")
-    parser.add_argument("--modes", default="names,full", help="node-name and/or full-node requests (default names,full)")
+    parser.add_argument(
+        "--modes", default="names,full", help="node-name and/or full-node requests (default names,full)"
+    )
     parser.add_argument("--reps", type=int, help="timed rounds per verb (default: by body size, 5..60)")
     parser.add_argument("--cold-starts", type=int, help="cold starts per server (default 3, --quick 1)")
     parser.add_argument("--no-save", action="store_true", help="do not write bench/results/<time>.json")

@@ -25,9 +25,15 @@ COLD_START_TARGET_MS = 500
 
 
 def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in _lines("/proc/cpuinfo") if line.startswith("model name")), platform.processor())
-    memory = next((int(line.split()[1]) / 1024**2 for line in _lines("/proc/meminfo") if line.startswith("MemTotal")), 0.0)
-    return f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB; Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    model = next(
+        (line.split(":", 1)[1].strip() for line in _lines("/proc/cpuinfo") if line.startswith("model name")),
+        platform.processor(),
+    )
+    memory = next(
+        (int(line.split()[1]) / 1024**2 for line in _lines("/proc/meminfo") if line.startswith("MemTotal")), 0.0
+    )
+    system = f"Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    return f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB; {system}"
 
 
 def load() -> str:
@@ -40,15 +46,18 @@ def header(load_before: str, load_after: str) -> str:
             f"Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
             f"Machine: {machine()}",
             f"Load average (1/5/15 min) before: {load_before}; after: {load_after}",
-            f"Servers: functions-framework under gunicorn, 1 worker, THREADS={THREADS}; "
-            "one request at a time over loopback, keep-alive, kube-scheduler's headers",
+            (
+                f"Servers: functions-framework under gunicorn, 1 worker, THREADS={THREADS}; "
+                "one request at a time over loopback, keep-alive, kube-scheduler's headers"
+            ),
         ]
     )
 
 
 def table(results: Results) -> str:
     lines = [
-        f"{'mode':<6} {'nodes':>5} {'body':>9} {'verb':<10} {'server':<30} {'median':>9} {'p90':>9} {'max':>9} {'CPU/req':>9} {'peak RSS':>9}",
+        f"{'mode':<6} {'nodes':>5} {'body':>9} {'verb':<10} {'server':<30} "
+        f"{'median':>9} {'p90':>9} {'max':>9} {'CPU/req':>9} {'peak RSS':>9}",
     ]
     for row in results.rows:
         cpu = _ms(row.cpu_seconds * 1000) if row.cpu_seconds is not None else "-"
@@ -56,15 +65,20 @@ def table(results: Results) -> str:
         server = row.server + (" *" if row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL) else "")
         lines.append(
             f"{row.mode:<6} {row.nodes:>5} {row.body_bytes / 1e6:>6.2f} MB {row.verb:<10} {server:<30} "
-            f"{_ms(row.median * 1000):>9} {_ms(row.stat(0.9) * 1000):>9} {_ms(max(row.seconds) * 1000):>9} {cpu:>9} {rss:>9}"
+            f"{_ms(row.median * 1000):>9} {_ms(row.stat(0.9) * 1000):>9} {_ms(max(row.seconds) * 1000):>9} "
+            f"{cpu:>9} {rss:>9}"
         )
     if any(row.limit_raised for row in results.rows):
         lines.append("* EXTENDER_MAX_BODY_BYTES raised: the body is over Cloud Functions' 32 MiB request limit")
     lines.append("")
-    lines.append("Cold start, process launch to the first correct filter answer (node names, largest N), median of runs:")
+    lines.append(
+        "Cold start, process launch to the first correct filter answer (node names, largest N), median of runs:"
+    )
     for server, runs in results.cold_starts.items():
         if runs:
-            lines.append(f"  {server:<30} {_ms(_median(runs) * 1000):>9}   runs: {', '.join(_ms(s * 1000) for s in runs)}")
+            lines.append(
+                f"  {server:<30} {_ms(_median(runs) * 1000):>9}   runs: {', '.join(_ms(s * 1000) for s in runs)}"
+            )
     if results.uncovered_plugins:
         lines.append(f"Note: bench/policy-all.yaml does not enable {', '.join(results.uncovered_plugins)} yet")
     return "\n".join(lines)
@@ -79,7 +93,9 @@ def targets(results: Results) -> str:
         values = [_value(row, unit) for row in (ours, typical, floor)]
         shown = [_fmt(value, unit) for value in values]
         verdict = "met" if values[0] is not None and values[0] < limit else "MISSED"
-        lines.append(f"{what:<48} {'< ' + str(limit) + ' ' + unit:>9} {shown[0]:>9} {shown[1]:>9} {shown[2]:>9}  {verdict}")
+        lines.append(
+            f"{what:<48} {'< ' + str(limit) + ' ' + unit:>9} {shown[0]:>9} {shown[1]:>9} {shown[2]:>9}  {verdict}"
+        )
     for server in (EXTENDER, EXTENDER_ALL):
         runs = results.cold_starts.get(server)
         if runs:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import socket
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +19,11 @@ from tests.scheduler_checks import check_answer
 VERBS = ("filter", "prioritize")
 ALL_PLUGINS_POLICY = ROOT / "bench" / "policy-all.yaml"
 # The references, in the table's order after the extender's rows.
-TYPICAL, FLOOR_WSGI, FLOOR_ORJSON = "typical Flask extender", "floor: empty WSGI handler", "floor: orjson parse+serialise"
+TYPICAL, FLOOR_WSGI, FLOOR_ORJSON = (
+    "typical Flask extender",
+    "floor: empty WSGI handler",
+    "floor: orjson parse+serialise",
+)
 EXTENDER, EXTENDER_ALL = "extender, default policy", "extender, all plugins"
 # Cloud Functions refuses bodies over 32 MiB; over that the extender is run with its limit raised.
 DEFAULT_LIMIT = 32 * 1024 * 1024
@@ -79,8 +82,13 @@ def run(plan: Plan) -> Results:
                 results.rows += _measure_group(plan, workload, api, mode, size)
         names = max(plan.sizes)
         for spec in _specs(api, limit_raised=False):
-            results.cold_starts[spec.name] = [_cold_start(spec, workload.body(names, full_nodes=False), spec.name != FLOOR_WSGI) for _ in range(plan.cold_starts)]
-            plan.log(f"cold start {spec.name}: " + ", ".join(f"{s * 1000:.0f} ms" for s in results.cold_starts[spec.name]))
+            results.cold_starts[spec.name] = [
+                _cold_start(spec, workload.body(names, full_nodes=False), spec.name != FLOOR_WSGI)
+                for _ in range(plan.cold_starts)
+            ]
+            plan.log(
+                f"cold start {spec.name}: " + ", ".join(f"{s * 1000:.0f} ms" for s in results.cold_starts[spec.name])
+            )
     finally:
         api.close()
     return results
@@ -90,7 +98,9 @@ def _specs(api: NodeListAPI, limit_raised: bool) -> list[ServerSpec]:
     limit = {"EXTENDER_MAX_BODY_BYTES": str(8 * DEFAULT_LIMIT)} if limit_raised else {}
     return [
         function_spec(EXTENDER, "main.py", **limit),
-        function_spec(EXTENDER_ALL, "main.py", EXTENDER_POLICY=str(ALL_PLUGINS_POLICY), KUBERNETES_API_URL=api.url, **limit),
+        function_spec(
+            EXTENDER_ALL, "main.py", EXTENDER_POLICY=str(ALL_PLUGINS_POLICY), KUBERNETES_API_URL=api.url, **limit
+        ),
         function_spec(TYPICAL, "bench/typical_extender.py"),
         wsgi_spec(FLOOR_WSGI, "bench.floor:app"),
     ]
@@ -111,7 +121,10 @@ def _measure_group(plan: Plan, workload: Workload, api: NodeListAPI, mode: str, 
             server.wait_listening()
         connections = {server.spec.name: Connection(server.port) for server in servers}
         for verb in VERBS:
-            verb_rows = {server.spec.name: Row(mode, size, verb, server.spec.name, len(first), limit_raised=limit_raised) for server in servers}
+            verb_rows = {
+                server.spec.name: Row(mode, size, verb, server.spec.name, len(first), limit_raised=limit_raised)
+                for server in servers
+            }
             verb_rows[FLOOR_ORJSON] = Row(mode, size, verb, FLOOR_ORJSON, len(first))
             for server in servers:
                 _warm_up(connections[server.spec.name], verb, first, check=server.spec.name != FLOOR_WSGI)
@@ -171,7 +184,7 @@ def _cold_start(spec: ServerSpec, body: bytes, check: bool) -> float:
                 connection = Connection(server.port)
                 _, status, answer = connection.post("/filter", body)
                 break
-            except (ConnectionError, socket.timeout, OSError):
+            except OSError:  # not listening yet, or closed while starting
                 server.check_alive()
                 time.sleep(0.002)
         seconds = time.perf_counter() - server.launched

@@ -8,9 +8,11 @@ and peak memory are read from that worker's /proc entries.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,12 +37,27 @@ class ServerSpec:
 
 def function_spec(name: str, source: str, **env: str) -> ServerSpec:
     """``functions-framework --target extender --source SOURCE``, as Cloud Functions starts it."""
-    return ServerSpec(name, [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", source], env)
+    return ServerSpec(
+        name, [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", source], env
+    )
 
 
 def wsgi_spec(name: str, app: str) -> ServerSpec:
     """A bare WSGI app under gunicorn with functions-framework's settings."""
-    argv = [sys.executable, "-m", "gunicorn", "--workers", "1", "--threads", THREADS, "--timeout", "0", "--log-level", "error", app]
+    argv = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "--workers",
+        "1",
+        "--threads",
+        THREADS,
+        "--timeout",
+        "0",
+        "--log-level",
+        "error",
+        app,
+    ]
     return ServerSpec(name, argv)
 
 
@@ -60,10 +77,14 @@ class Server:
         else:
             argv += ["--bind", f"127.0.0.1:{self.port}"]
         # Only the spec's settings: none of the caller's EXTENDER_* or KUBERNETES_* may leak into a server.
-        inherited = {name: value for name, value in os.environ.items() if not name.startswith(("EXTENDER_", "KUBERNETES_"))}
+        inherited = {
+            name: value for name, value in os.environ.items() if not name.startswith(("EXTENDER_", "KUBERNETES_"))
+        }
         env = {**inherited, "THREADS": THREADS, "PYTHONPATH": str(ROOT), **spec.env}
+        # The function logs every decision: to a file, as a pipe nobody drains would block it once full.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server; closed by stop)
         self.launched = time.perf_counter()
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self._worker: int | None = None
 
     def wait_listening(self, timeout: float = 60.0) -> None:
@@ -106,17 +127,19 @@ class Server:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            self.process.terminate()
+            self.process.send_signal(signal.SIGINT)  # gunicorn's quick shutdown (TERM waits for idle connections)
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.log.close()
 
     def check_alive(self) -> None:
         if self.process.poll() is not None:
-            stderr = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
-            raise RuntimeError(f"{self.spec.name} exited with {self.process.returncode}:\n{stderr[-3000:]}")
+            self.log.seek(0)
+            output = self.log.read().decode(errors="replace")
+            raise RuntimeError(f"{self.spec.name} exited with {self.process.returncode}:\n{output[-3000:]}")
 
 
 def _children(pid: int) -> list[int]:
@@ -134,13 +157,13 @@ def _children(pid: int) -> list[int]:
 
 
 class NodeListAPI:
-    """A loopback stand-in for the Kubernetes API's ``GET /api/v1/nodes`` (metadata only, paged), for the node source."""
+    """A loopback stand-in for the Kubernetes API's ``GET /api/v1/nodes`` (metadata only, paged)."""
 
     def __init__(self, nodes: list[dict[str, Any]]) -> None:
         items = [{"metadata": node["metadata"]} for node in nodes]
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 query = parse_qs(url.query)
                 if url.path != "/api/v1/nodes":
@@ -150,7 +173,14 @@ class NodeListAPI:
                 start = int(query.get("continue", ["0"])[0])
                 page = items[start : start + limit]
                 more = str(start + limit) if start + limit < len(items) else ""
-                body = orjson.dumps({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": {"continue": more}, "items": page})
+                body = orjson.dumps(
+                    {
+                        "kind": "PartialObjectMetadataList",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "metadata": {"continue": more},
+                        "items": page,
+                    }
+                )
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

@@ -14,7 +14,14 @@ import functions_framework
 from flask import Request, jsonify
 
 DENY = ["gke-prod-us-highmem-*-0*"]
-PRICES = {"e2-standard-4": 0.134, "n2-standard-8": 0.388, "n2-highmem-16": 0.944, "e2-standard-8": 0.268, "c3-standard-22": 1.086, "g2-standard-8": 0.854}
+PRICES = {
+    "e2-standard-4": 0.134,
+    "n2-standard-8": 0.388,
+    "n2-highmem-16": 0.944,
+    "e2-standard-8": 0.268,
+    "c3-standard-22": 1.086,
+    "g2-standard-8": 0.854,
+}
 
 
 @functions_framework.http
@@ -40,7 +47,15 @@ def extender(request: Request):  # type: ignore[no-untyped-def]
         else:
             answer.update(Nodes=None, NodeNames=[node["metadata"]["name"] for node in kept])
         return jsonify(answer)
-    prices = [PRICES.get((node["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type"), 1.0) for node in nodes]
+    prices = [
+        PRICES.get((node["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type"), 1.0)
+        for node in nodes
+    ]
     cheapest, dearest = min(prices, default=0), max(prices, default=0)
     spread = (dearest - cheapest) or 1
-    return jsonify([{"Host": node["metadata"]["name"], "Score": round(10 * (dearest - price) / spread)} for node, price in zip(nodes, prices)])
+    return jsonify(
+        [
+            {"Host": node["metadata"]["name"], "Score": round(10 * (dearest - price) / spread)}
+            for node, price in zip(nodes, prices)
+        ]
+    )

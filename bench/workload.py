@@ -45,15 +45,31 @@ POOLS = (
 POOL_WEIGHTS = (25, 30, 15, 15, 10, 5)
 
 _IMAGES = (
-    "gke.gcr.io/gke-metrics-agent", "gke.gcr.io/fluent-bit", "gke.gcr.io/fluent-bit-gke-exporter",
-    "gke.gcr.io/kube-proxy-amd64", "gke.gcr.io/prometheus-to-sd", "gke.gcr.io/csi-node-driver-registrar",
-    "gke.gcr.io/gcp-compute-persistent-disk-csi-driver", "gke.gcr.io/netd-amd64", "gke.gcr.io/ip-masq-agent",
-    "gke.gcr.io/cluster-proportional-autoscaler", "gke.gcr.io/k8s-dns-node-cache", "gke.gcr.io/gke-metadata-server",
-    "gke.gcr.io/addon-resizer", "gke.gcr.io/pause", "registry.k8s.io/metrics-server/metrics-server",
-    "registry.k8s.io/kube-state-metrics/kube-state-metrics", "docker.io/library/nginx", "docker.io/library/redis",
-    "docker.io/library/postgres", "docker.io/bitnami/kafka", "quay.io/prometheus/node-exporter",
-    "quay.io/jetstack/cert-manager-controller", "ghcr.io/open-telemetry/opentelemetry-collector-releases/otelcol",
-    "us-docker.pkg.dev/prod-platform/apps/checkout", "us-docker.pkg.dev/prod-platform/apps/payments",
+    "gke.gcr.io/gke-metrics-agent",
+    "gke.gcr.io/fluent-bit",
+    "gke.gcr.io/fluent-bit-gke-exporter",
+    "gke.gcr.io/kube-proxy-amd64",
+    "gke.gcr.io/prometheus-to-sd",
+    "gke.gcr.io/csi-node-driver-registrar",
+    "gke.gcr.io/gcp-compute-persistent-disk-csi-driver",
+    "gke.gcr.io/netd-amd64",
+    "gke.gcr.io/ip-masq-agent",
+    "gke.gcr.io/cluster-proportional-autoscaler",
+    "gke.gcr.io/k8s-dns-node-cache",
+    "gke.gcr.io/gke-metadata-server",
+    "gke.gcr.io/addon-resizer",
+    "gke.gcr.io/pause",
+    "registry.k8s.io/metrics-server/metrics-server",
+    "registry.k8s.io/kube-state-metrics/kube-state-metrics",
+    "docker.io/library/nginx",
+    "docker.io/library/redis",
+    "docker.io/library/postgres",
+    "docker.io/bitnami/kafka",
+    "quay.io/prometheus/node-exporter",
+    "quay.io/jetstack/cert-manager-controller",
+    "ghcr.io/open-telemetry/opentelemetry-collector-releases/otelcol",
+    "us-docker.pkg.dev/prod-platform/apps/checkout",
+    "us-docker.pkg.dev/prod-platform/apps/payments",
 )
 
 
@@ -139,8 +155,12 @@ def _resources(pool: Pool, allocatable: bool) -> dict[str, str]:
 def _conditions() -> list[dict[str, str]]:
     def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
         return {
-            "type": kind, "status": status, "lastHeartbeatTime": STAMP, "lastTransitionTime": "2026-11-02T11:40:51Z",
-            "reason": reason, "message": message,
+            "type": kind,
+            "status": status,
+            "lastHeartbeatTime": STAMP,
+            "lastTransitionTime": "2026-11-02T11:40:51Z",
+            "reason": reason,
+            "message": message,
         }
 
     return [
@@ -158,13 +178,15 @@ def _images(rng: random.Random) -> list[dict[str, Any]]:
         repo = _IMAGES[slot % len(_IMAGES)]
         tag = f"v{slot // len(_IMAGES) + 1}.{rng.randrange(30)}.{rng.randrange(10)}-gke.{rng.randrange(3000)}"
         digest = _sha(repo, tag)
-        images.append({"names": [f"{repo}@sha256:{digest}", f"{repo}:{tag}"], "sizeBytes": rng.randrange(2_000_000, 900_000_000)})
+        images.append(
+            {"names": [f"{repo}@sha256:{digest}", f"{repo}:{tag}"], "sizeBytes": rng.randrange(2_000_000, 900_000_000)}
+        )
     images.sort(key=lambda image: -image["sizeBytes"])  # kubelet reports the largest first
     return images
 
 
 def _fields(*paths: str) -> dict[str, Any]:
-    """A FieldsV1 tree for dotted paths such as ``f:status.f:conditions.k:{"type":"Ready"}.f:reason``."""
+    """A FieldsV1 tree for paths such as ``f:status|f:conditions|k:{"type":"Ready"}|f:reason``."""
     tree: dict[str, Any] = {}
     for path in paths:
         at = tree
@@ -181,21 +203,55 @@ def _managed_fields(pool: Pool) -> list[dict[str, Any]]:
     ]
     kubelet_status = [
         *condition_fields,
-        *(f"f:status|f:{kind}|f:{resource}" for kind in ("allocatable", "capacity") for resource in _resources(pool, False)),
-        *(f'f:status|f:addresses|k:{{"type":"{kind}"}}|f:{field}' for kind in ("Hostname", "InternalIP", "ExternalIP") for field in ("address", "type")),
+        *(
+            f"f:status|f:{kind}|f:{resource}"
+            for kind in ("allocatable", "capacity")
+            for resource in _resources(pool, False)
+        ),
+        *(
+            f'f:status|f:addresses|k:{{"type":"{kind}"}}|f:{field}'
+            for kind in ("Hostname", "InternalIP", "ExternalIP")
+            for field in ("address", "type")
+        ),
         "f:status|f:daemonEndpoints|f:kubeletEndpoint|f:Port",
         "f:status|f:images",
-        *(f"f:status|f:nodeInfo|f:{field}" for field in ("architecture", "bootID", "containerRuntimeVersion", "kernelVersion", "kubeProxyVersion", "kubeletVersion", "machineID", "operatingSystem", "osImage", "systemUUID")),
+        *(
+            f"f:status|f:nodeInfo|f:{field}"
+            for field in (
+                "architecture",
+                "bootID",
+                "containerRuntimeVersion",
+                "kernelVersion",
+                "kubeProxyVersion",
+                "kubeletVersion",
+                "machineID",
+                "operatingSystem",
+                "osImage",
+                "systemUUID",
+            )
+        ),
     ]
     kubelet_meta = [
-        *(f"f:metadata|f:annotations|f:{key}" for key in ("alpha.kubernetes.io/provided-node-ip", "container.googleapis.com/instance_id", "node.alpha.kubernetes.io/ttl", "volumes.kubernetes.io/controller-managed-attach-detach")),
+        *(
+            f"f:metadata|f:annotations|f:{key}"
+            for key in (
+                "alpha.kubernetes.io/provided-node-ip",
+                "container.googleapis.com/instance_id",
+                "node.alpha.kubernetes.io/ttl",
+                "volumes.kubernetes.io/controller-managed-attach-detach",
+            )
+        ),
         *(f"f:metadata|f:labels|f:{key}" for key in _labels("x", pool, ZONES[0])),
         "f:spec|f:providerID",
     ]
 
     def entry(manager: str, fields: list[str], subresource: str | None = None) -> dict[str, Any]:
         item: dict[str, Any] = {
-            "manager": manager, "operation": "Update", "apiVersion": "v1", "time": STAMP, "fieldsType": "FieldsV1",
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": STAMP,
+            "fieldsType": "FieldsV1",
             "fieldsV1": _fields(*fields),
         }
         if subresource:
@@ -204,8 +260,25 @@ def _managed_fields(pool: Pool) -> list[dict[str, Any]]:
 
     return [
         entry("kubelet", kubelet_meta),
-        entry("kube-controller-manager", ["f:metadata|f:annotations|f:node.alpha.kubernetes.io/ttl", "f:spec|f:podCIDR", "f:spec|f:podCIDRs"]),
-        entry("node-problem-detector", [f'f:status|f:conditions|k:{{"type":"{kind}"}}|f:{field}' for kind in ("CorruptDockerOverlay2", "FrequentContainerdRestart", "FrequentKubeletRestart", "KernelDeadlock", "ReadonlyFilesystem") for field in ("lastHeartbeatTime", "lastTransitionTime", "message", "reason", "status", "type")], "status"),
+        entry(
+            "kube-controller-manager",
+            ["f:metadata|f:annotations|f:node.alpha.kubernetes.io/ttl", "f:spec|f:podCIDR", "f:spec|f:podCIDRs"],
+        ),
+        entry(
+            "node-problem-detector",
+            [
+                f'f:status|f:conditions|k:{{"type":"{kind}"}}|f:{field}'
+                for kind in (
+                    "CorruptDockerOverlay2",
+                    "FrequentContainerdRestart",
+                    "FrequentKubeletRestart",
+                    "KernelDeadlock",
+                    "ReadonlyFilesystem",
+                )
+                for field in ("lastHeartbeatTime", "lastTransitionTime", "message", "reason", "status", "type")
+            ],
+            "status",
+        ),
         entry("gce-pd-csi-driver", ["f:metadata|f:annotations|f:csi.volume.kubernetes.io/nodeid"]),
         entry("kubelet", kubelet_status, "status"),
     ]
@@ -219,7 +292,9 @@ def make_node(index: int) -> dict[str, Any]:
     labels = _labels(name, pool, zone)
     instance_id = str(rng.randrange(10**18, 10**19))
     ip = f"10.{128 + index // 65536}.{index // 256 % 256}.{index % 256}"
-    node_labels_annotation = ",".join(f"{key}={value}" for key, value in labels.items() if key.startswith("cloud.google.com/"))
+    node_labels_annotation = ",".join(
+        f"{key}={value}" for key, value in labels.items() if key.startswith("cloud.google.com/")
+    )
     spec: dict[str, Any] = {
         "podCIDR": f"10.{index // 256 % 64}.{index % 256}.0/24",
         "podCIDRs": [f"10.{index // 256 % 64}.{index % 256}.0/24"],
@@ -238,10 +313,14 @@ def make_node(index: int) -> dict[str, Any]:
             "annotations": {
                 "alpha.kubernetes.io/provided-node-ip": ip,
                 "container.googleapis.com/instance_id": instance_id,
-                "csi.volume.kubernetes.io/nodeid": orjson.dumps({"pd.csi.storage.gke.io": f"projects/prod-platform/zones/{zone}/instances/{name}"}).decode(),
+                "csi.volume.kubernetes.io/nodeid": orjson.dumps(
+                    {"pd.csi.storage.gke.io": f"projects/prod-platform/zones/{zone}/instances/{name}"}
+                ).decode(),
                 "node.alpha.kubernetes.io/ttl": "0",
                 "node.gke.io/last-applied-node-labels": node_labels_annotation,
-                "node.gke.io/last-applied-node-taints": ",".join(f"{t['key']}={t['value']}:{t['effect']}" for t in taints),
+                "node.gke.io/last-applied-node-taints": ",".join(
+                    f"{t['key']}={t['value']}:{t['effect']}" for t in taints
+                ),
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
             },
             "managedFields": _managed_fields(pool),
@@ -289,17 +368,33 @@ def make_pod(index: int) -> dict[str, Any]:
             "labels": {"app": app, "pod-template-hash": "7d9f8c6b5", "tier": "backend"},
             "annotations": {"kubectl.kubernetes.io/restartedAt": STAMP},
             "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-7d9f8c6b5", "uid": _uid("rs", app), "controller": True, "blockOwnerDeletion": True}
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{app}-7d9f8c6b5",
+                    "uid": _uid("rs", app),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
             ],
             "managedFields": [
                 {
-                    "manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1", "time": STAMP,
+                    "manager": "kube-controller-manager",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": STAMP,
                     "fieldsType": "FieldsV1",
                     "fieldsV1": _fields(
-                        "f:metadata|f:generateName", "f:metadata|f:labels|f:app", "f:metadata|f:labels|f:tier",
+                        "f:metadata|f:generateName",
+                        "f:metadata|f:labels|f:app",
+                        "f:metadata|f:labels|f:tier",
                         f'f:metadata|f:ownerReferences|k:{{"uid":"{_uid("rs", app)}"}}',
-                        f'f:spec|f:containers|k:{{"name":"{app}"}}|f:image', f'f:spec|f:containers|k:{{"name":"{app}"}}|f:resources|f:requests|f:cpu',
-                        "f:spec|f:dnsPolicy", "f:spec|f:enableServiceLinks", "f:spec|f:restartPolicy", "f:spec|f:schedulerName",
+                        f'f:spec|f:containers|k:{{"name":"{app}"}}|f:image',
+                        f'f:spec|f:containers|k:{{"name":"{app}"}}|f:resources|f:requests|f:cpu',
+                        "f:spec|f:dnsPolicy",
+                        "f:spec|f:enableServiceLinks",
+                        "f:spec|f:restartPolicy",
+                        "f:spec|f:schedulerName",
                     ),
                 }
             ],
@@ -324,8 +419,18 @@ def make_pod(index: int) -> dict[str, Any]:
             "securityContext": {},
             "schedulerName": "extended-scheduler",
             "tolerations": [
-                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
             ],
             "priority": 0,
             "enableServiceLinks": True,

@@ -33,7 +33,9 @@ def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):
     for mode in ("names", "full"):
         for verb in ("filter", "prioritize"):
             for server in (EXTENDER, EXTENDER_ALL, TYPICAL, FLOOR_WSGI, FLOOR_ORJSON):
-                assert any(line.split()[:2] == [mode, "3"] and f" {verb} " in line and server in line for line in rows), (mode, verb, server)
+                assert any(
+                    line.split()[:2] == [mode, "3"] and f" {verb} " in line and server in line for line in rows
+                ), (mode, verb, server)
     for server in (EXTENDER, EXTENDER_ALL, TYPICAL, FLOOR_WSGI):
         assert any(line.strip().startswith(server) and "runs:" in line for line in out.splitlines()), server
     assert "Machine:" in out and "Load average" in out

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 
 import orjson
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from extender.body import MAX_DEPTH
-from extender.wire.lean import decode_extender_args
+from extender.wire.lean import decode_extender_args, decode_node_list
 from extender.wire.schemas import ExtenderArgsSchema
 from tests.recordings import exchanges
 from tests.scheduler_checks import check_answer
@@ -56,7 +60,9 @@ def _full_with(node_field: bytes) -> bytes:
         _full_with(b'"\xff"'),  # not UTF-8, in a field nothing reads
         _full_with(b'"\xed\xa0\x80"'),  # an encoded surrogate
         _full_with(b'{"a":' * (MAX_DEPTH - 3) + b"1" + b"}" * (MAX_DEPTH - 3)),  # one level too deep
-        _full_with(b'{"a":' * (MAX_DEPTH - 4) + b"[]" + b"}" * (MAX_DEPTH - 4)),  # an empty container one level too deep
+        _full_with(
+            b'{"a":' * (MAX_DEPTH - 4) + b"[]" + b"}" * (MAX_DEPTH - 4)
+        ),  # an empty container one level too deep
         _full_with(b"[" * 2000 + b"]" * 2000),
         _full_with(b'{"k:{\\"x\\":1}":' * (MAX_DEPTH - 3) + b"1" + b"}" * (MAX_DEPTH - 3)),  # brackets inside keys
         _full_with(b"1") + b"x",
@@ -89,3 +95,48 @@ def test_facts_read_from_nodes_are_decoded_like_the_full_decoder():
     body = orjson.dumps(request).replace(b'"BIG"', b"18446744073709551616")
     node = decode_extender_args(body)["Nodes"]["items"][0]
     assert node["metadata"]["labels"] == orjson.loads(body)["Nodes"]["items"][0]["metadata"]["labels"]
+
+
+def test_node_list_pages_keep_names_labels_and_the_continue_token():
+    nodes = [
+        {"metadata": {"name": f"n{i}", "labels": {"zone": "a"}, "managedFields": [{"fieldsV1": {}}]}, "status": {}}
+        for i in range(3)
+    ]
+    page = {"kind": "NodeList", "metadata": {"continue": "token"}, "items": nodes}
+    lean = decode_node_list(orjson.dumps(page))
+    assert lean == {
+        "metadata": {"continue": "token"},
+        "items": [{"metadata": {"name": f"n{i}", "labels": {"zone": "a"}}} for i in range(3)],
+    }
+    assert decode_node_list(orjson.dumps({"items": [{"metadata": {"name": 5}}]}))["items"] == [
+        {"metadata": {"name": 5, "labels": None}}
+    ]
+    for unusual in (b"[]", b'{"items": {}}', b'{"items": [{"metadata": "x"}]}', b'{"items": ["\xff"]}'):
+        assert decode_node_list(unusual) is None
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=10),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=json_values)
+def test_any_json_in_a_node_field_takes_the_lean_path_with_the_same_facts(value):
+    body = _full_with(json.dumps(value).encode())
+    lean = decode_extender_args(body)
+    assert lean is not None
+    assert SCHEMA.load(lean).nodes[0].name == SCHEMA.load(orjson.loads(body)).nodes[0].name
+
+
+@settings(max_examples=300, deadline=None)
+@given(field=st.binary(max_size=40))
+def test_bytes_the_full_decoder_refuses_never_take_the_lean_path(field):
+    assume(not re.search(rb"[0-9][eE]", field))  # out-of-float64 numbers in unread fields: the documented difference
+    body = _full_with(field)
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError:
+        assert decode_extender_args(body) is None

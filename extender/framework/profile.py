@@ -8,8 +8,9 @@ first failing plugin in policy order) while timing each plugin once.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from extender.framework import status as st
 from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
@@ -77,10 +78,10 @@ class Profile:
         for plugin in self.filters:
             started = time.perf_counter()
             feasible: list[Node] = []
-            for node in result.feasible:
-                outcome = self._run_filter(plugin, pod, node)
-                if outcome.is_success:
-                    feasible.append(node)
+            keep = feasible.append
+            for node, outcome in zip(result.feasible, self._run_filter(plugin, pod, result.feasible)):
+                if outcome.code is Code.SUCCESS:
+                    keep(node)
                 elif outcome.code is Code.ERROR:
                     result.error = outcome
                     result.feasible = []
@@ -109,7 +110,7 @@ class Profile:
             total_weight += entry.weight
             for name, score in scores.items():
                 weighted[name] += entry.weight * score
-        result.scores = {name: _to_extender_priority(total, total_weight) for name, total in weighted.items()}
+        result.scores = _to_extender_priorities(weighted, total_weight)
         return result
 
     def preempt(self, pod: Pod, candidates: Mapping[str, Victims], nodes: Mapping[str, Node]) -> PreemptResult:
@@ -139,7 +140,7 @@ class Profile:
                 if unknown.code is Code.ERROR or unknown.is_success:
                     continue  # facts unavailable for now: the filter call after preemption enforces the plugin
                 return unknown
-            outcome = _timed(seconds, filter_plugin.name, self._run_filter, filter_plugin, pod, node)
+            outcome = _timed(seconds, filter_plugin.name, next, self._run_filter(filter_plugin, pod, (node,)))
             if not outcome.is_success:
                 return outcome
         for preempt_plugin in self.preempts:
@@ -152,18 +153,24 @@ class Profile:
                 return outcome
         return st.SUCCESS
 
-    def _run_filter(self, plugin: FilterPlugin, pod: Pod, node: Node) -> Status:
-        if plugin.facts > Facts.NAME and node.labels is None:
-            return self._unknown_facts(plugin.name, node)
-        try:
-            outcome = plugin.filter(pod, node)
-        except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
-            return _crashed(plugin.name, "filter", node.name, exc)
-        return outcome.with_plugin(plugin.name)
+    def _run_filter(self, plugin: FilterPlugin, pod: Pod, nodes: Iterable[Node]) -> Iterator[Status]:
+        """The plugin's verdict on each node in turn: one loop per plugin, as thousands of nodes may pass."""
+        needs_labels, check = plugin.facts > Facts.NAME, plugin.filter
+        for node in nodes:
+            if needs_labels and node.labels is None:
+                yield self._unknown_facts(plugin.name, node)
+                continue
+            try:
+                outcome = check(pod, node)
+            except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
+                yield _crashed(plugin.name, "filter", node.name, exc)
+                continue
+            # Only rejections and errors are reported with their plugin: a success (most nodes) needs no copy.
+            yield outcome if outcome.code is Code.SUCCESS else outcome.with_plugin(plugin.name)
 
     def _run_score(self, plugin: ScorePlugin, pod: Pod, nodes: Sequence[Node]) -> tuple[dict[str, int] | None, Status | None]:
         unknowable: list[str] = []
-        if plugin.facts > Facts.NAME:
+        if plugin.facts > Facts.NAME and None in map(_labels, nodes):
             unknown = [node for node in nodes if node.labels is None]
             for node in unknown:
                 verdict = self._unknown_facts(plugin.name, node)
@@ -174,14 +181,15 @@ class Profile:
                 unknowable.append(node.name)
             if unknowable:  # the filters rejected them; they score lowest rather than failing the others
                 nodes = [node for node in nodes if node.labels is not None]
-        scores: dict[str, int] = {}
+        score = plugin.score
         try:
-            for node in nodes:
-                scores[node.name] = plugin.score(pod, node)
+            scores = {node.name: score(pod, node) for node in nodes}
             plugin.normalize_scores(pod, scores)
         except Exception as exc:
             return None, _crashed(plugin.name, "score", "", exc)
         scores.update(dict.fromkeys(unknowable, MIN_NODE_SCORE))
+        if _all_in_range(scores.values()):
+            return scores, None
         for name, score in scores.items():
             if type(score) is not int or not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
                 return None, st.error(
@@ -213,12 +221,23 @@ def _timed(seconds: dict[str, float], name: str, run, *args) -> Status:  # type:
         seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
 
 
-def _to_extender_priority(weighted_total: int, total_weight: int) -> int:
-    """Map a weighted sum of 0..100 plugin scores onto the protocol's integer 0..10, rounding half up."""
+_labels = attrgetter("labels")
+
+
+def _all_in_range(scores: Collection[int]) -> bool:
+    """Whether every score is an int in 0..100, checked at C speed: thousands of nodes, several plugins."""
+    if not scores:
+        return True
+    return set(map(type, scores)) == {int} and MIN_NODE_SCORE <= min(scores) and max(scores) <= MAX_NODE_SCORE
+
+
+def _to_extender_priorities(weighted_totals: dict[str, int], total_weight: int) -> dict[str, int]:
+    """Map weighted sums of 0..100 plugin scores onto the protocol's integer 0..10, rounding half up."""
     if total_weight == 0:
-        return MIN_EXTENDER_PRIORITY
+        return dict.fromkeys(weighted_totals, MIN_EXTENDER_PRIORITY)
     scale = total_weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
-    return (weighted_total + scale // 2) // scale
+    half = scale // 2
+    return {name: (total + half) // scale for name, total in weighted_totals.items()}
 
 
 def _missing_labels(plugin: str, node: str) -> Status:

@@ -22,13 +22,6 @@ class NodeSource(Protocol):
         ...
 
 
-class NamesOnly:
-    """No source configured: only the names are known."""
-
-    def lookup(self, names: Sequence[str]) -> list[Node]:
-        return [Node(name) for name in names]
-
-
 def unavailable(name: str, reason: str) -> Node:
     """Facts that may come later (the API is down or slow): the failurePolicy decides."""
     return Node(name, why_unknown=status.error(reason))
@@ -59,3 +52,10 @@ class PerNameSource:
 
     def describe(self, name: str) -> Node:
         raise NotImplementedError
+
+
+class NamesOnly(PerNameSource):
+    """No source configured: only the names are known (each name's Node is built once, thousands per request)."""
+
+    def describe(self, name: str) -> Node:
+        return Node(name)

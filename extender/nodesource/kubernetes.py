@@ -177,7 +177,8 @@ class KubernetesNodes:
         started = self._clock()
         snapshot = self._snapshot
         try:
-            snapshot = _Snapshot(_index(self._client.list_nodes(timeout=self._settings.list_timeout)), listed_at=started)
+            listed = self._client.list_nodes(timeout=self._settings.list_timeout, labels_only=True)
+            snapshot = _Snapshot(_index(listed), listed_at=started)
         except Exception as exc:  # KubeError, or a bug: either way the cache must not stay "refreshing" forever
             reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             snapshot = replace(snapshot, error=f"listing nodes failed: {reason}")

@@ -7,10 +7,12 @@ from typing import Any
 from extender.framework.profile import Profile
 from extender.framework.status import Code
 from extender.framework.types import Facts, Node
-from extender.nodesource.base import NodeSource
+from extender.nodesource.base import NamesOnly, NodeSource
 from extender.verbs import Answer, load_request
 from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, ExtenderFilterResultSchema
 
+# Nodes known by name only, shared by every request whatever the policy's source.
+_NAMES_ONLY = NamesOnly()
 _args = ExtenderArgsSchema()
 _result = ExtenderFilterResultSchema()
 
@@ -20,7 +22,7 @@ def node_facts(args: ExtenderArgs, profile: Profile, source: NodeSource) -> list
     if args.nodes is not None:
         return args.nodes
     names = args.node_names or []
-    return source.lookup(names) if profile.facts > Facts.NAME else [Node(name) for name in names]
+    return source.lookup(names) if profile.facts > Facts.NAME else _NAMES_ONLY.lookup(names)
 
 
 def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:

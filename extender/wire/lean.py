@@ -52,8 +52,18 @@ class _Args(msgspec.Struct):
     NodeNameToMetaVictims: msgspec.Raw = _NULL
 
 
+class _ListMetadata(msgspec.Struct):
+    continue_: msgspec.Raw = msgspec.field(name="continue", default=_NULL)
+
+
+class _NodeListPage(msgspec.Struct):
+    metadata: _ListMetadata | None = None
+    items: list[_Node] | None = None
+
+
 _decode_args = msgspec.json.Decoder(_Args).decode
 _decode_node = msgspec.json.Decoder(_Node).decode
+_decode_node_list = msgspec.json.Decoder(_NodeListPage).decode
 _NOT_LEAN = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError)
 
 
@@ -79,10 +89,29 @@ def decode_extender_args(body: bytes) -> dict[str, Any] | None:
         return None
 
 
+def decode_node_list(body: bytes) -> dict[str, Any] | None:
+    """A page of the API server's node list, with only each node's name and labels; None to leave it to orjson.
+
+    A 5000-node cluster lists ~45 MB of metadata (managedFields, annotations):
+    decoding only names and labels takes a fraction of the time and memory.
+    """
+    try:
+        page = _decode_node_list(body)
+        if not _valid_text(body):
+            return None
+        items = None if page.items is None else [_facts(node.metadata) for node in page.items]
+        listed = None if page.metadata is None else {"continue": _loads(page.metadata.continue_)}
+        return {"metadata": listed, "items": items}
+    except _NOT_LEAN:
+        return None
+
+
 def _node(raw: msgspec.Raw) -> EncodedNode:
-    metadata = _decode_node(raw).metadata
-    fields = {} if metadata is None else {"metadata": {"name": _loads(metadata.name), "labels": _loads(metadata.labels)}}
-    return EncodedNode(fields, orjson.Fragment(bytes(raw)))
+    return EncodedNode(_facts(_decode_node(raw).metadata), orjson.Fragment(bytes(raw)))
+
+
+def _facts(metadata: _Metadata | None) -> dict[str, Any]:
+    return {} if metadata is None else {"metadata": {"name": _loads(metadata.name), "labels": _loads(metadata.labels)}}
 
 
 def _loads(raw: msgspec.Raw) -> Any:

@@ -105,6 +105,9 @@ class NodeItems(fields.Field):
         ]
 
 
+_STR = {str}
+
+
 def _plain_nodes(items: list[Any]) -> list[Node] | None:
     nodes = []
     for item in items:
@@ -116,7 +119,7 @@ def _plain_nodes(items: list[Any]) -> list[Node] | None:
             return None
         if labels is None:
             labels = {}
-        elif type(labels) is not dict or not all(type(label) is str for label in labels.values()):
+        elif type(labels) is not dict or not set(map(type, labels.values())) <= _STR:
             return None
         nodes.append(Node(name=name, labels=labels, raw=_as_received(item)))
     return nodes
@@ -151,6 +154,8 @@ class ExtenderArgs:
 
 
 def _check_unique(names: list[str], field: str) -> None:
+    if len(set(names)) == len(names):
+        return
     seen: set[str] = set()
     for name in names:
         if name in seen:
@@ -268,6 +273,21 @@ class ExtenderFilterResultSchema(Schema):
 class HostPrioritySchema(Schema):
     Host = fields.String()
     Score = fields.Integer()
+
+    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
+        """One entry per node, thousands of them: plain ``{"Host": str, "Score": int}`` entries pass as they are."""
+        if (self.many if many is None else many) and type(obj) is list and _plain_priorities(obj):
+            return list(obj)
+        return super().dump(obj, many=many)
+
+
+def _plain_priorities(entries: list[Any]) -> bool:
+    for entry in entries:
+        if type(entry) is not dict or len(entry) != 2:
+            return False
+        if type(entry.get("Host")) is not str or type(entry.get("Score")) is not int:
+            return False
+    return True
 
 
 class MetaPodDumpSchema(Schema):

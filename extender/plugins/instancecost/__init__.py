@@ -64,7 +64,7 @@ class InstanceCost(ScorePlugin):
         labels = node.labels or {}
         kind = labels.get(INSTANCE_TYPE_LABEL) or labels.get(LEGACY_INSTANCE_TYPE_LABEL)
         price = self._prices.get(kind, self._default) if kind is not None else self._default
-        if any(labels.get(label) == "true" for label in SPOT_LABELS):
+        if "true" in map(labels.get, SPOT_LABELS):
             price = round(price * self._spot_factor)
         return price
 
