@@ -15,6 +15,7 @@ import heapq
 import logging
 from collections import defaultdict
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any
 
 from extender.errors import bounded
@@ -129,7 +130,7 @@ def _rejections(rejected: Mapping[str, Status]) -> dict[str, Any]:
 
 def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
     """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won."""
-    best = heapq.nlargest(TOP_N, result.scores.items(), key=lambda item: item[1])
+    best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
     return [
         {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in result.by_plugin.items()}}
         for node, score in best

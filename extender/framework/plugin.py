@@ -8,7 +8,7 @@ stateless across requests: any function instance may serve any request.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, ClassVar
 
 from marshmallow import Schema
@@ -22,6 +22,13 @@ MIN_NODE_SCORE = 0
 MAX_NODE_SCORE = 100
 
 
+def rescale_scores(scores: dict[str, int], scale: Callable[[int], int]) -> None:
+    """Replace every score in place by ``scale(score)``, worked out once per distinct value: thousands of nodes
+    share a few raw scores, and ``normalize_scores`` runs on every request."""
+    scaled = {raw: scale(raw) for raw in set(scores.values())}
+    scores.update(zip(list(scores), map(scaled.__getitem__, list(scores.values()))))
+
+
 class Plugin:
     name: ClassVar[str]
     # Node facts the plugin reads; LABELS needs full-node requests or a node source.
@@ -31,6 +38,16 @@ class Plugin:
 
     def __init__(self, args: Mapping[str, Any]) -> None:
         self.args = args
+
+    def reuse_key(self, pod: Pod) -> Hashable | None:
+        """Optional: what of ``pod`` the per-node result (filter status, raw score) depends on, if anything.
+
+        A key other than None promises that the result is a function of that key and the node alone: anything else
+        it depends on (the time, say) must be part of the key, and never the other nodes. The profile may then reuse
+        the result across requests for the same Node object, which node sources keep until they refresh. None (the
+        default) calls the plugin on every node.
+        """
+        return None
 
 
 class FilterPlugin(Plugin):

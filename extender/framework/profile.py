@@ -3,17 +3,22 @@
 Plugins run plugin-major (each plugin over all remaining nodes), which gives
 the same answer as the scheduler's node-major loop (a node is rejected by the
 first failing plugin in policy order) while timing each plugin once.
+Nodes that come from a node source (``reusable``) are the same objects from
+request to request, so the results of plugins that offer a ``reuse_key`` are
+kept across requests (see ``extender.framework.reuse``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_, not_
 
 from extender.framework import status as st
 from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
+from extender.framework.reuse import ReusedResults
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
@@ -72,34 +77,38 @@ class Profile:
         plugins = [*self.filters, *(entry.plugin for entry in self.scores), *self.preempts]
         self.facts = max((plugin.facts for plugin in plugins), default=Facts.NAME)
         self.victim_facts = max((plugin.victim_facts for plugin in self.preempts), default=VictimFacts.UID)
+        # Per filter and score plugin (in order): its per-node results for the node source's Node objects.
+        self._reused_statuses: tuple[ReusedResults[Status], ...] = tuple(ReusedResults() for _ in self.filters)
+        self._reused_scores: tuple[ReusedResults[int], ...] = tuple(ReusedResults() for _ in self.scores)
 
-    def filter(self, pod: Pod, nodes: Sequence[Node]) -> FilterResult:
+    def filter(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> FilterResult:
+        """``reusable``: the nodes are a node source's objects, whose plugin results may be kept across requests."""
         result = FilterResult(feasible=list(nodes))
-        for plugin in self.filters:
+        for plugin, reused in zip(self.filters, self._reused_statuses):
             started = time.perf_counter()
-            feasible: list[Node] = []
-            keep = feasible.append
-            for node, outcome in zip(result.feasible, self._run_filter(plugin, pod, result.feasible)):
-                if outcome.code is Code.SUCCESS:
-                    keep(node)
-                elif outcome.code is Code.ERROR:
-                    result.error = outcome
-                    result.feasible = []
-                    return result
-                else:
+            outcomes = self._filter_outcomes(plugin, pod, result.feasible, reused if reusable else None)
+            # Split at C speed: most nodes pass, and only the others need a look of their own.
+            passed = list(map(is_, map(_code, outcomes), repeat(Code.SUCCESS)))
+            if False in passed:
+                for node, outcome in compress(zip(result.feasible, outcomes), map(not_, passed)):
+                    if outcome.code is Code.ERROR:
+                        result.error = outcome
+                        result.feasible = []
+                        return result
                     result.rejected[node.name] = outcome
-            result.feasible = feasible
+                result.feasible = list(compress(result.feasible, passed))
             result.seconds_by_plugin[plugin.name] = time.perf_counter() - started
         return result
 
-    def prioritize(self, pod: Pod, nodes: Sequence[Node]) -> ScoreResult:
+    def prioritize(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> ScoreResult:
+        """``reusable`` as for ``filter``."""
         result = ScoreResult(scores={})
-        weighted = dict.fromkeys((node.name for node in nodes), 0)
+        weighted = dict.fromkeys(map(_name, nodes), 0)
         total_weight = 0
-        for entry in self.scores:
+        for entry, reused in zip(self.scores, self._reused_scores):
             plugin = entry.plugin
             started = time.perf_counter()
-            scores, failure = self._run_score(plugin, pod, nodes)
+            scores, failure = self._run_score(plugin, pod, nodes, reused if reusable else None)
             result.seconds_by_plugin[plugin.name] = time.perf_counter() - started
             if failure is not None:
                 result.error = failure
@@ -153,6 +162,15 @@ class Profile:
                 return outcome
         return st.SUCCESS
 
+    def _filter_outcomes(
+        self, plugin: FilterPlugin, pod: Pod, nodes: Sequence[Node], reused: ReusedResults[Status] | None
+    ) -> list[Status]:
+        key = _reuse_key(plugin, pod, reused)
+        if reused is None or key is None:
+            return list(self._run_filter(plugin, pod, nodes))
+        # An Error may be transient (facts unavailable, a crash): it is never kept.
+        return reused.results(key, nodes, lambda new: list(self._run_filter(plugin, pod, new)), _no_error)
+
     def _run_filter(self, plugin: FilterPlugin, pod: Pod, nodes: Iterable[Node]) -> Iterator[Status]:
         """The plugin's verdict on each node in turn: one loop per plugin, as thousands of nodes may pass."""
         needs_labels, check = plugin.facts > Facts.NAME, plugin.filter
@@ -168,7 +186,9 @@ class Profile:
             # Only rejections and errors are reported with their plugin: a success (most nodes) needs no copy.
             yield outcome if outcome.code is Code.SUCCESS else outcome.with_plugin(plugin.name)
 
-    def _run_score(self, plugin: ScorePlugin, pod: Pod, nodes: Sequence[Node]) -> tuple[dict[str, int] | None, Status | None]:
+    def _run_score(
+        self, plugin: ScorePlugin, pod: Pod, nodes: Sequence[Node], reused: ReusedResults[int] | None
+    ) -> tuple[dict[str, int] | None, Status | None]:
         unknowable: list[str] = []
         if plugin.facts > Facts.NAME and None in map(_labels, nodes):
             unknown = [node for node in nodes if node.labels is None]
@@ -182,8 +202,13 @@ class Profile:
             if unknowable:  # the filters rejected them; they score lowest rather than failing the others
                 nodes = [node for node in nodes if node.labels is not None]
         score = plugin.score
+        key = _reuse_key(plugin, pod, reused)
         try:
-            scores = {node.name: score(pod, node) for node in nodes}
+            if reused is None or key is None:
+                scores = {node.name: score(pod, node) for node in nodes}
+            else:
+                raw = reused.results(key, nodes, lambda new: [score(pod, node) for node in new])
+                scores = dict(zip(map(_name, nodes), raw))
             plugin.normalize_scores(pod, scores)
         except Exception as exc:
             return None, _crashed(plugin.name, "score", "", exc)
@@ -222,6 +247,22 @@ def _timed(seconds: dict[str, float], name: str, run, *args) -> Status:  # type:
 
 
 _labels = attrgetter("labels")
+_name = attrgetter("name")
+_code = attrgetter("code")
+
+
+def _reuse_key(plugin: FilterPlugin | ScorePlugin, pod: Pod, reused: ReusedResults | None) -> Hashable | None:
+    """None when results are not to be reused; a plugin whose key fails runs per node, to report its failure there."""
+    if reused is None:
+        return None
+    try:
+        return plugin.reuse_key(pod)
+    except Exception:
+        return None
+
+
+def _no_error(outcomes: list[Status]) -> bool:
+    return Code.ERROR not in map(_code, outcomes)
 
 
 def _all_in_range(scores: Collection[int]) -> bool:

@@ -28,7 +28,8 @@ def node_facts(args: ExtenderArgs, profile: Profile, source: NodeSource) -> list
 def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     nodes = node_facts(args, profile, source)
-    result = profile.filter(args.pod, nodes)
+    # A node source's nodes (node-name requests) are the same objects from request to request.
+    result = profile.filter(args.pod, nodes, reusable=not args.full_nodes)
     failed = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE}
     unresolvable = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
     answer: dict[str, Any] = {

@@ -22,7 +22,7 @@ _result = HostPrioritySchema(many=True)
 def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     nodes = node_facts(args, profile, source)
-    result = profile.prioritize(args.pod, nodes)
+    result = profile.prioritize(args.pod, nodes, reusable=not args.full_nodes)
     if result.error is not None:
         zeros = [{"Host": node.name, "Score": MIN_EXTENDER_PRIORITY} for node in nodes]
         reason = result.error.reason

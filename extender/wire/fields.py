@@ -43,12 +43,12 @@ class NameList(fields.List):
         super().__init__(non_empty_string(), **kwargs)
 
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> list[str]:
-        if type(value) is list and all(type(name) is str and name for name in value):
+        if type(value) is list and set(map(type, value)) <= {str} and "" not in value:  # at C speed
             return list(value)
         return super()._deserialize(value, attr, data, **kwargs)
 
     def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> list[str] | None:
-        if type(value) is list and all(type(name) is str for name in value):
+        if type(value) is list and set(map(type, value)) <= {str}:
             return list(value)
         return super()._serialize(value, attr, obj, **kwargs)
 

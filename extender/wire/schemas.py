@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -282,12 +283,15 @@ class HostPrioritySchema(Schema):
 
 
 def _plain_priorities(entries: list[Any]) -> bool:
-    for entry in entries:
-        if type(entry) is not dict or len(entry) != 2:
-            return False
-        if type(entry.get("Host")) is not str or type(entry.get("Score")) is not int:
-            return False
-    return True
+    """Checked at C speed, one property at a time over all entries."""
+    if not entries:
+        return True
+    return (
+        set(map(type, entries)) == {dict}
+        and set(map(len, entries)) == {2}
+        and set(map(type, map(dict.get, entries, repeat("Host")))) == {str}
+        and set(map(type, map(dict.get, entries, repeat("Score")))) == {int}
+    )
 
 
 class MetaPodDumpSchema(Schema):

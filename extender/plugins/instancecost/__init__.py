@@ -20,14 +20,14 @@ currency and unit works, as long as the table uses one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar
 
 from marshmallow import Schema, fields
 from marshmallow.validate import Range
 
 from extender.framework.args import Map
-from extender.framework.plugin import MAX_NODE_SCORE, ScorePlugin
+from extender.framework.plugin import MAX_NODE_SCORE, ScorePlugin, rescale_scores
 from extender.framework.selectors import validate_label_value
 from extender.framework.types import Facts, Node, Pod
 
@@ -60,6 +60,10 @@ class InstanceCost(ScorePlugin):
         self._default = round(default * _MICRO)
         self._spot_factor = 1.0 - args["spotDiscount"]
 
+    def reuse_key(self, pod: Pod) -> Hashable:
+        """A node's price does not depend on the pod."""
+        return ()
+
     def score(self, pod: Pod, node: Node) -> int:
         labels = node.labels or {}
         kind = labels.get(INSTANCE_TYPE_LABEL) or labels.get(LEGACY_INSTANCE_TYPE_LABEL)
@@ -74,7 +78,9 @@ class InstanceCost(ScorePlugin):
             return
         cheapest, dearest = min(scores.values()), max(scores.values())
         spread = dearest - cheapest
-        for name, price in scores.items():
-            scores[name] = (
+        rescale_scores(
+            scores,
+            lambda price: (
                 MAX_NODE_SCORE if spread == 0 else (2 * (dearest - price) * MAX_NODE_SCORE + spread) // (2 * spread)
-            )
+            ),
+        )

@@ -24,7 +24,7 @@ change its labels), with a message naming the rule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -73,6 +73,10 @@ class NodeLabelPolicy(FilterPlugin):
         super().__init__(args)
         rules: tuple[Rule, ...] = tuple(args["rules"])
         self._rules_for = PerPod(lambda pod: tuple(rule for rule in rules if rule.pods.matches(pod)))
+
+    def reuse_key(self, pod: Pod) -> Hashable:
+        """The verdict depends on the pod only through which rules apply to it (rule names are unique)."""
+        return tuple(rule.name for rule in self._rules_for(pod))
 
     def filter(self, pod: Pod, node: Node) -> Status:
         labels = node.labels or {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -89,6 +89,10 @@ class NodeNameFilter(FilterPlugin):
         maintenance: tuple[Maintenance, ...] = tuple(args["maintenance"])
         # The clock is read once per request: every node of it is judged at the same instant.
         self._closed_for = PerPod(lambda pod: _closed(maintenance, clock()))
+
+    def reuse_key(self, pod: Pod) -> Hashable:
+        """The verdict depends on the name and on which maintenance is closed now (with its end time)."""
+        return self._closed_for(pod)
 
     def filter(self, pod: Pod, node: Node) -> Status:
         if self._deny is not None and self._deny.match(node.name):

@@ -19,7 +19,7 @@ Nodes without the label, or with an unlisted value, add 0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -28,7 +28,7 @@ from marshmallow.validate import Length, Range
 
 from extender.framework.args import Map
 from extender.framework.perpod import PerPod
-from extender.framework.plugin import MAX_NODE_SCORE, ScorePlugin
+from extender.framework.plugin import MAX_NODE_SCORE, ScorePlugin, rescale_scores
 from extender.framework.selectors import PodSelector, PodSelectorSchema, validate_label_key, validate_label_value
 from extender.framework.types import Facts, Node, Pod
 
@@ -66,13 +66,18 @@ class TopologyPreference(ScorePlugin):
 
     def __init__(self, args: Mapping[str, Any]) -> None:
         super().__init__(args)
-        preferences: tuple[Preference, ...] = tuple(args["preferences"])
-        self._preferences_for = PerPod(lambda pod: tuple(p for p in preferences if p.pods.matches(pod)))
+        self._preferences: tuple[Preference, ...] = tuple(args["preferences"])
+        # The indexes of the preferences that apply to the pod: also the key its raw scores are reused under.
+        self._applying = PerPod(lambda pod: tuple(i for i, p in enumerate(self._preferences) if p.pods.matches(pod)))
+
+    def reuse_key(self, pod: Pod) -> Hashable:
+        return self._applying(pod)
 
     def score(self, pod: Pod, node: Node) -> int:
         labels = node.labels or {}
         total = 0
-        for preference in self._preferences_for(pod):
+        for index in self._applying(pod):
+            preference = self._preferences[index]
             # A node without the label is not one with an empty value: get() gives None, never a key.
             total += preference.weights.get(labels.get(preference.label), 0)
         return total
@@ -82,5 +87,4 @@ class TopologyPreference(ScorePlugin):
         best = max(scores.values(), default=0)
         if best == 0:
             return
-        for name, raw in scores.items():
-            scores[name] = (2 * raw * MAX_NODE_SCORE + best) // (2 * best)
+        rescale_scores(scores, lambda raw: (2 * raw * MAX_NODE_SCORE + best) // (2 * best))
