@@ -128,13 +128,34 @@ def _rejections(rejected: Mapping[str, Status]) -> dict[str, Any]:
     }
 
 
+# The last top scores and the scores they came from: a profile hands back the same (kept, never changed) score
+# objects for the same request on a node source's cached nodes, and their top need not be searched again.
+_last_top: tuple[dict[str, int], tuple[tuple[str, dict[str, int]], ...], list[dict[str, Any]]] = ({}, (), [])
+
+
 def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
     """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won."""
+    global _last_top
+    by_plugin = tuple(result.by_plugin.items())
+    last_scores, last_by_plugin, last_top = _last_top
+    if result.scores is last_scores and _same_objects(by_plugin, last_by_plugin):
+        return last_top
     best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
-    return [
-        {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in result.by_plugin.items()}}
+    top = [
+        {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in by_plugin}}
         for node, score in best
     ]
+    _last_top = (result.scores, by_plugin, top)
+    return top
+
+
+def _same_objects(
+    by_plugin: tuple[tuple[str, dict[str, int]], ...], other: tuple[tuple[str, dict[str, int]], ...]
+) -> bool:
+    return len(by_plugin) == len(other) and all(
+        name == other_name and scores is other_scores
+        for (name, scores), (other_name, other_scores) in zip(by_plugin, other)
+    )
 
 
 def _top_accepted(result: PreemptResult) -> dict[str, Any]:

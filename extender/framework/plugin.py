@@ -44,8 +44,9 @@ class Plugin:
 
         A key other than None promises that the result is a function of that key and the node alone: anything else
         it depends on (the time, say) must be part of the key, and never the other nodes. The profile may then reuse
-        the result across requests for the same Node object, which node sources keep until they refresh. None (the
-        default) calls the plugin on every node.
+        the result across requests for the same Node object, which node sources keep until they refresh. A score
+        plugin's ``normalize_scores`` must then also depend on the pod only through the key, so that its answer for
+        the same Node objects may be reused too. None (the default) calls the plugin on every node and request.
         """
         return None
 

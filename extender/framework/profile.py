@@ -18,7 +18,7 @@ from operator import attrgetter, is_, not_
 
 from extender.framework import status as st
 from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
-from extender.framework.reuse import ReusedResults
+from extender.framework.reuse import ForExactNodes, ReusedResults
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
@@ -80,6 +80,9 @@ class Profile:
         # Per filter and score plugin (in order): its per-node results for the node source's Node objects.
         self._reused_statuses: tuple[ReusedResults[Status], ...] = tuple(ReusedResults() for _ in self.filters)
         self._reused_scores: tuple[ReusedResults[int], ...] = tuple(ReusedResults() for _ in self.scores)
+        # Per score plugin: its normalized scores for a node source's exact candidate list; and their weighted sum.
+        self._normalized: tuple[ForExactNodes[dict[str, int]], ...] = tuple(ForExactNodes() for _ in self.scores)
+        self._combined: ForExactNodes[tuple[tuple[dict[str, int], ...], dict[str, int]]] = ForExactNodes()
 
     def filter(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> FilterResult:
         """``reusable``: the nodes are a node source's objects, whose plugin results may be kept across requests."""
@@ -103,12 +106,16 @@ class Profile:
     def prioritize(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> ScoreResult:
         """``reusable`` as for ``filter``."""
         result = ScoreResult(scores={})
-        weighted = dict.fromkeys(map(_name, nodes), 0)
         total_weight = 0
-        for entry, reused in zip(self.scores, self._reused_scores):
+        # Whether every plugin's scores are kept for these nodes: then so may be their sum, keyed by their identities.
+        all_kept = reusable
+        parts: list[tuple[int, int, dict[str, int]]] = []
+        for index, (entry, reused, normalized) in enumerate(zip(self.scores, self._reused_scores, self._normalized)):
             plugin = entry.plugin
             started = time.perf_counter()
-            scores, failure = self._run_score(plugin, pod, nodes, reused if reusable else None)
+            scores, failure, kept = self._run_score(
+                plugin, pod, nodes, reused if reusable else None, normalized if reusable else None
+            )
             result.seconds_by_plugin[plugin.name] = time.perf_counter() - started
             if failure is not None:
                 result.error = failure
@@ -117,9 +124,20 @@ class Profile:
                 continue
             result.by_plugin[plugin.name] = scores
             total_weight += entry.weight
+            all_kept = all_kept and kept
+            parts.append((index, entry.weight, scores))
+        key = tuple((index, weight, id(scores)) for index, weight, scores in parts)
+        combined = self._combined.get(key, nodes) if all_kept else None
+        if combined is not None:
+            result.scores = combined[1]
+            return result
+        weighted = dict.fromkeys(map(_name, nodes), 0)
+        for _, weight, scores in parts:
             for name, score in scores.items():
-                weighted[name] += entry.weight * score
+                weighted[name] += weight * score
         result.scores = _to_extender_priorities(weighted, total_weight)
+        if all_kept:  # the value keeps the parts alive, so their ids in the key stay theirs
+            self._combined.put(key, nodes, (tuple(scores for _, _, scores in parts), result.scores))
         return result
 
     def preempt(self, pod: Pod, candidates: Mapping[str, Victims], nodes: Mapping[str, Node]) -> PreemptResult:
@@ -187,22 +205,37 @@ class Profile:
             yield outcome if outcome.code is Code.SUCCESS else outcome.with_plugin(plugin.name)
 
     def _run_score(
-        self, plugin: ScorePlugin, pod: Pod, nodes: Sequence[Node], reused: ReusedResults[int] | None
-    ) -> tuple[dict[str, int] | None, Status | None]:
+        self,
+        plugin: ScorePlugin,
+        pod: Pod,
+        nodes: Sequence[Node],
+        reused: ReusedResults[int] | None,
+        normalized: ForExactNodes[dict[str, int]] | None,
+    ) -> tuple[dict[str, int] | None, Status | None, bool]:
+        """Normalized scores or the failure, and whether the scores are kept (``normalized``) for these nodes.
+
+        Kept scores are shared by later requests: nobody may change them.
+        """
+        key = _reuse_key(plugin, pod, reused)
+        keep = normalized is not None and key is not None
+        if keep:  # kept only when every node had its facts; Node objects never change
+            kept = normalized.get(key, nodes)  # type: ignore[union-attr]
+            if kept is not None:
+                return kept, None, True
         unknowable: list[str] = []
         if plugin.facts > Facts.NAME and None in map(_labels, nodes):
             unknown = [node for node in nodes if node.labels is None]
             for node in unknown:
                 verdict = self._unknown_facts(plugin.name, node)
                 if verdict.is_success:
-                    return None, None  # facts unavailable and the profile fails open: skip the plugin
+                    return None, None, False  # facts unavailable and the profile fails open: skip the plugin
                 if verdict.code is Code.ERROR:
-                    return None, verdict
+                    return None, verdict, False
                 unknowable.append(node.name)
             if unknowable:  # the filters rejected them; they score lowest rather than failing the others
                 nodes = [node for node in nodes if node.labels is not None]
         score = plugin.score
-        key = _reuse_key(plugin, pod, reused)
+        keep = keep and not unknowable
         try:
             if reused is None or key is None:
                 scores = {node.name: score(pod, node) for node in nodes}
@@ -211,16 +244,22 @@ class Profile:
                 scores = dict(zip(map(_name, nodes), raw))
             plugin.normalize_scores(pod, scores)
         except Exception as exc:
-            return None, _crashed(plugin.name, "score", "", exc)
+            return None, _crashed(plugin.name, "score", "", exc), False
         scores.update(dict.fromkeys(unknowable, MIN_NODE_SCORE))
         if _all_in_range(scores.values()):
-            return scores, None
+            if keep:
+                normalized.put(key, nodes, scores)  # type: ignore[union-attr]
+            return scores, None, keep
         for name, score in scores.items():
             if type(score) is not int or not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
-                return None, st.error(
-                    f"plugin {plugin.name} scored node {name} {score!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
-                ).with_plugin(plugin.name)
-        return scores, None
+                return (
+                    None,
+                    st.error(
+                        f"plugin {plugin.name} scored node {name} {score!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
+                    ).with_plugin(plugin.name),
+                    False,
+                )
+        return scores, None, False
 
     def _unknown_facts(self, plugin: str, node: Node) -> Status:
         """A node whose labels nobody supplied: rejected if its source says it cannot be known, else failurePolicy."""

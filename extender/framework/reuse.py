@@ -93,3 +93,31 @@ class ReusedResults(Generic[T]):
                 self._entries = {}
             self._entries[key] = entry
         return computed
+
+
+class ForExactNodes(Generic[T]):
+    """A value worked out from a whole candidate list (a plugin's normalized scores, their weighted sum), kept per key.
+
+    Normalizing depends on every candidate, so a value is only handed back for exactly the Node objects, in the same
+    order, it was worked out from: one C-level identity pass instead of rebuilding thousands of scores. The entry
+    keeps those nodes alive, so their identities cannot pass to other objects; at most ``MAX_KEYS`` entries are kept.
+    """
+
+    MAX_KEYS = 16
+
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, tuple[tuple[Node, ...], T]] = {}
+
+    def get(self, key: Hashable, nodes: Sequence[Node]) -> T | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        kept, value = entry
+        return value if len(kept) == len(nodes) and all(map(is_, kept, nodes)) else None
+
+    def put(self, key: Hashable, nodes: Sequence[Node], value: T) -> None:
+        if len(nodes) > ReusedResults.MAX_NODES:
+            return
+        if len(self._entries) >= self.MAX_KEYS and key not in self._entries:
+            self._entries = {}
+        self._entries[key] = (tuple(nodes), value)

@@ -17,6 +17,10 @@ from extender.wire.schemas import ExtenderArgsSchema, HostPrioritySchema
 
 _args = ExtenderArgsSchema()
 _result = HostPrioritySchema(many=True)
+# The last answer and the scores it came from: a profile hands back the same scores object for the same request on
+# the same cached nodes, and then the answer (thousands of entries) is the same too. Holding the scores keeps their
+# identity theirs.
+_last: tuple[dict[str, int], list[Any]] = ({}, [])
 
 
 def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
@@ -34,5 +38,16 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
             pod=args.pod,
             result=result,
         )
-    scores = [{"Host": name, "Score": score} for name, score in result.scores.items()]
-    return Answer(_result.dump(scores), nodes_in=len(nodes), nodes_out=len(scores), pod=args.pod, result=result)
+    return Answer(
+        _answer(result.scores), nodes_in=len(nodes), nodes_out=len(result.scores), pod=args.pod, result=result
+    )
+
+
+def _answer(scores: dict[str, int]) -> list[Any]:
+    global _last
+    last_scores, last_answer = _last
+    if scores is last_scores:
+        return last_answer
+    answer = _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])
+    _last = (scores, answer)
+    return answer
