@@ -15,7 +15,7 @@ from extender import __version__
 from extender.body import discard_body, read_json
 from extender.decision import log_decision
 from extender.duration import DEFAULT_HTTP_TIMEOUT, http_timeout_seconds
-from extender.errors import ConfigError, RequestError
+from extender.errors import ConfigError, RequestError, bounded
 from extender.kube import client_from_environment
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
@@ -73,7 +73,8 @@ class Extender:
         seconds = time.perf_counter() - started
         path = self.router.redact(request.path)
         log_decision(where, answer, seconds, self.http_timeout, method=request.method, path=path)
-        return Response(body, status=answer.status, headers=answer.headers, mimetype="application/json")
+        headers = {name: _header_value(value) for name, value in answer.headers.items()}
+        return Response(body, status=answer.status, headers=headers, mimetype="application/json")
 
     def decide(self, request: Request) -> tuple[Route | None, Answer]:
         """Route and answer ``request``, never raising; ``explain`` calls this too, to show the plugins' results."""
@@ -112,6 +113,11 @@ class Extender:
                 "profiles": sorted(self.policy.profiles),
             },
         }
+
+
+def _header_value(text: str) -> str:
+    """Printable ASCII, bounded: messages quote node names, which may hold newlines or any Unicode (a header may not)."""
+    return bounded(text).encode("unicode_escape").decode("ascii")
 
 
 def _env_int(name: str, default: int) -> int:

@@ -142,3 +142,21 @@ def test_a_served_function_with_a_bad_policy_exits_listing_the_problems(tmp_path
     assert "profiles[0].name: must be a DNS label" in finished.stderr
     assert "profiles[1].plugins.score.enabled[0].name: plugin NodeNameFilter does not implement the score extension point" in finished.stderr
     assert "Traceback" not in finished.stderr
+
+
+def test_error_headers_survive_any_node_name(tmp_path):
+    # A prioritize error names the node; node names come from the caller and may hold newlines or any Unicode.
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n")
+    pod = NAMES["Pod"]
+    with serving(EXTENDER_POLICY=str(policy)) as url:
+        for name in ["line\nbreak", "snow\u2603man", "x" * 10_000]:
+            response = requests.post(f"{url}/prioritize", json={"Pod": pod, "Nodes": None, "NodeNames": [name]}, timeout=10)
+            assert response.status_code == 200, response.text
+            assert response.json() == [{"Host": name, "Score": 0}]
+            header = response.headers["X-Extender-Error"]
+            assert header.startswith("plugin InstanceCost needs node labels") and header.isascii()
+            assert "\n" not in header and len(header) < 2_200
+        assert "line\\nbreak" in requests.post(
+            f"{url}/prioritize", json={"Pod": pod, "Nodes": None, "NodeNames": ["line\nbreak"]}, timeout=10
+        ).headers["X-Extender-Error"]

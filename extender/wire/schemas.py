@@ -149,10 +149,6 @@ class ExtenderArgs:
     def full_nodes(self) -> bool:
         return self.nodes is not None
 
-    @property
-    def names(self) -> list[str]:
-        return [node.name for node in self.nodes] if self.nodes is not None else list(self.node_names or ())
-
 
 def _check_unique(names: list[str], field: str) -> None:
     if len(set(names)) == len(names):
