@@ -9,12 +9,12 @@ import pytest
 import yaml
 from marshmallow import ValidationError
 
+from extender.duration import parse_go_duration
 from extender.wire.errors import flatten_errors
 from extender.wire.scheduler_config import (
     ExtenderSchema,
     ExtendersSchema,
     extended_resource_name_errors,
-    parse_go_duration,
 )
 from tests.certs import CertificateAuthority
 from tests.recordings import FIXTURES

@@ -18,28 +18,15 @@ from urllib.parse import urlsplit
 
 from marshmallow import Schema, ValidationError, fields, pre_load, validates_schema
 
-INT64_MAX = 2**63 - 1
+from extender.duration import parse_go_duration
 
-# time.ParseDuration: an optional sign, then one or more <decimal><unit>; "0" alone is allowed.
-_DURATION_PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION = re.compile(rf"([-+]?)((?:{_DURATION_PART.pattern})+|0)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+INT64_MAX = 2**63 - 1
 
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
 
 # k8s.io/apimachinery/pkg/util/validation: IsQualifiedName and IsDNS1123Subdomain.
 _QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-def parse_go_duration(text: str) -> float:
-    """Seconds of a Go duration string ("5s", "1m30s", "1500ms"), as kube-scheduler's metav1.Duration reads it."""
-    match = _DURATION.fullmatch(text)
-    if match is None:
-        raise ValueError(f'time: invalid duration "{text}"')
-    sign, body = match.group(1), match.group(2)
-    seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(body))
-    return -seconds if sign == "-" else seconds
 
 
 def _qualified_name_errors(name: str) -> list[str]:
