@@ -35,10 +35,17 @@ class ServerSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
+# What Cloud Run sets in every instance (Terraform names the project): the extender then logs as it does there,
+# through Cloud Logging's handler.
+ON_CLOUD_RUN = {"K_SERVICE": "extender", "K_REVISION": "extender-00001-ben", "GOOGLE_CLOUD_PROJECT": "bench"}
+
+
 def function_spec(name: str, source: str, **env: str) -> ServerSpec:
     """``functions-framework --target extender --source SOURCE``, as Cloud Functions starts it."""
     return ServerSpec(
-        name, [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", source], env
+        name,
+        [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", source],
+        {**ON_CLOUD_RUN, **env},
     )
 
 

@@ -173,3 +173,29 @@ def test_full_node_requests_keep_nothing():
     reusing.filter(pod(), [node("n-1", pool="web")])
     reusing.prioritize(pod(), [node("n-1", pool="web")])
     assert all(not memory._entries for memory in (*reusing._reused_statuses, *reusing._reused_scores))
+
+
+def test_the_same_candidates_get_the_whole_verdict_again_and_a_changed_list_its_own():
+    reusing = profile()
+    nodes = [node("n-1", pool="web"), node("n-2", pool="gpu"), node("n-9", pool="web"), node("n-4", pool="web")]
+    first = reusing.filter(pod(), nodes, reusable=True)
+    again = reusing.filter(pod(name="another-replica"), nodes, reusable=True)
+    assert [n.name for n in again.feasible] == [n.name for n in first.feasible] == ["n-1", "n-4"]
+    assert again.rejected == first.rejected and set(again.rejected) == {"n-2", "n-9"}
+    assert again.seconds_by_plugin == {"NodeNameFilter": 0.0, "NodeLabelPolicy": 0.0}  # no plugin ran
+    again.feasible.clear()
+    again.rejected.clear()  # what a caller does with its result is not kept
+    assert [n.name for n in reusing.filter(pod(), nodes, reusable=True).feasible] == ["n-1", "n-4"]
+    reordered = reusing.filter(pod(), nodes[::-1], reusable=True)
+    assert [n.name for n in reordered.feasible] == ["n-4", "n-1"]
+    other_pod = reusing.filter(pod(namespace="ml"), nodes, reusable=True)  # another key: the gpu rule is not his
+    assert [n.name for n in other_pod.feasible] == ["n-1", "n-2", "n-4"]
+
+
+def test_a_verdict_that_includes_an_undescribed_node_is_not_kept():
+    reusing = profile()
+    nodes = [node("n-1", pool="web"), unknowable("gone", "not in the node list")]
+    for _ in range(2):
+        result = reusing.filter(pod(), nodes, reusable=True)
+        assert [n.name for n in result.feasible] == ["n-1"] and "gone" in result.rejected
+    assert not reusing._verdicts._entries

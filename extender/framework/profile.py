@@ -83,13 +83,24 @@ class Profile:
         # Per score plugin: its normalized scores for a node source's exact candidate list; and their weighted sum.
         self._normalized: tuple[ForExactNodes[dict[str, int]], ...] = tuple(ForExactNodes() for _ in self.scores)
         self._combined: ForExactNodes[tuple[tuple[dict[str, int], ...], dict[str, int]]] = ForExactNodes()
+        # The filters' whole verdict (feasible nodes, rejections) for a node source's exact candidate list.
+        self._verdicts: ForExactNodes[tuple[tuple[Node, ...], dict[str, Status]]] = ForExactNodes()
 
     def filter(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> FilterResult:
         """``reusable``: the nodes are a node source's objects, whose plugin results may be kept across requests."""
+        keys = tuple(_reuse_key(plugin, pod, reusable) for plugin in self.filters)
+        # The same candidates for the same keys (consecutive pods of one workload): the whole verdict again.
+        whole = reusable and None not in keys
+        if whole:
+            kept = self._verdicts.get(keys, nodes)
+            if kept is not None:
+                # No plugin ran: each spent nothing on this request.
+                seconds = dict.fromkeys((plugin.name for plugin in self.filters), 0.0)
+                return FilterResult(list(kept[0]), dict(kept[1]), seconds_by_plugin=seconds)
         result = FilterResult(feasible=list(nodes))
-        for plugin, reused in zip(self.filters, self._reused_statuses):
+        for plugin, key, reused in zip(self.filters, keys, self._reused_statuses):
             started = time.perf_counter()
-            outcomes = self._filter_outcomes(plugin, pod, result.feasible, reused if reusable else None)
+            outcomes = self._filter_outcomes(plugin, pod, result.feasible, key, reused)
             # Split at C speed: most nodes pass, and only the others need a look of their own.
             passed = list(map(is_, map(_code, outcomes), repeat(Code.SUCCESS)))
             if False in passed:
@@ -101,6 +112,8 @@ class Profile:
                     result.rejected[node.name] = outcome
                 result.feasible = list(compress(result.feasible, passed))
             result.seconds_by_plugin[plugin.name] = time.perf_counter() - started
+        if whole and _all_described(nodes):  # a node its source could not describe is made anew by each request
+            self._verdicts.put(keys, nodes, (tuple(result.feasible), dict(result.rejected)))
         return result
 
     def prioritize(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> ScoreResult:
@@ -181,10 +194,9 @@ class Profile:
         return st.SUCCESS
 
     def _filter_outcomes(
-        self, plugin: FilterPlugin, pod: Pod, nodes: Sequence[Node], reused: ReusedResults[Status] | None
+        self, plugin: FilterPlugin, pod: Pod, nodes: Sequence[Node], key: Hashable | None, reused: ReusedResults[Status]
     ) -> list[Status]:
-        key = _reuse_key(plugin, pod, reused)
-        if reused is None or key is None:
+        if key is None:
             return list(self._run_filter(plugin, pod, nodes))
         # An Error may be transient (facts unavailable, a crash): it is never kept.
         return reused.results(key, nodes, lambda new: list(self._run_filter(plugin, pod, new)), _no_error)
@@ -216,7 +228,7 @@ class Profile:
 
         Kept scores are shared by later requests: nobody may change them.
         """
-        key = _reuse_key(plugin, pod, reused)
+        key = _reuse_key(plugin, pod, reused is not None)
         keep = normalized is not None and key is not None
         if keep:  # kept only when every node had its facts; Node objects never change
             kept = normalized.get(key, nodes)  # type: ignore[union-attr]
@@ -288,16 +300,21 @@ def _timed(seconds: dict[str, float], name: str, run, *args) -> Status:  # type:
 _labels = attrgetter("labels")
 _name = attrgetter("name")
 _code = attrgetter("code")
+_why_unknown = attrgetter("why_unknown")
 
 
-def _reuse_key(plugin: FilterPlugin | ScorePlugin, pod: Pod, reused: ReusedResults | None) -> Hashable | None:
+def _reuse_key(plugin: FilterPlugin | ScorePlugin, pod: Pod, reusable: bool) -> Hashable | None:
     """None when results are not to be reused; a plugin whose key fails runs per node, to report its failure there."""
-    if reused is None:
+    if not reusable:
         return None
     try:
         return plugin.reuse_key(pod)
     except Exception:
         return None
+
+
+def _all_described(nodes: Sequence[Node]) -> bool:
+    return all(map(is_, map(_why_unknown, nodes), repeat(None)))
 
 
 def _no_error(outcomes: list[Status]) -> bool:

@@ -96,10 +96,11 @@ class ReusedResults(Generic[T]):
 
 
 class ForExactNodes(Generic[T]):
-    """A value worked out from a whole candidate list (a plugin's normalized scores, their weighted sum), kept per key.
+    """A value worked out from a whole candidate list, kept per key: a plugin's normalized scores, their weighted sum,
+    the filters' verdict (feasible nodes and rejections).
 
     Normalizing depends on every candidate, so a value is only handed back for exactly the Node objects, in the same
-    order, it was worked out from: one C-level identity pass instead of rebuilding thousands of scores. The entry
+    order, it was worked out from: one C-level identity pass instead of thousands of lookups and splits. The entry
     keeps those nodes alive, so their identities cannot pass to other objects; at most ``MAX_KEYS`` entries are kept.
     """
 

@@ -2,7 +2,8 @@
 
 Importing google-cloud-logging about doubles the function's start-up time, so
 only instances on Google Cloud, whose entries need its severity, JSON payload
-and trace correlation, import it; local runs and tools never pay for it.
+and trace correlation, import it, and only once their first answer is on its
+way (``extender.logs.deferred``); local runs and tools never pay for it.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def setup_logging(stream: TextIO | None = None) -> None:
         _installed = None
     logging.getLogger(LOGGER).setLevel(logging.INFO)
     if on_google_cloud():
-        from extender.logs.cloud import structured_handler
+        from extender.logs.deferred import DeferredCloudHandler
 
-        handler = structured_handler(stream)
+        handler = DeferredCloudHandler(lambda: _structured_handler(stream), _put_in_place)
         # Cloud Run turns every output line into an entry: a second root handler (functions-framework installs one
         # with LOG_EXECUTION_ID) would write each entry twice, once without its JSON fields.
         for other in list(root.handlers):
@@ -54,6 +55,22 @@ def setup_logging(stream: TextIO | None = None) -> None:
         return
     root.addHandler(handler)
     _installed = handler
+
+
+def _structured_handler(stream: TextIO | None) -> logging.Handler:
+    from extender.logs.cloud import structured_handler
+
+    return structured_handler(stream)
+
+
+def _put_in_place(handler: logging.Handler) -> None:
+    """Cloud Logging's handler is ready: it replaces the one holding entries for it, unless set up again since."""
+    global _installed
+    root = logging.getLogger()
+    if _installed is not None and getattr(_installed, "target", None) is handler:
+        root.removeHandler(_installed)
+        root.addHandler(handler)
+        _installed = handler
 
 
 class PlainFormatter(logging.Formatter):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from extender.framework.profile import Profile
@@ -15,6 +16,7 @@ from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, ExtenderFilt
 _NAMES_ONLY = NamesOnly()
 _args = ExtenderArgsSchema()
 _result = ExtenderFilterResultSchema()
+_name = attrgetter("name")
 
 
 def node_facts(args: ExtenderArgs, profile: Profile, source: NodeSource) -> list[Node]:
@@ -40,7 +42,7 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
     if args.full_nodes:
         answer["Nodes"] = {"metadata": {}, "items": [node.raw for node in result.feasible]}
     else:
-        answer["NodeNames"] = [node.name for node in result.feasible]
+        answer["NodeNames"] = list(map(_name, result.feasible))
     return Answer(
         _result.dump(answer),
         error=answer["Error"],

@@ -262,8 +262,8 @@ class ExtenderFilterResultSchema(Schema):
     # Exactly one of Nodes / NodeNames is dumped: the one of the request's mode.
     Nodes = fields.Raw()
     NodeNames = NameList()
-    FailedNodes = fields.Dict(keys=fields.String(), values=fields.String())
-    FailedAndUnresolvableNodes = fields.Dict(keys=fields.String(), values=fields.String())
+    FailedNodes = StringMap()
+    FailedAndUnresolvableNodes = StringMap()
     Error = fields.String()
 
 
