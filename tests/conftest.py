@@ -67,12 +67,15 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 3
 
 
 @contextlib.contextmanager
-def serving(**env: str) -> Iterator[str]:
-    """A real ``functions-framework --target extender`` process on a free loopback port, with extra ``env``."""
+def serving(log_path: Path | None = None, **env: str) -> Iterator[str]:
+    """A real ``functions-framework --target extender`` process on a free loopback port, with extra ``env``.
+
+    Its stderr, where it logs, goes to ``log_path`` when given.
+    """
     port = free_port()
     environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | env
     # A file, not a pipe: the function logs every request, and a full pipe nobody reads would stall it.
-    with tempfile.TemporaryFile() as log:
+    with open(log_path, "w+b") if log_path else tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
             cwd=ROOT,

@@ -195,3 +195,36 @@ def test_a_fork_waits_for_an_import_under_way():
         f"from the child by {child}",
         f"from the parent by {parent}",
     ]
+
+
+def test_a_served_instance_writes_start_up_and_request_entries_once_each_request_in_its_trace(apiserver, tmp_path):
+    """gunicorn's master lists the nodes and logs it, its forked worker serves: every entry written once, by the worker."""
+    import requests
+
+    from tests.conftest import serving
+    from tests.test_nodesource_policy import node, node_name_filter, policy
+
+    apiserver.set_nodes([node("node-a", {"zone": "a"}), node("node-b", {"zone": "b"})])
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy("  kubernetes: {}\n"))
+    log = tmp_path / "stderr.log"
+    traceparent = f"00-{TRACE_ID}-b7ad6b7169203331-01"
+    env = {**CLOUD_RUN, "GOOGLE_CLOUD_PROJECT": PROJECT, "EXTENDER_POLICY": str(path), **apiserver.environment()}
+    with serving(log_path=log, **env) as url:
+        answer = requests.post(
+            f"{url}/filter",
+            data=node_name_filter(["node-a", "node-b"]),
+            headers={"Content-Type": "application/json", "traceparent": traceparent},
+            timeout=10,
+        )
+        assert answer.json()["NodeNames"] == ["node-a"]
+
+        def logged() -> list[dict]:
+            return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+
+        wait_for(lambda: any(entry.get("verb") == "filter" for entry in logged()))
+    listed = [entry for entry in logged() if entry.get("message", "").startswith("listed 2 nodes")]
+    [decision] = [entry for entry in logged() if entry.get("verb") == "filter"]
+    assert len(listed) == 1 and not listed[0].get("logging.googleapis.com/trace")
+    assert decision["logging.googleapis.com/trace"] == f"projects/{PROJECT}/traces/{TRACE_ID}"
+    assert decision["nodesOut"] == 1
