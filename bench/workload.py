@@ -11,8 +11,11 @@ Generated deterministically at bench time; never committed.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import math
 import random
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -452,9 +455,46 @@ class Workload:
         return [node["metadata"]["name"] for node in self.nodes[:count]]
 
     def body(self, count: int, full_nodes: bool, pod: int = 0) -> bytes:
-        """An ExtenderArgs body (filter and prioritize send the same one)."""
+        """An ExtenderArgs body (filter and prioritize send the same one).
+
+        The nodes come in another order for each pod, as kube-scheduler hands them over (``scheduler_order``).
+        """
         pod_json = orjson.dumps(self.pods[pod % len(self.pods)])
+        order = scheduler_order(self.nodes[:count], cycle=pod)
         if full_nodes:
-            nodes = b'{"metadata":{},"items":[' + b",".join(self.encoded_nodes[:count]) + b"]}"
-            return b'{"Pod":' + pod_json + b',"Nodes":' + nodes + b',"NodeNames":null}'
-        return b'{"Pod":' + pod_json + b',"Nodes":null,"NodeNames":' + orjson.dumps(self.names(count)) + b"}"
+            items = b",".join(self.encoded_nodes[index] for index in order)
+            return b'{"Pod":' + pod_json + b',"Nodes":{"metadata":{},"items":[' + items + b"]}" + b',"NodeNames":null}'
+        names = [self.nodes[index]["metadata"]["name"] for index in order]
+        return b'{"Pod":' + pod_json + b',"Nodes":null,"NodeNames":' + orjson.dumps(names) + b"}"
+
+
+# kube-scheduler's parallelism (its default) and its chunks of work (workqueue.ParallelizeUntil via chunkSizeFor).
+SCHEDULER_WORKERS = 16
+
+
+def scheduler_order(nodes: list[dict[str, Any]], cycle: int) -> list[int]:
+    """The order in which kube-scheduler hands feasible nodes to an extender in one scheduling cycle (by index).
+
+    Its snapshot lists the nodes zone by zone in turn (the node tree); its parallel filters have 16 workers take
+    chunks of about √N consecutive snapshot nodes, and each feasible node is appended as its check finishes. So the
+    list is 16 interleaved runs through the snapshot, interleaved differently every cycle.
+    """
+    by_zone: dict[str, list[int]] = {}
+    for index, node in enumerate(nodes):
+        by_zone.setdefault(node["metadata"]["labels"]["topology.kubernetes.io/zone"], []).append(index)
+    snapshot = [index for turn in itertools.zip_longest(*by_zone.values()) for index in turn if index is not None]
+    size = max(1, min(math.isqrt(len(snapshot)), len(snapshot) // SCHEDULER_WORKERS + 1))
+    chunks = [iter(snapshot[start : start + size]) for start in range(0, len(snapshot), size)]
+    rng = random.Random(cycle)
+    working: list[Iterator[int]] = []
+    order: list[int] = []
+    while chunks or working:
+        while chunks and len(working) < SCHEDULER_WORKERS:
+            working.append(chunks.pop(0))
+        worker = rng.randrange(len(working))
+        index = next(working[worker], None)
+        if index is None:
+            working.pop(worker)
+        else:
+            order.append(index)
+    return order

@@ -22,8 +22,18 @@ def test_requests_carry_both_alternatives_the_unused_one_null():
     workload = Workload(3)
     full, names = orjson.loads(workload.body(3, full_nodes=True)), orjson.loads(workload.body(3, full_nodes=False))
     assert full["NodeNames"] is None and len(full["Nodes"]["items"]) == 3
-    assert names["Nodes"] is None and names["NodeNames"] == workload.names(3)
+    assert names["Nodes"] is None and sorted(names["NodeNames"]) == sorted(workload.names(3))
     assert b" " not in workload.body(3, full_nodes=False)  # compact, as Go encodes it
+
+
+def test_each_pod_gets_the_same_nodes_in_another_order_in_both_modes():
+    workload = Workload(50)
+    orders = []
+    for pod in range(2):
+        full = [node["metadata"]["name"] for node in orjson.loads(workload.body(50, True, pod))["Nodes"]["items"]]
+        assert orjson.loads(workload.body(50, False, pod))["NodeNames"] == full
+        orders.append(full)
+    assert orders[0] != orders[1] and sorted(orders[0]) == sorted(orders[1]) == sorted(workload.names(50))
 
 
 def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):

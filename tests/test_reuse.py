@@ -172,10 +172,11 @@ def test_full_node_requests_keep_nothing():
     reusing = profile()
     reusing.filter(pod(), [node("n-1", pool="web")])
     reusing.prioritize(pod(), [node("n-1", pool="web")])
-    assert all(not memory._entries for memory in (*reusing._reused_statuses, *reusing._reused_scores))
+    kept = (*reusing._reused_statuses, *reusing._reused_scores, reusing._verdicts, reusing._scored)
+    assert all(not memory._entries for memory in kept)
 
 
-def test_the_same_candidates_get_the_whole_verdict_again_and_a_changed_list_its_own():
+def test_each_nodes_whole_verdict_is_kept_and_a_changed_list_gets_its_own():
     reusing = profile()
     nodes = [node("n-1", pool="web"), node("n-2", pool="gpu"), node("n-9", pool="web"), node("n-4", pool="web")]
     first = reusing.filter(pod(), nodes, reusable=True)
@@ -192,10 +193,11 @@ def test_the_same_candidates_get_the_whole_verdict_again_and_a_changed_list_its_
     assert [n.name for n in other_pod.feasible] == ["n-1", "n-2", "n-4"]
 
 
-def test_a_verdict_that_includes_an_undescribed_node_is_not_kept():
+def test_the_verdict_on_an_undescribed_node_is_not_kept():
     reusing = profile()
     nodes = [node("n-1", pool="web"), unknowable("gone", "not in the node list")]
     for _ in range(2):
         result = reusing.filter(pod(), nodes, reusable=True)
         assert [n.name for n in result.feasible] == ["n-1"] and "gone" in result.rejected
-    assert not reusing._verdicts._entries
+    kept = [n.name for entry in reusing._verdicts._entries.values() for n in entry.nodes]
+    assert kept == ["n-1"]  # the undescribed node is made anew by each request: nothing to keep

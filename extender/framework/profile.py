@@ -18,7 +18,7 @@ from operator import attrgetter, is_, not_
 
 from extender.framework import status as st
 from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
-from extender.framework.reuse import ForExactNodes, ReusedResults
+from extender.framework.reuse import ForSameNodes, ReusedResults
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
@@ -80,77 +80,88 @@ class Profile:
         # Per filter and score plugin (in order): its per-node results for the node source's Node objects.
         self._reused_statuses: tuple[ReusedResults[Status], ...] = tuple(ReusedResults() for _ in self.filters)
         self._reused_scores: tuple[ReusedResults[int], ...] = tuple(ReusedResults() for _ in self.scores)
-        # Per score plugin: its normalized scores for a node source's exact candidate list; and their weighted sum.
-        self._normalized: tuple[ForExactNodes[dict[str, int]], ...] = tuple(ForExactNodes() for _ in self.scores)
-        self._combined: ForExactNodes[tuple[tuple[dict[str, int], ...], dict[str, int]]] = ForExactNodes()
-        # The filters' whole verdict (feasible nodes, rejections) for a node source's exact candidate list.
-        self._verdicts: ForExactNodes[tuple[tuple[Node, ...], dict[str, Status]]] = ForExactNodes()
+        # When every filter plugin has a key: each node's verdict of the whole chain (Success or the first rejection).
+        self._verdicts: ReusedResults[Status] = ReusedResults()
+        # When every score plugin has a key: the normalized scores per plugin and the final ones, per candidate set.
+        self._scored: ForSameNodes[tuple[dict[str, dict[str, int]], dict[str, int]]] = ForSameNodes()
 
     def filter(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> FilterResult:
         """``reusable``: the nodes are a node source's objects, whose plugin results may be kept across requests."""
         keys = tuple(_reuse_key(plugin, pod, reusable) for plugin in self.filters)
-        # The same candidates for the same keys (consecutive pods of one workload): the whole verdict again.
-        whole = reusable and None not in keys
-        if whole:
-            kept = self._verdicts.get(keys, nodes)
-            if kept is not None:
-                # No plugin ran: each spent nothing on this request.
-                seconds = dict.fromkeys((plugin.name for plugin in self.filters), 0.0)
-                return FilterResult(list(kept[0]), dict(kept[1]), seconds_by_plugin=seconds)
-        result = FilterResult(feasible=list(nodes))
-        for plugin, key, reused in zip(self.filters, keys, self._reused_statuses):
-            started = time.perf_counter()
-            outcomes = self._filter_outcomes(plugin, pod, result.feasible, key, reused)
-            # Split at C speed: most nodes pass, and only the others need a look of their own.
-            passed = list(map(is_, map(_code, outcomes), repeat(Code.SUCCESS)))
-            if False in passed:
-                for node, outcome in compress(zip(result.feasible, outcomes), map(not_, passed)):
-                    if outcome.code is Code.ERROR:
-                        result.error = outcome
-                        result.feasible = []
-                        return result
-                    result.rejected[node.name] = outcome
-                result.feasible = list(compress(result.feasible, passed))
-            result.seconds_by_plugin[plugin.name] = time.perf_counter() - started
-        if whole and _all_described(nodes):  # a node its source could not describe is made anew by each request
-            self._verdicts.put(keys, nodes, (tuple(result.feasible), dict(result.rejected)))
+        seconds = dict.fromkeys((plugin.name for plugin in self.filters), 0.0)
+        if reusable and self.filters and None not in keys:
+            # The chain's verdict on a node depends on the pod only through the keys: one lookup per node.
+            no_reuse = (None,) * len(keys)
+            verdicts = self._verdicts.results(keys, nodes, lambda new: self._verdicts_of(pod, new, no_reuse, seconds), _no_error)
+        else:
+            verdicts = self._verdicts_of(pod, nodes, keys, seconds)
+        result = FilterResult(feasible=list(nodes), seconds_by_plugin=seconds)
+        # Split at C speed: most nodes pass, and only the others need a look of their own.
+        passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
+        if False in passed:
+            for node, verdict in compress(zip(nodes, verdicts), map(not_, passed)):
+                if verdict.code is Code.ERROR:
+                    return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds)
+                result.rejected[node.name] = verdict
+            result.feasible = list(compress(nodes, passed))
         return result
 
+    def _verdicts_of(
+        self, pod: Pod, nodes: Sequence[Node], keys: tuple[Hashable | None, ...], seconds: dict[str, float]
+    ) -> list[Status]:
+        """Each node's verdict: Success, or the first rejection (or Error) in policy order. Plugins run plugin-major,
+        each over the nodes still passing, reusing its own results where it has a key."""
+        verdicts: list[Status] = [st.SUCCESS] * len(nodes)
+        # The nodes still passing, and where they are in ``nodes``.
+        passing, at = list(nodes), list(range(len(nodes)))
+        for plugin, key, reused in zip(self.filters, keys, self._reused_statuses):
+            started = time.perf_counter()
+            outcomes = self._filter_outcomes(plugin, pod, passing, key, reused)
+            passed = list(map(is_, map(_code, outcomes), repeat(Code.SUCCESS)))
+            failed = False
+            if False in passed:
+                for index, outcome in compress(zip(at, outcomes), map(not_, passed)):
+                    verdicts[index] = outcome
+                    failed = outcome.code is Code.ERROR
+                    if failed:
+                        break
+                passing, at = list(compress(passing, passed)), list(compress(at, passed))
+            seconds[plugin.name] += time.perf_counter() - started
+            if failed:  # an Error fails the whole request: the other nodes need no verdict
+                break
+        return verdicts
+
     def prioritize(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> ScoreResult:
-        """``reusable`` as for ``filter``."""
-        result = ScoreResult(scores={})
+        """``reusable`` as for ``filter``. Kept scores are shared by later requests: nobody may change them."""
+        keys = tuple(_reuse_key(entry.plugin, pod, reusable) for entry in self.scores)
+        seconds = dict.fromkeys((entry.plugin.name for entry in self.scores), 0.0)
+        # Normalizing depends on every candidate: the scores are kept for this candidate set, in whatever order it comes.
+        whole = reusable and None not in keys
+        if whole:
+            kept = self._scored.get(keys, nodes)
+            if kept is not None:
+                return ScoreResult(scores=kept[1], by_plugin=dict(kept[0]), seconds_by_plugin=seconds)
+        result = ScoreResult(scores={}, seconds_by_plugin=seconds)
         total_weight = 0
-        # Whether every plugin's scores are kept for these nodes: then so may be their sum, keyed by their identities.
-        all_kept = reusable
-        parts: list[tuple[int, int, dict[str, int]]] = []
-        for index, (entry, reused, normalized) in enumerate(zip(self.scores, self._reused_scores, self._normalized)):
+        weighted = dict.fromkeys(map(_name, nodes), 0)
+        for entry, key, reused in zip(self.scores, keys, self._reused_scores):
             plugin = entry.plugin
             started = time.perf_counter()
-            scores, failure, kept = self._run_score(
-                plugin, pod, nodes, reused if reusable else None, normalized if reusable else None
-            )
-            result.seconds_by_plugin[plugin.name] = time.perf_counter() - started
+            scores, failure, complete = self._run_score(plugin, pod, nodes, key, reused)
+            seconds[plugin.name] = time.perf_counter() - started
             if failure is not None:
                 result.error = failure
                 return result
+            whole = whole and complete
             if scores is None:  # skipped: facts unknown and the profile fails open
                 continue
             result.by_plugin[plugin.name] = scores
             total_weight += entry.weight
-            all_kept = all_kept and kept
-            parts.append((index, entry.weight, scores))
-        key = tuple((index, weight, id(scores)) for index, weight, scores in parts)
-        combined = self._combined.get(key, nodes) if all_kept else None
-        if combined is not None:
-            result.scores = combined[1]
-            return result
-        weighted = dict.fromkeys(map(_name, nodes), 0)
-        for _, weight, scores in parts:
             for name, score in scores.items():
-                weighted[name] += weight * score
+                weighted[name] += entry.weight * score
         result.scores = _to_extender_priorities(weighted, total_weight)
-        if all_kept:  # the value keeps the parts alive, so their ids in the key stay theirs
-            self._combined.put(key, nodes, (tuple(scores for _, _, scores in parts), result.scores))
+        if whole:
+            self._scored.put(keys, nodes, (dict(result.by_plugin), result.scores))
         return result
 
     def preempt(self, pod: Pod, candidates: Mapping[str, Victims], nodes: Mapping[str, Node]) -> PreemptResult:
@@ -217,23 +228,9 @@ class Profile:
             yield outcome if outcome.code is Code.SUCCESS else outcome.with_plugin(plugin.name)
 
     def _run_score(
-        self,
-        plugin: ScorePlugin,
-        pod: Pod,
-        nodes: Sequence[Node],
-        reused: ReusedResults[int] | None,
-        normalized: ForExactNodes[dict[str, int]] | None,
+        self, plugin: ScorePlugin, pod: Pod, nodes: Sequence[Node], key: Hashable | None, reused: ReusedResults[int]
     ) -> tuple[dict[str, int] | None, Status | None, bool]:
-        """Normalized scores or the failure, and whether the scores are kept (``normalized``) for these nodes.
-
-        Kept scores are shared by later requests: nobody may change them.
-        """
-        key = _reuse_key(plugin, pod, reused is not None)
-        keep = normalized is not None and key is not None
-        if keep:  # kept only when every node had its facts; Node objects never change
-            kept = normalized.get(key, nodes)  # type: ignore[union-attr]
-            if kept is not None:
-                return kept, None, True
+        """Normalized scores or the failure, and whether every node had the facts the plugin reads."""
         unknowable: list[str] = []
         if plugin.facts > Facts.NAME and None in map(_labels, nodes):
             unknown = [node for node in nodes if node.labels is None]
@@ -247,9 +244,8 @@ class Profile:
             if unknowable:  # the filters rejected them; they score lowest rather than failing the others
                 nodes = [node for node in nodes if node.labels is not None]
         score = plugin.score
-        keep = keep and not unknowable
         try:
-            if reused is None or key is None:
+            if key is None:
                 scores = {node.name: score(pod, node) for node in nodes}
             else:
                 raw = reused.results(key, nodes, lambda new: [score(pod, node) for node in new])
@@ -258,20 +254,17 @@ class Profile:
         except Exception as exc:
             return None, _crashed(plugin.name, "score", "", exc), False
         scores.update(dict.fromkeys(unknowable, MIN_NODE_SCORE))
-        if _all_in_range(scores.values()):
-            if keep:
-                normalized.put(key, nodes, scores)  # type: ignore[union-attr]
-            return scores, None, keep
-        for name, score in scores.items():
-            if type(score) is not int or not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
-                return (
-                    None,
-                    st.error(
-                        f"plugin {plugin.name} scored node {name} {score!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
-                    ).with_plugin(plugin.name),
-                    False,
-                )
-        return scores, None, False
+        if not _all_in_range(scores.values()):
+            for name, score in scores.items():
+                if type(score) is not int or not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
+                    return (
+                        None,
+                        st.error(
+                            f"plugin {plugin.name} scored node {name} {score!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
+                        ).with_plugin(plugin.name),
+                        False,
+                    )
+        return scores, None, not unknowable
 
     def _unknown_facts(self, plugin: str, node: Node) -> Status:
         """A node whose labels nobody supplied: rejected if its source says it cannot be known, else failurePolicy."""
@@ -300,7 +293,6 @@ def _timed(seconds: dict[str, float], name: str, run, *args) -> Status:  # type:
 _labels = attrgetter("labels")
 _name = attrgetter("name")
 _code = attrgetter("code")
-_why_unknown = attrgetter("why_unknown")
 
 
 def _reuse_key(plugin: FilterPlugin | ScorePlugin, pod: Pod, reusable: bool) -> Hashable | None:
@@ -311,10 +303,6 @@ def _reuse_key(plugin: FilterPlugin | ScorePlugin, pod: Pod, reusable: bool) -> 
         return plugin.reuse_key(pod)
     except Exception:
         return None
-
-
-def _all_described(nodes: Sequence[Node]) -> bool:
-    return all(map(is_, map(_why_unknown, nodes), repeat(None)))
 
 
 def _no_error(outcomes: list[Status]) -> bool:

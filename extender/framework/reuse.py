@@ -65,9 +65,10 @@ class ReusedResults(Generic[T]):
         if entry is None:
             return self._start(key, nodes, compute, keep)
         found: list[T | None] = list(map(entry.results.get, map(id, nodes)))
-        missing = list(compress(range(len(found)), map(is_, found, repeat(None))))
-        if not missing:
+        unknown = list(map(is_, found, repeat(None)))
+        if True not in unknown:  # most requests stop here
             return found  # type: ignore[return-value]
+        missing = list(compress(range(len(found)), unknown))
         if 2 * len(missing) > len(nodes) or len(entry.results) + len(missing) > self.MAX_NODES:
             return self._start(key, nodes, compute, keep)  # the source refreshed (or the entry is full): start afresh
         new_nodes = [nodes[index] for index in missing]
@@ -95,30 +96,31 @@ class ReusedResults(Generic[T]):
         return computed
 
 
-class ForExactNodes(Generic[T]):
-    """A value worked out from a whole candidate list, kept per key: a plugin's normalized scores, their weighted sum,
-    the filters' verdict (feasible nodes and rejections).
+class ForSameNodes(Generic[T]):
+    """A value worked out from a whole candidate set (normalized scores and their sum), kept per key.
 
-    Normalizing depends on every candidate, so a value is only handed back for exactly the Node objects, in the same
-    order, it was worked out from: one C-level identity pass instead of thousands of lookups and splits. The entry
-    keeps those nodes alive, so their identities cannot pass to other objects; at most ``MAX_KEYS`` entries are kept.
+    Normalizing depends on every candidate, so a value is only handed back for exactly the Node objects it was worked
+    out from; in any order, as kube-scheduler's parallel filters hand the same feasible nodes over in a different
+    order each cycle. One C-level pass over the candidates' identities instead of thousands of scores. The entry keeps
+    those nodes alive, so their identities cannot pass to other objects; at most ``MAX_KEYS`` entries are kept.
     """
 
     MAX_KEYS = 16
 
     def __init__(self) -> None:
-        self._entries: dict[Hashable, tuple[tuple[Node, ...], T]] = {}
+        self._entries: dict[Hashable, tuple[tuple[Node, ...], set[int], T]] = {}
 
     def get(self, key: Hashable, nodes: Sequence[Node]) -> T | None:
+        """``nodes`` are distinct objects (a request's node names are unique)."""
         entry = self._entries.get(key)
         if entry is None:
             return None
-        kept, value = entry
-        return value if len(kept) == len(nodes) and all(map(is_, kept, nodes)) else None
+        _, ids, value = entry
+        return value if len(ids) == len(nodes) and ids.issuperset(map(id, nodes)) else None
 
     def put(self, key: Hashable, nodes: Sequence[Node], value: T) -> None:
         if len(nodes) > ReusedResults.MAX_NODES:
             return
         if len(self._entries) >= self.MAX_KEYS and key not in self._entries:
             self._entries = {}
-        self._entries[key] = (tuple(nodes), value)
+        self._entries[key] = (tuple(nodes), set(map(id, nodes)), value)

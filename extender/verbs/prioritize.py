@@ -7,6 +7,7 @@ answers neutral zeros (the same effect) and says why in the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from extender.framework.profile import MIN_EXTENDER_PRIORITY, Profile
@@ -17,10 +18,10 @@ from extender.wire.schemas import ExtenderArgsSchema, HostPrioritySchema
 
 _args = ExtenderArgsSchema()
 _result = HostPrioritySchema(many=True)
-# The last answer and the scores it came from: a profile hands back the same scores object for the same request on
-# the same cached nodes, and then the answer (thousands of entries) is the same too. Holding the scores keeps their
-# identity theirs.
-_last: tuple[dict[str, int], list[Any]] = ({}, [])
+# The answer entries of the last scores, by node name: a profile hands back the same scores object for the same
+# candidates, and then each node's entry is the same too, only the order of the request is new. Holding the scores
+# keeps their identity theirs.
+_last: tuple[dict[str, int], dict[str, Any]] = ({}, {})
 
 
 def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
@@ -38,16 +39,17 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
             pod=args.pod,
             result=result,
         )
+    names = args.node_names if args.node_names is not None else [node.name for node in nodes]
     return Answer(
-        _answer(result.scores), nodes_in=len(nodes), nodes_out=len(result.scores), pod=args.pod, result=result
+        _answer(result.scores, names), nodes_in=len(nodes), nodes_out=len(result.scores), pod=args.pod, result=result
     )
 
 
-def _answer(scores: dict[str, int]) -> list[Any]:
+def _answer(scores: dict[str, int], names: Sequence[str]) -> list[Any]:
+    """One entry per node, in the request's order."""
     global _last
-    last_scores, last_answer = _last
-    if scores is last_scores:
-        return last_answer
-    answer = _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])
-    _last = (scores, answer)
-    return answer
+    last_scores, entries = _last
+    if scores is not last_scores:
+        entries = dict(zip(scores, _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])))
+        _last = (scores, entries)
+    return list(map(entries.__getitem__, names))
