@@ -19,8 +19,10 @@ from flask import Request, Response  # noqa: E402
 from extender.app import Extender  # noqa: E402
 from extender.errors import ConfigError  # noqa: E402
 from extender.logs import setup_logging  # noqa: E402
+from extender.memory import hold_mmap_threshold  # noqa: E402
 from extender.policy.loader import PolicyError  # noqa: E402
 
+hold_mmap_threshold()  # gunicorn's forked worker inherits it
 setup_logging()
 try:
     _extender = Extender.from_environment()

@@ -6,13 +6,14 @@ import gc
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import orjson
 
 from bench.client import Connection
-from bench.servers import ROOT, NodeListAPI, Server, ServerSpec, function_spec, wsgi_spec
+from bench.servers import ROOT, THREADS, NodeListAPI, Server, ServerSpec, function_spec, wsgi_spec
 from bench.workload import Workload
 from tests.scheduler_checks import check_answer
 
@@ -27,6 +28,8 @@ TYPICAL, FLOOR_WSGI, FLOOR_ORJSON = (
 EXTENDER, EXTENDER_ALL = "extender, default policy", "extender, all plugins"
 # Cloud Functions refuses bodies over 32 MiB; over that the extender is run with its limit raised.
 DEFAULT_LIMIT = 32 * 1024 * 1024
+# The cluster size whose full-node requests are also sent THREADS at once, for the memory they hold together.
+CONCURRENT_NODES = 1000
 
 
 @dataclass
@@ -55,6 +58,8 @@ class Results:
     rows: list[Row] = field(default_factory=list)
     cold_starts: dict[str, list[float]] = field(default_factory=dict)
     uncovered_plugins: list[str] = field(default_factory=list)
+    # Peak RSS (MB) of the extender and the typical extender serving THREADS full-node requests at once.
+    concurrent_rss_mb: dict[str, float] = field(default_factory=dict)
 
     def row(self, mode: str, nodes: int, verb: str, server: str) -> Row | None:
         return next((r for r in self.rows if (r.mode, r.nodes, r.verb, r.server) == (mode, nodes, verb, server)), None)
@@ -80,6 +85,12 @@ def run(plan: Plan) -> Results:
         for mode in plan.modes:
             for size in plan.sizes:
                 results.rows += _measure_group(plan, workload, api, mode, size)
+        if "full" in plan.modes and CONCURRENT_NODES in plan.sizes:
+            body = workload.body(CONCURRENT_NODES, full_nodes=True)
+            for spec in _specs(api, limit_raised=False):
+                if spec.name in (EXTENDER, TYPICAL):
+                    results.concurrent_rss_mb[spec.name] = _concurrent_peak_rss(spec, body)
+            plan.log(f"{THREADS} concurrent full-node requests, N={CONCURRENT_NODES}: {results.concurrent_rss_mb}")
         names = max(plan.sizes)
         for spec in _specs(api, limit_raised=False):
             results.cold_starts[spec.name] = [
@@ -173,6 +184,25 @@ def _parse_and_serialise(body: bytes) -> float:
         started = time.perf_counter()
         orjson.dumps(orjson.loads(body))
         return time.perf_counter() - started
+
+
+def _concurrent_peak_rss(spec: ServerSpec, body: bytes) -> float:
+    """The worker's peak RSS after rounds of THREADS filter requests sent at once, as many as it serves at once."""
+    server = Server(spec)
+    try:
+        server.wait_listening()
+
+        def send() -> None:
+            _, status, answer = Connection(server.port).post("/filter", body)
+            if status != 200:
+                raise RuntimeError(f"{spec.name} answered {status}: {answer[:300]!r}")
+
+        for _ in range(2):
+            with ThreadPoolExecutor(max_workers=int(THREADS)) as pool:
+                list(pool.map(lambda _: send(), range(int(THREADS))))
+        return server.peak_rss_mb()
+    finally:
+        server.stop()
 
 
 def _cold_start(spec: ServerSpec, body: bytes, check: bool) -> float:

@@ -12,6 +12,7 @@ import orjson
 from flask import Request, Response
 
 from extender import __version__
+from extender.admission import BUDGET_ENV, DEFAULT_BUDGET_BYTES, BodyBudget
 from extender.body import discard_body, read_json
 from extender.decision import log_decision
 from extender.duration import DEFAULT_HTTP_TIMEOUT, http_timeout_seconds
@@ -46,10 +47,14 @@ class Extender:
     caller_token: str | None = field(default=None, repr=False)
     # The Kubernetes API (KUBERNETES_API_URL), for binding and node-name preemption; None when not configured.
     kube: KubeClient | None = field(default=None, repr=False)
+    # Bodies of requests served at once, in bytes, before more wait (EXTENDER_MAX_BODY_BYTES_IN_FLIGHT).
+    max_body_bytes_in_flight: int = DEFAULT_BUDGET_BYTES
     router: Router = field(init=False, repr=False)
+    admission: BodyBudget = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.router = Router(self.policy.profiles, function_names(), self.caller_token)
+        self.admission = BodyBudget(self.max_body_bytes_in_flight)
 
     @classmethod
     def from_environment(cls, policy_path: str | None = None) -> Extender:
@@ -61,6 +66,7 @@ class Extender:
             source=policy.node_source.build(kube),
             kube=kube,
             max_body_bytes=_env_int(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES),
+            max_body_bytes_in_flight=_env_int(BUDGET_ENV, DEFAULT_BUDGET_BYTES),
             http_timeout=http_timeout_seconds(),
             # Secret Manager values often end in a newline; whitespace is never part of a token.
             caller_token=os.environ.get(CALLER_TOKEN_ENV, "").strip() or None,
@@ -94,14 +100,18 @@ class Extender:
     def _answer(self, where: Route, request: Request) -> Answer:
         if where.verb == "healthz":
             return Answer(self.health())
-        payload = read_json(request, self.max_body_bytes, decode_extender_args if where.verb in LEAN_VERBS else None)
-        if where.verb == "bind":
-            return bind.handle(payload, self.kube)
-        profile = self.policy.profiles[where.profile]
-        if where.verb == "preempt":
-            return preempt.handle(payload, profile, self.source, self.kube)
-        verb = {"filter": filter, "prioritize": prioritize}[where.verb]
-        return verb.handle(payload, profile, self.source)
+        # A body of unknown length is counted as the largest accepted.
+        size = min(request.content_length or self.max_body_bytes, self.max_body_bytes)
+        with self.admission.admit(size, wait_seconds=self.http_timeout / 2):
+            lean = decode_extender_args if where.verb in LEAN_VERBS else None
+            payload = read_json(request, self.max_body_bytes, lean)
+            if where.verb == "bind":
+                return bind.handle(payload, self.kube)
+            profile = self.policy.profiles[where.profile]
+            if where.verb == "preempt":
+                return preempt.handle(payload, profile, self.source, self.kube)
+            verb = {"filter": filter, "prioritize": prioritize}[where.verb]
+            return verb.handle(payload, profile, self.source)
 
     def health(self) -> dict[str, object]:
         return {

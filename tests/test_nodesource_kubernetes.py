@@ -86,6 +86,24 @@ def test_an_expired_cache_answers_at_once_and_refreshes_in_the_background(apiser
     assert node_lists(apiserver) == 2
 
 
+def test_a_refresh_keeps_the_node_objects_whose_labels_did_not_change(apiserver):
+    """What plugins worked out per Node object stays valid: only the changed node is worked out again."""
+    apiserver.set_nodes(CLUSTER)
+    clock = Clock()
+    nodes = started(apiserver, clock=clock, cache_ttl=30.0)
+    profile = zone_a_only()
+    before = nodes.lookup(["node-a", "node-b", "node-c"])
+    assert [n.name for n in profile.filter(POD, before, reusable=True).feasible] == ["node-a", "node-c"]
+    apiserver.set_nodes([node("node-a", {"zone": "a"}), node("node-b", {"zone": "a"}), node("node-c", {"zone": "a"})])
+    clock.now += 31
+    nodes.lookup(["node-a"])  # expired: refreshes in the background
+    assert wait_for(lambda: nodes.lookup(["node-b"])[0].labels == {"zone": "a"})
+    after = nodes.lookup(["node-a", "node-b", "node-c"])
+    assert after[0] is before[0] and after[2] is before[2] and after[1] is not before[1]
+    result = profile.filter(POD, after, reusable=True)
+    assert [n.name for n in result.feasible] == ["node-a", "node-b", "node-c"]
+
+
 def test_an_unknown_name_refetches_at_once(apiserver):
     apiserver.set_nodes(CLUSTER)
     clock = Clock()

@@ -8,8 +8,10 @@ nodes instead of a Python call per node.
 
 Results are keyed by ``id(node)``, and every remembered node is kept alive by
 its entry, so an id can never be reused by another object while it is a key.
-A refresh replaces the Node objects: the next request misses on most of them
-and starts the entry afresh, which also lets the old objects go. Memory stays
+A refresh replaces the Node objects whose facts changed (the kubernetes source
+keeps the others): only those are worked out again. A source that rebuilds
+them all makes the next request miss on most of them and start the entry
+afresh, which also lets the old objects go. Memory stays
 bounded: at most ``MAX_KEYS`` entries of at most ``MAX_NODES`` nodes each.
 Entries are replaced in one assignment and only ever grow by adding a node
 before its result, so concurrent requests at worst compute a result twice.

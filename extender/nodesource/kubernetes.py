@@ -178,7 +178,7 @@ class KubernetesNodes:
         snapshot = self._snapshot
         try:
             listed = self._client.list_nodes(timeout=self._settings.list_timeout, labels_only=True)
-            snapshot = _Snapshot(_index(listed), listed_at=started)
+            snapshot = _Snapshot(_index(listed, snapshot.nodes), listed_at=started)
         except Exception as exc:  # KubeError, or a bug: either way the cache must not stay "refreshing" forever
             reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             snapshot = replace(snapshot, error=f"listing nodes failed: {reason}")
@@ -202,14 +202,20 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _index(items: Iterable[dict[str, Any]]) -> dict[str, Node]:
-    """Name -> Node, built once per list so that lookups only index a dict."""
+def _index(items: Iterable[dict[str, Any]], previous: dict[str, Node]) -> dict[str, Node]:
+    """Name -> Node, built once per list so that lookups only index a dict.
+
+    A node whose labels did not change keeps its Node object from the ``previous`` list: what the plugins worked out
+    for it (kept per Node object) stays valid, so a refresh costs the requests after it nothing.
+    """
     nodes: dict[str, Node] = {}
     for item in items:
         metadata = item.get("metadata") or {}
         name = metadata.get("name")
         if isinstance(name, str) and name:
-            nodes[name] = Node(name, metadata.get("labels") or {})
+            labels = metadata.get("labels") or {}
+            known = previous.get(name)
+            nodes[name] = known if known is not None and known.labels == labels else Node(name, labels)
     return nodes
 
 
