@@ -22,13 +22,14 @@ from extender.logs import setup_logging  # noqa: E402
 from extender.memory import hold_mmap_threshold  # noqa: E402
 from extender.policy.loader import PolicyError  # noqa: E402
 
-hold_mmap_threshold()  # gunicorn's forked worker inherits it
 setup_logging()
 try:
     _extender = Extender.from_environment()
 except (PolicyError, ConfigError) as exc:
     # The problems, one per line, without a traceback: this is what the deployment's log shows.
     raise SystemExit(f"extender cannot start: {exc}") from None
+# For the requests, not for start-up: the node list's buffers come faster from the heap. gunicorn's worker inherits it.
+hold_mmap_threshold()
 gc.freeze()
 gc.enable()
 
