@@ -4,22 +4,26 @@ glibc serves allocations over 128 kB with mmap and unmaps them when they are
 freed, but each time it frees one it raises that threshold (up to 32 MB):
 from then on such buffers come from the heap and stay resident. A full-node
 request's ~20 MB body and answer then keep their memory after the request, in
-each thread that served one: eight 1000-node requests at once peaked at
-579 MB, over a 512 MiB instance; with the threshold held at its default,
-368 MB, and one request alone 120 MB instead of 196 MB.
+each thread that served one (each has its own heap), so the instance's memory
+grows with the threads that served large requests: eight 1000-node requests
+at once peaked at 552 MB, over a 512 MiB instance; with the threshold held,
+339 MB, and one request alone 132 MB instead of 168 MB. The price is mapping
+fresh pages for each such buffer: ~15 ms more per 1000-node request. Buffers
+up to 1 MiB (node-name requests and answers, tens of kB per 1000 nodes) keep
+coming from the heap.
 """
 
 from __future__ import annotations
 
 import ctypes
 
-# mallopt's parameter number for the mmap threshold, and glibc's default threshold.
+# mallopt's parameter number for the mmap threshold, and the threshold held.
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD_BYTES = 128 * 1024
+MMAP_THRESHOLD_BYTES = 1024 * 1024
 
 
 def hold_mmap_threshold() -> bool:
-    """Fix glibc's mmap threshold at its default; False without glibc (musl, macOS), whose allocators differ."""
+    """Fix glibc's mmap threshold; False without glibc (musl, macOS), whose allocators differ."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
