@@ -7,10 +7,10 @@ request's ~20 MB body and answer then keep their memory after the request, in
 each thread that served one (each has its own heap), so the instance's memory
 grows with the threads that served large requests: eight 1000-node requests
 at once peaked at 552 MB, over a 512 MiB instance; with the threshold held,
-339 MB, and one request alone 132 MB instead of 168 MB. The price is mapping
-fresh pages for each such buffer: ~15 ms more per 1000-node request. Buffers
-up to 1 MiB (node-name requests and answers, tens of kB per 1000 nodes) keep
-coming from the heap.
+about 320 MB, and one request alone 121 MB instead of 168 MB. The price is
+mapping fresh pages for each such buffer, ~15 ms more per 1000-node request;
+buffers up to 4 MiB (node-name requests and answers, full-node ones up to
+about 200 nodes) keep coming from the heap.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import ctypes
 
 # mallopt's parameter number for the mmap threshold, and the threshold held.
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD_BYTES = 1024 * 1024
+MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
 
 
 def hold_mmap_threshold() -> bool:
