@@ -13,14 +13,14 @@ import gc
 # worker does not copy them page by page as the collector touches them.
 gc.disable()
 
-import functions_framework  # noqa: E402
-from flask import Request, Response  # noqa: E402
+import functions_framework
+from flask import Request, Response
 
-from extender.app import Extender  # noqa: E402
-from extender.errors import ConfigError  # noqa: E402
-from extender.logs import setup_logging  # noqa: E402
-from extender.memory import hold_mmap_threshold  # noqa: E402
-from extender.policy.loader import PolicyError  # noqa: E402
+from extender.app import Extender
+from extender.errors import ConfigError
+from extender.logs import setup_logging
+from extender.memory import hold_mmap_threshold
+from extender.policy.loader import PolicyError
 
 setup_logging()
 try:

@@ -14,8 +14,8 @@ import hashlib
 import itertools
 import math
 import random
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import orjson

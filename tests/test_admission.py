@@ -58,9 +58,8 @@ def test_one_request_alone_goes_ahead_whatever_its_size():
 def test_no_room_within_the_wait_is_a_503_that_names_the_setting():
     budget = BodyBudget(100)
     release, thread = hold(budget, 60)
-    with pytest.raises(RequestError) as raised:
-        with budget.admit(60, wait_seconds=0.05):
-            pass
+    with pytest.raises(RequestError) as raised, budget.admit(60, wait_seconds=0.05):
+        pass
     release.set()
     thread.join()
     assert raised.value.status == 503
