@@ -101,7 +101,8 @@ class Extender:
         if where.verb == "healthz":
             return Answer(self.health())
         # A body of unknown length is counted as the largest accepted.
-        size = min(request.content_length or self.max_body_bytes, self.max_body_bytes)
+        declared = request.content_length
+        size = self.max_body_bytes if declared is None else min(declared, self.max_body_bytes)
         with self.admission.admit(size, wait_seconds=self.http_timeout / 2):
             lean = decode_extender_args if where.verb in LEAN_VERBS else None
             payload = read_json(request, self.max_body_bytes, lean)

@@ -18,17 +18,9 @@ import extender.logs
 from extender.logs import deferred
 from extender.logs.deferred import DeferredCloudHandler
 from tests.conftest import ROOT
-from tests.test_logging import CLOUD_RUN, PROJECT, TRACE_ID
 
-
-@pytest.fixture(autouse=True)
-def restore_logging(monkeypatch):
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    monkeypatch.setattr(extender.logs, "_installed", None)
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+# restore_logging: test_logging's autouse fixture, here too.
+from tests.test_logging import CLOUD_RUN, PROJECT, TRACE_ID, restore_logging  # noqa: F401
 
 
 def lines_of(stream: io.StringIO) -> list[str]:

@@ -102,11 +102,12 @@ def test_kept_values_need_the_same_nodes_in_any_order_and_stay_bounded():
 
 def test_the_answer_follows_the_request_order_and_is_built_again_only_for_other_scores():
     scores = {"a": 3, "b": 10}
-    first = prioritize._answer(scores, ["a", "b"])
+    nodes = [Node("a"), Node("b")]
+    first = prioritize._answer(scores, nodes)
     assert first == [{"Host": "a", "Score": 3}, {"Host": "b", "Score": 10}]
-    reordered = prioritize._answer(scores, ["b", "a"])
+    reordered = prioritize._answer(scores, nodes[::-1])
     assert reordered == first[::-1] and all(x is y for x, y in zip(reordered, first[::-1]))  # the same entries
-    other = prioritize._answer(dict(scores), ["a", "b"])
+    other = prioritize._answer(dict(scores), nodes)
     assert other == first and other[0] is not first[0]
 
 

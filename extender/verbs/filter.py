@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import filterfalse
+from operator import attrgetter
 from typing import Any
 
 from extender.framework.profile import Profile
@@ -16,6 +16,7 @@ from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, ExtenderFilt
 _NAMES_ONLY = NamesOnly()
 _args = ExtenderArgsSchema()
 _result = ExtenderFilterResultSchema()
+_name = attrgetter("name")
 
 
 def node_facts(args: ExtenderArgs, profile: Profile, source: NodeSource) -> list[Node]:
@@ -41,9 +42,7 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
     if args.full_nodes:
         answer["Nodes"] = {"metadata": {}, "items": [node.raw for node in result.feasible]}
     else:
-        # The request's own strings, which sit together in memory, rather than the source's, scattered across its cache.
-        names = args.node_names or []
-        answer["NodeNames"] = list(filterfalse(result.rejected.__contains__, names)) if result.feasible else []
+        answer["NodeNames"] = list(map(_name, result.feasible))
     return Answer(
         _result.dump(answer),
         error=answer["Error"],

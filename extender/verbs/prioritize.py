@@ -8,9 +8,11 @@ answers neutral zeros (the same effect) and says why in the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from extender.framework.profile import MIN_EXTENDER_PRIORITY, Profile
+from extender.framework.types import Node
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
 from extender.verbs.filter import node_facts
@@ -18,6 +20,7 @@ from extender.wire.schemas import ExtenderArgsSchema, HostPrioritySchema
 
 _args = ExtenderArgsSchema()
 _result = HostPrioritySchema(many=True)
+_name = attrgetter("name")
 # The answer entries of the last scores, by node name: a profile hands back the same scores object for the same
 # candidates, and then each node's entry is the same too, only the order of the request is new. Holding the scores
 # keeps their identity theirs.
@@ -39,17 +42,16 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
             pod=args.pod,
             result=result,
         )
-    names = args.node_names if args.node_names is not None else [node.name for node in nodes]
     return Answer(
-        _answer(result.scores, names), nodes_in=len(nodes), nodes_out=len(result.scores), pod=args.pod, result=result
+        _answer(result.scores, nodes), nodes_in=len(nodes), nodes_out=len(result.scores), pod=args.pod, result=result
     )
 
 
-def _answer(scores: dict[str, int], names: Sequence[str]) -> list[Any]:
+def _answer(scores: dict[str, int], nodes: Sequence[Node]) -> list[Any]:
     """One entry per node, in the request's order."""
     global _last
     last_scores, entries = _last
     if scores is not last_scores:
         entries = dict(zip(scores, _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])))
         _last = (scores, entries)
-    return list(map(entries.__getitem__, names))
+    return list(map(entries.__getitem__, map(_name, nodes)))
