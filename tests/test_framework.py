@@ -59,7 +59,7 @@ class VetoNamespace(PreemptPlugin):
 def test_filter_maps_statuses_and_keeps_order():
     profile = Profile("p", filters=[RejectByName({"b": "unschedulable", "c": "unresolvable"})])
     result = profile.filter(POD, NODES)
-    assert [node.name for node in result.feasible] == ["a"]
+    assert result.feasible == ["a"]
     assert result.rejected["b"] == status.Status(Code.UNSCHEDULABLE, "b is full", "RejectByName")
     assert result.rejected["c"].code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert result.error is None

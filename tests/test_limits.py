@@ -52,6 +52,19 @@ def test_deeper_nesting_is_refused_with_a_400_naming_the_limit(client, depth):
     assert response.get_json() == {"Error": f"JSON nested deeper than {MAX_DEPTH} levels"}
 
 
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 2, MAX_DEPTH - 1])
+def test_a_deep_value_among_thousands_of_node_names_is_measured_too(client, depth):
+    # request{} -> NodeNames[] -> the nested value: one level over the limit is refused, the limit itself is not.
+    names = [f"node-{index}" for index in range(5000)]
+    request = {**NAMES, "NodeNames": [*names[:2500], "DEEP", *names[2500:]]}
+    response = post(client, orjson.dumps(request).replace(b'"DEEP"', nested(depth)))
+    if depth + 2 > MAX_DEPTH:
+        assert response.status_code == 400
+        assert response.get_json() == {"Error": f"JSON nested deeper than {MAX_DEPTH} levels"}
+    else:
+        assert response.status_code == 400 and "NodeNames" in response.get_json()["Error"]  # too shallow; not a name
+
+
 def test_deep_nesting_as_the_whole_body_is_refused(client):
     response = post(client, nested(5000))
     assert response.status_code == 400 and "nested deeper" in response.get_json()["Error"]

@@ -1,4 +1,4 @@
-"""Plugin results reused across requests for a node source's Node objects: the same answers, only sooner."""
+"""Plugin results and verdicts reused across requests for a node source's nodes: the same answers, only sooner."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import datetime as dt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from extender.framework import status
 from extender.framework.profile import Profile
-from extender.framework.reuse import ReusedResults
+from extender.framework.reuse import KeptVerdicts, PerGeneration, ReusedResults
 from extender.framework.types import Node
 from extender.nodesource.base import unknowable
 from extender.plugins.nodenamefilter import NodeNameFilter
 from extender.policy.loader import parse_policy
-from tests.plugin_helpers import build, node, pod
+from tests.plugin_helpers import ListedNodes, build, node, pod
 
 POLICY = """
 nodeCacheCapable: false  # full nodes in the policy's eyes: the tests hand the profile its nodes
@@ -61,36 +62,44 @@ def profile() -> Profile:
     return parse_policy(POLICY, "test").profiles["default"]
 
 
-def cluster(labels: list[dict[str, str]], generation: int = 0) -> list[Node]:
-    """A node source's list: fresh Node objects, as after each refresh."""
-    return [Node(f"node-{generation}-{index}", dict(values)) for index, values in enumerate(labels)]
+def cluster(labels: list[dict[str, str]]) -> list[Node]:
+    """A node source's list: fresh Node objects, as after each refresh (the same names, maybe other labels)."""
+    return [Node(f"node-{index}", dict(values)) for index, values in enumerate(labels)]
 
 
-def answers(profile: Profile, namespace: str, nodes: list[Node], reusable: bool) -> tuple:
+def answers(profile: Profile, namespace: str, nodes: list[Node], source: ListedNodes | None = None) -> tuple:
+    """Filter, then prioritize what passed: by name from ``source`` when given, else on the nodes themselves."""
     the_pod = pod(namespace=namespace)
-    filtered = profile.filter(the_pod, nodes, reusable=reusable)
-    scored = profile.prioritize(the_pod, filtered.feasible, reusable=reusable)
-    return [n.name for n in filtered.feasible], filtered.rejected, filtered.error, scored.scores, scored.by_plugin
+    if source is None:
+        filtered = profile.filter(the_pod, nodes)
+        by_name = {node.name: node for node in nodes}
+        scored = profile.prioritize(the_pod, [by_name[name] for name in filtered.feasible])
+    else:
+        filtered = profile.filter_names(the_pod, [node.name for node in nodes], source)
+        scored = profile.prioritize_names(the_pod, filtered.feasible, source)
+    return filtered.feasible, filtered.rejected, filtered.error, scored.scores, scored.by_plugin
 
 
 @settings(max_examples=60, deadline=None)
 @given(CLUSTERS, CLUSTERS, NAMESPACES)
 def test_reused_results_equal_fresh_ones_across_pods_and_refreshes(first, second, namespaces):
     reusing, fresh = profile(), profile()
-    for generation, labels in enumerate([first, second]):
-        nodes = cluster(labels, generation)
+    source = ListedNodes([])
+    for labels in [first, second]:
+        nodes = cluster(labels)
+        source.list(nodes)
         for namespace in namespaces * 2:  # the second round of each pod answers from what the first kept
-            assert answers(reusing, namespace, nodes, True) == answers(fresh, namespace, nodes, False)
+            assert answers(reusing, namespace, nodes, source) == answers(fresh, namespace, nodes)
 
 
 def test_a_refresh_with_new_labels_changes_the_answer():
     reusing = profile()
     before = [node("n-1", pool="web"), node("n-2", pool="web")]
-    assert [n.name for n in reusing.filter(pod(), before, reusable=True).feasible] == ["n-1", "n-2"]
+    assert reusing.filter(pod(), before, reusable=True).feasible == ["n-1", "n-2"]
     # The node source refreshed: n-2 is now in the gpu pool (a new Node object under the same name).
     after = [before[0], node("n-2", pool="gpu")]
     result = reusing.filter(pod(), after, reusable=True)
-    assert [n.name for n in result.feasible] == ["n-1"]
+    assert result.feasible == ["n-1"]
     assert "off-gpu" in result.rejected["n-2"].reason
 
 
@@ -106,11 +115,11 @@ def test_a_maintenance_window_opening_is_seen_by_the_next_request():
         ]
     }
     reusing = Profile("p", filters=[build(NodeNameFilter, args, clock=lambda: now[0])])
-    nodes = [node("n-1"), node("other")]
-    assert [n.name for n in reusing.filter(pod(name="a"), nodes, reusable=True).feasible] == ["n-1", "other"]
+    source = ListedNodes([node("n-1"), node("other")])
+    assert reusing.filter_names(pod(name="a"), ["n-1", "other"], source).feasible == ["n-1", "other"]
     now[0] = dt.datetime(2026, 3, 1, 13, 30, tzinfo=dt.UTC)
-    result = reusing.filter(pod(name="b"), nodes, reusable=True)
-    assert [n.name for n in result.feasible] == ["other"]
+    result = reusing.filter_names(pod(name="b"), ["n-1", "other"], source)
+    assert result.feasible == ["other"]
     assert "maintenance 'm'" in result.rejected["n-1"].reason
 
 
@@ -176,28 +185,76 @@ def test_full_node_requests_keep_nothing():
     assert all(not memory._entries for memory in kept)
 
 
-def test_each_nodes_whole_verdict_is_kept_and_a_changed_list_gets_its_own():
+def test_each_names_whole_verdict_is_kept_and_only_new_names_are_looked_up():
     reusing = profile()
-    nodes = [node("n-1", pool="web"), node("n-2", pool="gpu"), node("n-9", pool="web"), node("n-4", pool="web")]
-    first = reusing.filter(pod(), nodes, reusable=True)
-    again = reusing.filter(pod(name="another-replica"), nodes, reusable=True)
-    assert [n.name for n in again.feasible] == [n.name for n in first.feasible] == ["n-1", "n-4"]
+    pools = {"n-1": "web", "n-2": "gpu", "n-9": "web", "n-4": "web"}
+    source = ListedNodes([node(name, pool=pool) for name, pool in pools.items()])
+    names = ["n-1", "n-2", "n-9", "n-4"]
+    first = reusing.filter_names(pod(), names, source)
+    again = reusing.filter_names(pod(name="another-replica"), names, source)
+    assert again.feasible == first.feasible == ["n-1", "n-4"]
     assert again.rejected == first.rejected and set(again.rejected) == {"n-2", "n-9"}
     assert again.seconds_by_plugin == {"NodeNameFilter": 0.0, "NodeLabelPolicy": 0.0}  # no plugin ran
+    assert source.looked_up == [4]  # the second request looked nothing up
     again.feasible.clear()
     again.rejected.clear()  # what a caller does with its result is not kept
-    assert [n.name for n in reusing.filter(pod(), nodes, reusable=True).feasible] == ["n-1", "n-4"]
-    reordered = reusing.filter(pod(), nodes[::-1], reusable=True)
-    assert [n.name for n in reordered.feasible] == ["n-4", "n-1"]
-    other_pod = reusing.filter(pod(namespace="ml"), nodes, reusable=True)  # another key: the gpu rule is not his
-    assert [n.name for n in other_pod.feasible] == ["n-1", "n-2", "n-4"]
+    assert reusing.filter_names(pod(), names, source).feasible == ["n-1", "n-4"]
+    assert reusing.filter_names(pod(), names[::-1], source).feasible == ["n-4", "n-1"]
+    source.list([*source.lookup(names), node("n-5", pool="web")])
+    source.looked_up.clear()
+    assert reusing.filter_names(pod(), ["n-5", *names], source).feasible == ["n-5", "n-1", "n-4"]
+    other_pod = reusing.filter_names(pod(namespace="ml"), names, source)  # another key: the gpu rule is not his
+    assert other_pod.feasible == ["n-1", "n-2", "n-4"]
+    assert source.looked_up == [5, 4]  # a new list is a new generation: its names are looked up once
 
 
-def test_the_verdict_on_an_undescribed_node_is_not_kept():
+def test_a_new_generation_is_seen_by_the_next_request():
     reusing = profile()
-    nodes = [node("n-1", pool="web"), unknowable("gone", "not in the node list")]
+    source = ListedNodes([node("n-1", pool="web"), node("n-2", pool="web")])
+    assert reusing.filter_names(pod(), ["n-1", "n-2"], source).feasible == ["n-1", "n-2"]
+    source.list([node("n-1", pool="web"), node("n-2", pool="gpu")])
+    result = reusing.filter_names(pod(), ["n-1", "n-2"], source)
+    assert result.feasible == ["n-1"] and "off-gpu" in result.rejected["n-2"].reason
+
+
+def test_nothing_is_kept_when_the_generation_changes_during_the_request():
+    class Refreshing(ListedNodes):
+        def lookup(self, names):
+            self.list(list(self._nodes.values()))  # a refresh lands while the request looks its names up
+            return super().lookup(names)
+
+    reusing = profile()
+    source = Refreshing([node("n-1", pool="web")])
     for _ in range(2):
-        result = reusing.filter(pod(), nodes, reusable=True)
-        assert [n.name for n in result.feasible] == ["n-1"] and "gone" in result.rejected
-    kept = [n.name for entry in reusing._verdicts._entries.values() for n in entry.nodes]
-    assert kept == ["n-1"]  # the undescribed node is made anew by each request: nothing to keep
+        assert reusing.filter_names(pod(), ["n-1"], source).feasible == ["n-1"]
+        assert reusing.prioritize_names(pod(), ["n-1"], source).error is None
+    assert source.looked_up == [1, 1, 1, 1]
+    assert not reusing._verdicts._entries and not reusing._scored._entries
+
+
+def test_the_verdict_on_an_undescribed_node_or_an_error_is_not_kept():
+    reusing = profile()
+    source = ListedNodes([node("n-1", pool="web")])
+    for _ in range(2):
+        result = reusing.filter_names(pod(), ["n-1", "gone"], source)
+        assert result.feasible == ["n-1"] and "gone" in result.rejected
+    assert source.looked_up == [2, 1]  # the undescribed node is made anew by each request: nothing to keep
+    (_, kept), = reusing._verdicts._entries.values()
+    assert kept.decided == {"n-1"} and not kept.rejected
+    failing = ListedNodes([node("n-1", pool="web"), Node("n-2", why_unknown=status.error("API down"))])
+    for _ in range(2):
+        assert reusing.filter_names(pod(), ["n-1", "n-2"], failing).error is not None
+    assert failing.looked_up == [2, 2]
+
+
+def test_kept_values_need_their_generation_and_stay_bounded():
+    kept: PerGeneration[str] = PerGeneration()
+    generation = object()
+    kept.put("k", generation, "value")
+    assert kept.get("k", generation) == "value"
+    assert kept.get("k", object()) is None and kept.get("other", generation) is None
+    for key in range(PerGeneration.MAX_KEYS + 5):
+        kept.put(key, generation, "value")
+    assert len(kept._entries) <= PerGeneration.MAX_KEYS
+    full = KeptVerdicts(frozenset(f"n{i}" for i in range(ReusedResults.MAX_NODES)))
+    assert full.adding([Node("one-more")], {}) == KeptVerdicts()  # full: the next request starts afresh

@@ -138,7 +138,7 @@ class Explanation:
         rows = {name: NodeRow(name) for name in self.node_names}
         if self.failed:
             return list(rows.values())
-        body = orjson.loads(orjson.dumps(self.filter.body))  # as sent: echoed node objects may still be encoded
+        body = self.filter.json()
         kept = [node["metadata"]["name"] for node in body["Nodes"]["items"]] if "Nodes" in body else body["NodeNames"]
         for name in kept:
             rows[name].answer = KEPT
@@ -148,7 +148,7 @@ class Explanation:
         if isinstance(self.filter.result, FilterResult) and self.profile is not None:
             self._add_filter_verdicts(rows, self.filter.result, [plugin.name for plugin in self.profile.filters])
         if self.prioritize is not None:
-            for entry in self.prioritize.body:
+            for entry in self.prioritize.json():
                 rows[entry["Host"]].score = entry["Score"]
             if isinstance(self.prioritize.result, ScoreResult):
                 for plugin, scores in self.prioritize.result.by_plugin.items():
@@ -278,7 +278,7 @@ def _node_name(node: dict[str, Any]) -> str:
 
 
 def _call_json(answer: Answer) -> dict[str, Any]:
-    call_json: dict[str, Any] = {"status": answer.status, "answer": answer.body}
+    call_json: dict[str, Any] = {"status": answer.status, "answer": answer.json()}
     if answer.error:
         call_json["error"] = answer.error
     if answer.result is not None:

@@ -5,7 +5,10 @@ the same answer as the scheduler's node-major loop (a node is rejected by the
 first failing plugin in policy order) while timing each plugin once.
 Nodes that come from a node source (``reusable``) are the same objects from
 request to request, so the results of plugins that offer a ``reuse_key`` are
-kept across requests (see ``extender.framework.reuse``).
+kept across requests (see ``extender.framework.reuse``). Node-name requests go
+further (``filter_names``, ``prioritize_names``): each name's verdict and each
+candidate set's scores are kept for the source's generation, so a warm request
+touches only the names it carries, never the nodes behind them.
 """
 
 from __future__ import annotations
@@ -13,14 +16,18 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import compress, filterfalse, repeat
 from operator import attrgetter, is_, not_
+from typing import TYPE_CHECKING
 
 from extender.framework import status as st
 from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
-from extender.framework.reuse import ForSameNodes, ReusedResults
+from extender.framework.reuse import KeptScores, KeptVerdicts, PerGeneration, ReusedResults
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
+
+if TYPE_CHECKING:
+    from extender.nodesource.base import NodeSource
 
 # The extender protocol's score range (k8s.io/kube-scheduler/extender/v1).
 MIN_EXTENDER_PRIORITY = 0
@@ -29,7 +36,8 @@ MAX_EXTENDER_PRIORITY = 10
 
 @dataclass
 class FilterResult:
-    feasible: list[Node]
+    # The names of the nodes every filter accepts, in input order.
+    feasible: list[str]
     rejected: dict[str, Status] = field(default_factory=dict)
     error: Status | None = None
     seconds_by_plugin: dict[str, float] = field(default_factory=dict)
@@ -37,7 +45,7 @@ class FilterResult:
 
 @dataclass
 class ScoreResult:
-    # Final extender scores (0..10) in input order; empty when ``error`` is set.
+    # Final extender scores (0..10) per node name; empty when ``error`` is set.
     scores: dict[str, int]
     # Normalized plugin scores (0..100) per plugin, for explanations.
     by_plugin: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -80,31 +88,57 @@ class Profile:
         # Per filter and score plugin (in order): its per-node results for the node source's Node objects.
         self._reused_statuses: tuple[ReusedResults[Status], ...] = tuple(ReusedResults() for _ in self.filters)
         self._reused_scores: tuple[ReusedResults[int], ...] = tuple(ReusedResults() for _ in self.scores)
-        # When every filter plugin has a key: each node's verdict of the whole chain (Success or the first rejection).
-        self._verdicts: ReusedResults[Status] = ReusedResults()
-        # When every score plugin has a key: the normalized scores per plugin and the final ones, per candidate set.
-        self._scored: ForSameNodes[tuple[dict[str, dict[str, int]], dict[str, int]]] = ForSameNodes()
+        # Per key of every filter plugin: each node name's verdict of the whole chain, for a source's generation.
+        self._verdicts: PerGeneration[KeptVerdicts] = PerGeneration()
+        # Per key of every score plugin: the scores of one candidate set, for a source's generation.
+        self._scored: PerGeneration[KeptScores] = PerGeneration()
 
     def filter(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> FilterResult:
         """``reusable``: the nodes are a node source's objects, whose plugin results may be kept across requests."""
         keys = tuple(_reuse_key(plugin, pod, reusable) for plugin in self.filters)
         seconds = dict.fromkeys((plugin.name for plugin in self.filters), 0.0)
-        if reusable and self.filters and None not in keys:
-            # The chain's verdict on a node depends on the pod only through the keys: one lookup per node.
-            no_reuse = (None,) * len(keys)
-            verdicts = self._verdicts.results(keys, nodes, lambda new: self._verdicts_of(pod, new, no_reuse, seconds), _no_error)
-        else:
-            verdicts = self._verdicts_of(pod, nodes, keys, seconds)
-        result = FilterResult(feasible=list(nodes), seconds_by_plugin=seconds)
+        verdicts = self._verdicts_of(pod, nodes, keys, seconds)
+        names = list(map(_name, nodes))
+        result = FilterResult(feasible=names, seconds_by_plugin=seconds)
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
         if False in passed:
-            for node, verdict in compress(zip(nodes, verdicts), map(not_, passed)):
+            for name, verdict in compress(zip(names, verdicts), map(not_, passed)):
                 if verdict.code is Code.ERROR:
                     return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds)
-                result.rejected[node.name] = verdict
-            result.feasible = list(compress(nodes, passed))
+                result.rejected[name] = verdict
+            result.feasible = list(compress(names, passed))
         return result
+
+    def filter_names(self, pod: Pod, names: Sequence[str], source: NodeSource) -> FilterResult:
+        """``filter`` for a node-name request (``names`` unique): only names with no kept verdict are looked up.
+
+        A node's verdict depends on the pod only through the filter plugins' keys, so it is kept per name for the
+        source's generation when every plugin has a key. A node its source could not describe is never kept.
+        """
+        keys = tuple(_reuse_key(plugin, pod, True) for plugin in self.filters)
+        if not self.filters or None in keys:
+            return self.filter(pod, source.lookup(names), reusable=True)
+        generation = source.generation()
+        kept = self._verdicts.get(keys, generation) or KeptVerdicts()
+        rejected = kept.rejected
+        seconds = dict.fromkeys((plugin.name for plugin in self.filters), 0.0)
+        if not kept.decided.issuperset(names):
+            nodes = source.lookup(list(filterfalse(kept.decided.__contains__, names)))
+            fresh = self.filter(pod, nodes, reusable=True)
+            if fresh.error is not None:
+                return fresh
+            seconds, rejected = fresh.seconds_by_plugin, {**rejected, **fresh.rejected}
+            if source.generation() is generation:
+                self._verdicts.put(keys, generation, kept.adding(nodes, fresh.rejected))
+        refused = list(filter(rejected.__contains__, names)) if rejected else []
+        if not refused:
+            return FilterResult(feasible=list(names), seconds_by_plugin=seconds)
+        return FilterResult(
+            feasible=list(filterfalse(rejected.__contains__, names)),
+            rejected={name: rejected[name] for name in refused},
+            seconds_by_plugin=seconds,
+        )
 
     def _verdicts_of(
         self, pod: Pod, nodes: Sequence[Node], keys: tuple[Hashable | None, ...], seconds: dict[str, float]
@@ -132,27 +166,49 @@ class Profile:
         return verdicts
 
     def prioritize(self, pod: Pod, nodes: Sequence[Node], reusable: bool = False) -> ScoreResult:
-        """``reusable`` as for ``filter``. Kept scores are shared by later requests: nobody may change them."""
+        """``reusable`` as for ``filter``."""
         keys = tuple(_reuse_key(entry.plugin, pod, reusable) for entry in self.scores)
+        return self._prioritize(pod, nodes, keys)[0]
+
+    def prioritize_names(self, pod: Pod, names: Sequence[str], source: NodeSource) -> ScoreResult:
+        """``prioritize`` for a node-name request (``names`` unique); kept scores are shared: nobody may change them.
+
+        Normalizing depends on every candidate, so the scores are kept for the candidate set, in whatever order
+        it comes (kube-scheduler's parallel filters hand the same candidates over in another order each cycle).
+        """
+        keys = tuple(_reuse_key(entry.plugin, pod, True) for entry in self.scores)
+        if None in keys:
+            return self._prioritize(pod, source.lookup(names), keys)[0]
+        generation = source.generation()
+        kept = self._scored.get(keys, generation)
+        if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
+            seconds = dict.fromkeys((entry.plugin.name for entry in self.scores), 0.0)
+            return ScoreResult(scores=kept.scores, by_plugin=dict(kept.by_plugin), seconds_by_plugin=seconds)
+        result, complete = self._prioritize(pod, source.lookup(names), keys)
+        if complete and result.error is None and source.generation() is generation:
+            # The names as the scores hold them: the answer's entries are found by the same string objects.
+            kept = KeptScores(frozenset(result.scores), dict(result.by_plugin), result.scores)
+            self._scored.put(keys, generation, kept)
+        return result
+
+    def _prioritize(
+        self, pod: Pod, nodes: Sequence[Node], keys: tuple[Hashable | None, ...]
+    ) -> tuple[ScoreResult, bool]:
+        """The result, and whether every node had the facts its plugins read."""
         seconds = dict.fromkeys((entry.plugin.name for entry in self.scores), 0.0)
-        # Normalizing depends on every candidate: the scores are kept for this candidate set, in whatever order it comes.
-        whole = reusable and None not in keys
-        if whole:
-            kept = self._scored.get(keys, nodes)
-            if kept is not None:
-                return ScoreResult(scores=kept[1], by_plugin=dict(kept[0]), seconds_by_plugin=seconds)
+        complete = True
         result = ScoreResult(scores={}, seconds_by_plugin=seconds)
         total_weight = 0
         weighted = dict.fromkeys(map(_name, nodes), 0)
         for entry, key, reused in zip(self.scores, keys, self._reused_scores):
             plugin = entry.plugin
             started = time.perf_counter()
-            scores, failure, complete = self._run_score(plugin, pod, nodes, key, reused)
+            scores, failure, whole = self._run_score(plugin, pod, nodes, key, reused)
             seconds[plugin.name] = time.perf_counter() - started
             if failure is not None:
                 result.error = failure
-                return result
-            whole = whole and complete
+                return result, False
+            complete = complete and whole
             if scores is None:  # skipped: facts unknown and the profile fails open
                 continue
             result.by_plugin[plugin.name] = scores
@@ -160,9 +216,7 @@ class Profile:
             for name, score in scores.items():
                 weighted[name] += entry.weight * score
         result.scores = _to_extender_priorities(weighted, total_weight)
-        if whole:
-            self._scored.put(keys, nodes, (dict(result.by_plugin), result.scores))
-        return result
+        return result, complete
 
     def preempt(self, pod: Pod, candidates: Mapping[str, Victims], nodes: Mapping[str, Node]) -> PreemptResult:
         """Keep the candidates where the pod would pass our filters and no plugin vetoes the victims.

@@ -1,29 +1,34 @@
-"""A plugin's per-node results kept across requests, for the Node objects a node source reuses.
+"""Results kept across requests, for the nodes a node source answers with.
 
 In node-name mode the node source answers every request with the same prebuilt
 Node objects until its cache refreshes, and most plugin work depends on the pod
-only through a small key (which rules apply to it). So a result is remembered
-per (key, node object): a warm request costs a few C-level passes over the
-nodes instead of a Python call per node.
+only through a small key (which rules apply to it). Two levels keep that work:
 
-Results are keyed by ``id(node)``, and every remembered node is kept alive by
-its entry, so an id can never be reused by another object while it is a key.
-A refresh replaces the Node objects whose facts changed (the kubernetes source
-keeps the others): only those are worked out again. A source that rebuilds
-them all makes the next request miss on most of them and start the entry
-afresh, which also lets the old objects go. Memory stays
-bounded: at most ``MAX_KEYS`` entries of at most ``MAX_NODES`` nodes each.
-Entries are replaced in one assignment and only ever grow by adding a node
-before its result, so concurrent requests at worst compute a result twice.
+- ``ReusedResults``: one plugin's result per (key, Node object). Results are
+  keyed by ``id(node)``, and every remembered node is kept alive by its entry,
+  so an id can never be reused by another object while it is a key. A refresh
+  replaces only the Node objects whose facts changed (the kubernetes source
+  keeps the others), so only those are worked out again.
+- ``PerGeneration``: a whole chain's verdict per node name (``KeptVerdicts``)
+  and a candidate set's scores (``KeptScores``), for one generation of the
+  source. A warm request then touches only the names it carries: a few
+  C-level passes over strings it has just decoded, no Node objects at all.
+
+Memory stays bounded: at most ``MAX_KEYS`` entries of at most ``MAX_NODES``
+nodes each. Entries are replaced in one assignment and only ever grow by
+adding a node before its result, so concurrent requests at worst compute a
+result twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import Generic, TypeVar
 
+from extender.framework.status import Status
 from extender.framework.types import Node
 
 T = TypeVar("T")
@@ -98,31 +103,49 @@ class ReusedResults(Generic[T]):
         return computed
 
 
-class ForSameNodes(Generic[T]):
-    """A value worked out from a whole candidate set (normalized scores and their sum), kept per key.
+class PerGeneration(Generic[T]):
+    """A value kept per key for one generation of a node source (``NodeSource.generation``); at most ``MAX_KEYS``.
 
-    Normalizing depends on every candidate, so a value is only handed back for exactly the Node objects it was worked
-    out from; in any order, as kube-scheduler's parallel filters hand the same feasible nodes over in a different
-    order each cycle. One C-level pass over the candidates' identities instead of thousands of scores. The entry keeps
-    those nodes alive, so their identities cannot pass to other objects; at most ``MAX_KEYS`` entries are kept.
+    Values are never changed once kept, only replaced in one assignment: concurrent requests at worst work a value
+    out twice. A value is kept with its generation, which it keeps alive, so an identity can never pass to another
+    object while it is a key.
     """
 
     MAX_KEYS = 16
 
     def __init__(self) -> None:
-        self._entries: dict[Hashable, tuple[tuple[Node, ...], set[int], T]] = {}
+        self._entries: dict[Hashable, tuple[object, T]] = {}
 
-    def get(self, key: Hashable, nodes: Sequence[Node]) -> T | None:
-        """``nodes`` are distinct objects (a request's node names are unique)."""
+    def get(self, key: Hashable, generation: object) -> T | None:
         entry = self._entries.get(key)
-        if entry is None:
-            return None
-        _, ids, value = entry
-        return value if len(ids) == len(nodes) and ids.issuperset(map(id, nodes)) else None
+        return entry[1] if entry is not None and entry[0] is generation else None
 
-    def put(self, key: Hashable, nodes: Sequence[Node], value: T) -> None:
-        if len(nodes) > ReusedResults.MAX_NODES:
-            return
+    def put(self, key: Hashable, generation: object, value: T) -> None:
         if len(self._entries) >= self.MAX_KEYS and key not in self._entries:
             self._entries = {}
-        self._entries[key] = (tuple(nodes), set(map(id, nodes)), value)
+        self._entries[key] = (generation, value)
+
+
+@dataclass(frozen=True)
+class KeptVerdicts:
+    """Each node name's verdict of a whole filter chain: Success for a name in ``decided`` unless ``rejected``."""
+
+    decided: frozenset[str] = frozenset()
+    rejected: Mapping[str, Status] = field(default_factory=dict)
+
+    def adding(self, nodes: Sequence[Node], rejected: Mapping[str, Status]) -> KeptVerdicts:
+        """These verdicts and those of ``nodes``; a node its source could not describe is made up anew each time."""
+        described = [node.name for node in nodes if node.why_unknown is None]
+        if len(self.decided) + len(described) > ReusedResults.MAX_NODES:
+            return KeptVerdicts()  # full: start afresh with the next request
+        refused = {name: rejected[name] for name in described if name in rejected}
+        return KeptVerdicts(self.decided.union(described), {**self.rejected, **refused} if refused else self.rejected)
+
+
+@dataclass(frozen=True)
+class KeptScores:
+    """The scores of one candidate set: normalizing depends on every candidate, so only that set may use them."""
+
+    names: frozenset[str]
+    by_plugin: Mapping[str, dict[str, int]]
+    scores: dict[str, int]

@@ -21,6 +21,14 @@ class NodeSource(Protocol):
         """Facts for ``names``, in order; a fact the source does not know stays ``None``."""
         ...
 
+    def generation(self) -> object:
+        """An object that stays the same while every name this source described keeps its Node object.
+
+        What was worked out per node name stays valid as long as the generation is the same object, so a warm
+        request need not look its nodes up at all. Like ``lookup``, it starts a refresh when the facts are old.
+        """
+        ...
+
 
 def unavailable(name: str, reason: str) -> Node:
     """Facts that may come later (the API is down or slow): the failurePolicy decides."""
@@ -47,8 +55,12 @@ class PerNameSource:
             return list(map(known.__getitem__, names))  # the warm path: one C-level pass
         except KeyError:
             if len(known) > self.MAX_REMEMBERED:
-                known.clear()
+                known = self._known = {}  # a new generation
             return [known.get(name) or known.setdefault(name, self.describe(name)) for name in names]
+
+    def generation(self) -> object:
+        """Adding a name leaves the others' Node objects alone: only starting afresh makes a new generation."""
+        return self._known
 
     def describe(self, name: str) -> Node:
         raise NotImplementedError

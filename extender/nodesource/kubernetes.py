@@ -107,14 +107,23 @@ class KubernetesNodes:
         return first
 
     def lookup(self, names: Sequence[str]) -> list[Node]:
-        snapshot = self._snapshot
-        now = self._clock()
-        if snapshot.listed_at is None or now - snapshot.listed_at > self._settings.cache_ttl:
-            self._refresh(now)
+        snapshot, now = self._current()
         try:
             return list(map(snapshot.nodes.__getitem__, names))  # the warm path: one C-level pass
         except KeyError:
             return self._lookup_unknown(names, now)
+
+    def generation(self) -> object:
+        """Each list's index: a refresh makes a new one (keeping the Node objects of unchanged nodes)."""
+        return self._current()[0].nodes
+
+    def _current(self) -> tuple[_Snapshot, float]:
+        """The snapshot to answer from, and the time; a refresh starts in the background when it is old."""
+        snapshot = self._snapshot
+        now = self._clock()
+        if snapshot.listed_at is None or now - snapshot.listed_at > self._settings.cache_ttl:
+            self._refresh(now)
+        return snapshot, now
 
     def _lookup_unknown(self, names: Sequence[str], now: float) -> list[Node]:
         refresh = self._refresh(now)

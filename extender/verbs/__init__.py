@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from marshmallow import Schema, ValidationError
 
 from extender.errors import RequestError
@@ -28,6 +29,10 @@ class Answer:
     pod: Pod | None = None
     # The profile's own result (per-node statuses with plugin names, per-plugin scores and times).
     result: FilterResult | ScoreResult | PreemptResult | None = None
+
+    def json(self) -> Any:
+        """The body as the scheduler reads it: parts kept encoded (echoed nodes, prioritize entries) decoded."""
+        return orjson.loads(orjson.dumps(self.body))
 
 
 def load_request(schema: Schema, payload: Any, what: str) -> Any:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import Any
 
-from extender.framework.profile import Profile
+from extender.framework.profile import FilterResult, Profile
 from extender.framework.status import Code
-from extender.framework.types import Facts, Node
+from extender.framework.types import Facts
 from extender.nodesource.base import NamesOnly, NodeSource
 from extender.verbs import Answer, load_request
 from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, ExtenderFilterResultSchema
@@ -16,22 +15,16 @@ from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, ExtenderFilt
 _NAMES_ONLY = NamesOnly()
 _args = ExtenderArgsSchema()
 _result = ExtenderFilterResultSchema()
-_name = attrgetter("name")
 
 
-def node_facts(args: ExtenderArgs, profile: Profile, source: NodeSource) -> list[Node]:
-    """Full-node requests carry their facts; node-name requests ask the source when a plugin needs more."""
-    if args.nodes is not None:
-        return args.nodes
-    names = args.node_names or []
-    return source.lookup(names) if profile.facts > Facts.NAME else _NAMES_ONLY.lookup(names)
+def names_source(profile: Profile, source: NodeSource) -> NodeSource:
+    """Where a node-name request's facts come from: the policy's source only when a plugin needs more than names."""
+    return source if profile.facts > Facts.NAME else _NAMES_ONLY
 
 
 def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
-    nodes = node_facts(args, profile, source)
-    # A node source's nodes (node-name requests) are the same objects from request to request.
-    result = profile.filter(args.pod, nodes, reusable=not args.full_nodes)
+    result = _filter(args, profile, source)
     failed = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE}
     unresolvable = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
     answer: dict[str, Any] = {
@@ -39,15 +32,24 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
         "FailedAndUnresolvableNodes": unresolvable,
         "Error": result.error.reason if result.error else "",
     }
-    if args.full_nodes:
-        answer["Nodes"] = {"metadata": {}, "items": [node.raw for node in result.feasible]}
+    if args.nodes is not None:
+        feasible = set(result.feasible)
+        answer["Nodes"] = {"metadata": {}, "items": [node.raw for node in args.nodes if node.name in feasible]}
+        nodes_in = len(args.nodes)
     else:
-        answer["NodeNames"] = list(map(_name, result.feasible))
+        answer["NodeNames"] = result.feasible
+        nodes_in = len(args.node_names or ())
     return Answer(
         _result.dump(answer),
         error=answer["Error"],
-        nodes_in=len(nodes),
+        nodes_in=nodes_in,
         nodes_out=len(result.feasible),
         pod=args.pod,
         result=result,
     )
+
+
+def _filter(args: ExtenderArgs, profile: Profile, source: NodeSource) -> FilterResult:
+    if args.nodes is not None:  # full-node requests carry their facts
+        return profile.filter(args.pod, args.nodes)
+    return profile.filter_names(args.pod, args.node_names or [], names_source(profile, source))

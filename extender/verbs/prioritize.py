@@ -8,50 +8,56 @@ answers neutral zeros (the same effect) and says why in the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter
 from typing import Any
 
-from extender.framework.profile import MIN_EXTENDER_PRIORITY, Profile
-from extender.framework.types import Node
+import orjson
+
+from extender.framework.profile import MIN_EXTENDER_PRIORITY, Profile, ScoreResult
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
-from extender.verbs.filter import node_facts
-from extender.wire.schemas import ExtenderArgsSchema, HostPrioritySchema
+from extender.verbs.filter import names_source
+from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, HostPrioritySchema
 
 _args = ExtenderArgsSchema()
 _result = HostPrioritySchema(many=True)
-_name = attrgetter("name")
-# The answer entries of the last scores, by node name: a profile hands back the same scores object for the same
-# candidates, and then each node's entry is the same too, only the order of the request is new. Holding the scores
-# keeps their identity theirs.
-_last: tuple[dict[str, int], dict[str, Any]] = ({}, {})
+# The encoded answer entries of the last scores, by node name: a profile hands back the same scores object for the
+# same candidates, and then each node's entry is the same too, only the order of the request is new. Holding the
+# scores keeps their identity theirs.
+_last: tuple[dict[str, int], dict[str, bytes]] = ({}, {})
 
 
 def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
-    nodes = node_facts(args, profile, source)
-    result = profile.prioritize(args.pod, nodes, reusable=not args.full_nodes)
+    names = [node.name for node in args.nodes] if args.nodes is not None else args.node_names or []
+    result = _prioritize(args, profile, source)
     if result.error is not None:
-        zeros = [{"Host": node.name, "Score": MIN_EXTENDER_PRIORITY} for node in nodes]
+        zeros = [{"Host": name, "Score": MIN_EXTENDER_PRIORITY} for name in names]
         reason = result.error.reason
         return Answer(
             _result.dump(zeros),
             headers={"X-Extender-Error": reason},
             error=reason,
-            nodes_in=len(nodes),
+            nodes_in=len(names),
             pod=args.pod,
             result=result,
         )
     return Answer(
-        _answer(result.scores, nodes), nodes_in=len(nodes), nodes_out=len(result.scores), pod=args.pod, result=result
+        _answer(result.scores, names), nodes_in=len(names), nodes_out=len(result.scores), pod=args.pod, result=result
     )
 
 
-def _answer(scores: dict[str, int], nodes: Sequence[Node]) -> list[Any]:
-    """One entry per node, in the request's order."""
+def _prioritize(args: ExtenderArgs, profile: Profile, source: NodeSource) -> ScoreResult:
+    if args.nodes is not None:  # full-node requests carry their facts
+        return profile.prioritize(args.pod, args.nodes)
+    return profile.prioritize_names(args.pod, args.node_names or [], names_source(profile, source))
+
+
+def _answer(scores: dict[str, int], names: Sequence[str]) -> orjson.Fragment:
+    """One entry per node, in the request's order, joined from entries encoded once per scores object."""
     global _last
-    last_scores, entries = _last
+    last_scores, encoded = _last
     if scores is not last_scores:
-        entries = dict(zip(scores, _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])))
-        _last = (scores, entries)
-    return list(map(entries.__getitem__, map(_name, nodes)))
+        entries = _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])
+        encoded = dict(zip(scores, map(orjson.dumps, entries)))
+        _last = (scores, encoded)
+    return orjson.Fragment(b"[%b]" % b",".join(map(encoded.__getitem__, names)))
