@@ -19,7 +19,7 @@ from flask import Request, Response
 from extender.app import Extender
 from extender.errors import ConfigError
 from extender.logs import setup_logging
-from extender.memory import hold_mmap_threshold
+from extender.memory import hold_malloc_thresholds
 from extender.policy.loader import PolicyError
 
 setup_logging()
@@ -29,7 +29,7 @@ except (PolicyError, ConfigError) as exc:
     # The problems, one per line, without a traceback: this is what the deployment's log shows.
     raise SystemExit(f"extender cannot start: {exc}") from None
 # For the requests, not for start-up: the node list's buffers come faster from the heap. gunicorn's worker inherits it.
-hold_mmap_threshold()
+hold_malloc_thresholds()
 gc.freeze()
 gc.enable()
 
