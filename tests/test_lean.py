@@ -79,6 +79,33 @@ def test_what_the_full_decoder_refuses_is_left_to_it(body):
     assert decode_extender_args(body) is None
 
 
+def _with(path: tuple[str, ...], value: bytes) -> bytes:
+    request = copy.deepcopy(FULL)
+    target = request
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = "VALUE"
+    return orjson.dumps(request).replace(b'"VALUE"', value)
+
+
+@pytest.mark.parametrize(
+    ("path", "above"),
+    [(("Pod", "spec", "x"), 3), (("Nodes", "metadata", "x"), 3), (("Extra",), 1), (("Nodes", "extra"), 2)],
+    ids=["in the pod", "in the node list's metadata", "in an unknown field", "in an unknown node list field"],
+)
+def test_every_part_of_the_body_is_measured_for_depth(path, above):
+    deepest = b'{"a":' * (MAX_DEPTH - above) + b"1" + b"}" * (MAX_DEPTH - above)
+    too_deep = b'{"a":' * (MAX_DEPTH - above + 1) + b"1" + b"}" * (MAX_DEPTH - above + 1)
+    assert decode_extender_args(_with(path, too_deep)) is None
+    fits = decode_extender_args(_with(path, deepest))
+    assert (fits is not None) == (path[-1] == "x")  # unknown fields are left to the full decoder, which measures them
+
+
+def test_unknown_fields_are_left_to_the_full_decoder_even_when_their_names_are_not_utf8():
+    assert decode_extender_args(_with(("Extra",), b"1")) is None
+    assert decode_extender_args(_with(("Extra",), b"1").replace(b'"Extra"', b'"\xfeExtra"')) is None
+
+
 @pytest.mark.parametrize(
     "node_field",
     [

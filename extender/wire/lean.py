@@ -41,11 +41,13 @@ class _Node(msgspec.Struct):
     metadata: _Metadata | None = None
 
 
-class _NodeList(msgspec.Struct):
+# Unknown fields are left to the full decoder: every part of the body is measured for depth, and these are all.
+class _NodeList(msgspec.Struct, forbid_unknown_fields=True):
+    metadata: msgspec.Raw = _NULL
     items: list[msgspec.Raw] | None = None
 
 
-class _Args(msgspec.Struct):
+class _Args(msgspec.Struct, forbid_unknown_fields=True):
     Pod: msgspec.Raw = _NULL
     Nodes: _NodeList | None = None
     NodeNames: msgspec.Raw = _NULL
@@ -66,7 +68,8 @@ class _NodeListPage(msgspec.Struct):
 _decode_args = msgspec.json.Decoder(_Args).decode
 _decode_node = msgspec.json.Decoder(_Node).decode
 _decode_node_list = msgspec.json.Decoder(_NodeListPage).decode
-_NOT_LEAN = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError)
+# UnicodeDecodeError: msgspec quotes an unknown field's name in its message, and that name may not be UTF-8.
+_NOT_LEAN = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError, UnicodeDecodeError)
 
 
 def decode_extender_args(body: bytes) -> dict[str, Any] | None:
@@ -77,16 +80,21 @@ def decode_extender_args(body: bytes) -> dict[str, Any] | None:
             return None
         if args.NodeNameToVictims != _NULL or args.NodeNameToMetaVictims != _NULL:
             return None
-        if not _valid_text(body) or not _within_depth(body, MAX_DEPTH):
+        encoded = args.Nodes.items
+        if encoded is not None and len(encoded) > MAX_NODES:
+            return None
+        # Levels above each part: the request {}, then Nodes {}, then items [].
+        parts = ((args.Pod, 1), (args.NodeNames, 1), (args.Nodes.metadata, 2))
+        if not _valid_text(body) or not all(_within_depth(raw, MAX_DEPTH - above) for raw, above in parts):
             return None
         payload: dict[str, Any] = {"Pod": _loads(args.Pod), "NodeNames": _loads(args.NodeNames)}
         names = payload["NodeNames"]
         if isinstance(names, (list, dict)) and len(names) > MAX_NODES:
             return None
-        encoded = args.Nodes.items
-        if encoded is not None and len(encoded) > MAX_NODES:
+        nodes = None if encoded is None else [_node(raw) for raw in encoded]
+        if nodes is not None and None in nodes:
             return None
-        payload["Nodes"] = {"items": None if encoded is None else [_node(raw) for raw in encoded]}
+        payload["Nodes"] = {"items": nodes}
         return payload
     except _NOT_LEAN:
         return None
@@ -109,7 +117,10 @@ def decode_node_list(body: bytes) -> dict[str, Any] | None:
         return None
 
 
-def _node(raw: msgspec.Raw) -> EncodedNode:
+def _node(raw: msgspec.Raw) -> EncodedNode | None:
+    """None when the node nests deeper than the limit allows (it sits 3 levels down)."""
+    if not _within_depth(raw, MAX_DEPTH - 3):
+        return None
     return EncodedNode(_facts(_decode_node(raw).metadata), orjson.Fragment(bytes(raw)))
 
 
@@ -136,15 +147,17 @@ def _valid_text(body: bytes) -> bool:
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 
-def _within_depth(body: bytes, limit: int) -> bool:
-    """Whether no container sits deeper than ``limit`` levels, without building the document.
+def _within_depth(value: msgspec.Raw, limit: int) -> bool:
+    """Whether no container in ``value`` sits deeper than ``limit`` levels, without building the document.
 
     Formatted with one space of indent per level, the members of a container
     at level L start L spaces in: a container deeper than ``limit`` is a
     ``{``/``[`` (or a key whose value opens one) starting ``limit`` spaces
-    in, or makes some line start further in.
+    in, or makes some line start further in. The body is measured part by
+    part: one node's rendering at a time fits the heap, the whole body's
+    (1.4 times its size) would be fresh pages for every request.
     """
-    formatted = msgspec.json.format(body, indent=1)
+    formatted = msgspec.json.format(value, indent=1)
     margin = b"\n" + b" " * limit
     at = formatted.find(margin)
     while at != -1:
