@@ -17,7 +17,7 @@ from extender.policy.loader import parse_policy
 from tests.plugin_helpers import ListedNodes, build, node, pod
 
 POLICY = """
-nodeCacheCapable: false  # full nodes in the policy's eyes: the tests hand the profile its nodes
+nodeCacheCapable: false  # the tests hand the profile its nodes, or a node source of their own
 profiles:
 - name: default
   plugins:
@@ -206,6 +206,13 @@ def test_each_names_whole_verdict_is_kept_and_only_new_names_are_looked_up():
     other_pod = reusing.filter_names(pod(namespace="ml"), names, source)  # another key: the gpu rule is not his
     assert other_pod.feasible == ["n-1", "n-2", "n-4"]
     assert source.looked_up == [5, 4]  # a new list is a new generation: its names are looked up once
+
+
+def test_a_profile_without_filters_passes_every_name_without_looking_any_up():
+    source = ListedNodes([node("n-1")])
+    result = Profile("p").filter_names(pod(), ["n-1", "unlisted"], source)
+    assert result.feasible == ["n-1", "unlisted"] and not result.rejected and result.error is None
+    assert source.looked_up == []
 
 
 def test_a_new_generation_is_seen_by_the_next_request():

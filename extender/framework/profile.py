@@ -116,8 +116,10 @@ class Profile:
         A node's verdict depends on the pod only through the filter plugins' keys, so it is kept per name for the
         source's generation when every plugin has a key. A node its source could not describe is never kept.
         """
+        if not self.filters:  # every node passes: nothing to look up (nor to wait for, on a name the source lacks)
+            return FilterResult(feasible=list(names))
         keys = tuple(_reuse_key(plugin, pod, True) for plugin in self.filters)
-        if not self.filters or None in keys:
+        if None in keys:
             return self.filter(pod, source.lookup(names), reusable=True)
         generation = source.generation()
         kept = self._verdicts.get(keys, generation) or KeptVerdicts()
