@@ -29,8 +29,8 @@ from bench.workload import Workload
 from extender.kube import client_from_environment
 from extender.nodesource.base import NamesOnly
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
-from tests.certs import CertificateAuthority
-from tests.fake_apiserver import FakeApiServer
+from testkit.certs import CertificateAuthority
+from testkit.fake_apiserver import FakeApiServer
 
 POLICY = """
 failurePolicy: Fail

@@ -15,7 +15,7 @@ import orjson
 from bench.client import Connection
 from bench.servers import ROOT, THREADS, NodeListAPI, Server, ServerSpec, function_spec, wsgi_spec
 from bench.workload import Workload
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 
 VERBS = ("filter", "prioritize")
 ALL_PLUGINS_POLICY = ROOT / "bench" / "policy-all.yaml"

@@ -19,8 +19,8 @@ import requests
 from flask.testing import FlaskClient
 
 if TYPE_CHECKING:  # imported by the fixtures themselves: cryptography costs every other test run time
-    from tests.certs import CertificateAuthority
-    from tests.fake_apiserver import FakeApiServer
+    from testkit.certs import CertificateAuthority
+    from testkit.fake_apiserver import FakeApiServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,16 +104,16 @@ def served_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def test_ca() -> CertificateAuthority:
-    """One certificate authority per session (tests.certs), for every TLS test."""
-    from tests.certs import CertificateAuthority
+    """One certificate authority per session (testkit.certs), for every TLS test."""
+    from testkit.certs import CertificateAuthority
 
     return CertificateAuthority()
 
 
 @pytest.fixture
 def apiserver(test_ca: CertificateAuthority, tmp_path: Path) -> Iterator[FakeApiServer]:
-    """A Kubernetes API server (tests.fake_apiserver) over HTTPS with a certificate from ``test_ca``."""
-    from tests.fake_apiserver import FakeApiServer
+    """A Kubernetes API server (testkit.fake_apiserver) over HTTPS with a certificate from ``test_ca``."""
+    from testkit.fake_apiserver import FakeApiServer
 
     with FakeApiServer.serving(test_ca, tmp_path) as server:
         yield server

@@ -1,4 +1,4 @@
-"""The kube-scheduler v1.28 recordings in ../shared/fixtures, as Python objects."""
+"""The kube-scheduler v1.28 recordings in tests/fixtures (see its README), as Python objects."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(
-    os.environ.get("EXTENDER_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kube-scheduler-v1.28")
-)
+FIXTURES = Path(os.environ.get("EXTENDER_FIXTURES", Path(__file__).resolve().parent / "fixtures" / "kube-scheduler-v1.28"))
 
 
 @dataclass(frozen=True)

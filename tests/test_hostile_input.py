@@ -45,7 +45,7 @@ from schemathesis.specs.openapi.checks import (
 from extender.body import MAX_DEPTH, MAX_NODES
 from tests.conftest import ROOT, serving
 from tests.recordings import exchanges
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 from tests.test_limits import nested
 
 OPENAPI = ROOT / "docs" / "openapi.yaml"

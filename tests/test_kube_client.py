@@ -11,9 +11,9 @@ from extender.kube import client_from_environment
 from extender.kube.client import PAGE_SIZE, KubeClient
 from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
-from tests.certs import CertificateAuthority
+from testkit.certs import CertificateAuthority
 from tests.conftest import free_port
-from tests.fake_apiserver import TOKEN, node, pod
+from testkit.fake_apiserver import TOKEN, node, pod
 
 
 def client(apiserver, **overrides: str) -> KubeClient:

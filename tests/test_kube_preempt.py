@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from tests.conftest import free_port
-from tests.fake_apiserver import pod
+from testkit.fake_apiserver import pod
 
 PREEMPTOR = {"metadata": {"name": "high-1", "namespace": "default", "uid": "u-high"}, "spec": {"priority": 1000}}
 

@@ -14,7 +14,7 @@ from extender.kube import client_from_environment
 from extender.kube.client import KubeClient
 from extender.kube.errors import KubeError
 from tests.conftest import ROOT
-from tests.fake_apiserver import USER
+from testkit.fake_apiserver import USER
 
 MANIFEST = ROOT / "deploy" / "kubernetes" / "extender-rbac.yaml"
 

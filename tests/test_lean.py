@@ -15,7 +15,7 @@ from extender.body import MAX_DEPTH
 from extender.wire.lean import decode_extender_args, decode_node_list
 from extender.wire.schemas import ExtenderArgsSchema
 from tests.recordings import exchanges
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 
 ARGS = [e for e in exchanges() if e.verb in ("filter", "prioritize")]
 FULL = next(e for e in ARGS if e.verb == "filter" and not e.node_cache_capable).request

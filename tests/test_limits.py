@@ -11,7 +11,7 @@ import pytest
 
 from extender.body import MAX_DEPTH, MAX_NODES
 from tests.recordings import exchanges
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 
 FULL = next(e for e in exchanges() if e.verb == "filter" and not e.node_cache_capable).request
 NAMES = next(e for e in exchanges() if e.verb == "filter" and e.node_cache_capable).request

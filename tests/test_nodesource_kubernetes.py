@@ -17,7 +17,7 @@ from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.plugins.nodelabelpolicy import NodeLabelPolicy
 from extender.plugins.topologypreference import TopologyPreference
 from tests.conftest import free_port
-from tests.fake_apiserver import node, wait_for
+from testkit.fake_apiserver import node, wait_for
 from tests.plugin_helpers import build
 
 POD = Pod(uid="u1", name="web-1", namespace="default", labels={}, annotations={})

@@ -13,7 +13,7 @@ from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.nodesource.names import GkeNodeNames
 from extender.nodesource.static import StaticInventory
 from extender.policy.loader import PolicyError, parse_policy
-from tests.fake_apiserver import node
+from testkit.fake_apiserver import node
 
 PROFILES = """
 profiles:

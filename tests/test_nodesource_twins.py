@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.recordings import Exchange, exchanges
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 
 TWINS = [
     ("a-nodecache-false", "b-nodecache-true"),

@@ -15,7 +15,7 @@ from extender.framework.types import Facts, VictimFacts
 from extender.policy.loader import EMBEDDED, PolicyError, load_policy, parse_policy
 from tests.readme import code_blocks, policy_section
 from tests.recordings import exchanges
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 
 DEFAULT_YAML = Path(policy_package.__file__).with_name("default.yaml")
 

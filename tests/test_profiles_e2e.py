@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from tests.recordings import FIXTURES, exchanges
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 
 POLICY = """
 apiVersion: extender.scheduling.gcf/v1alpha1

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import make_client
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 
 POLICY = """
 # InstanceCost reads node labels: node-name requests get its Error, full-node requests its scores.

@@ -9,7 +9,7 @@ import requests
 
 from tests.conftest import ROOT
 from tests.recordings import exchanges
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 
 EXCHANGES = exchanges()
 

@@ -16,7 +16,7 @@ from extender.wire.scheduler_config import (
     ExtendersSchema,
     extended_resource_name_errors,
 )
-from tests.certs import CertificateAuthority
+from testkit.certs import CertificateAuthority
 from tests.recordings import FIXTURES
 
 URL = "https://scheduler-extender-x7k2p9q4ra-uc.a.run.app/q8ZrT2vLw5NcY7bK1mXf4HsJ9dGp3aEu"

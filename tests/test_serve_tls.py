@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import pytest
 import requests
 
-from tests.certs import CertificateAuthority
+from testkit.certs import CertificateAuthority
 from tests.conftest import ROOT, free_port
 from tests.recordings import exchanges
-from tests.scheduler_checks import check_answer
+from testkit.scheduler_checks import check_answer
 
 FILTER = next(e for e in exchanges() if e.verb == "filter")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.certs import CertificateAuthority
+from testkit.certs import CertificateAuthority
 from tests.terraform.scenarios import OUTPUTS, module_arguments
 from tests.terraform.support import run_terraform
 

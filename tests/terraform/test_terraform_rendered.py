@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from extender.wire.scheduler_config import ExtendersSchema
-from tests.certs import CertificateAuthority, Issued
+from testkit.certs import CertificateAuthority, Issued
 from tests.terraform.scenarios import CALLER_TOKEN, FUNCTION_URL, KUBERNETES_VERSION, SCENARIOS
 
 # Fields of KubeSchedulerConfiguration v1 and of the component-base structs it embeds

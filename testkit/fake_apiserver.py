@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.certs import CertificateAuthority
+from testkit.certs import CertificateAuthority
 
 TOKEN = "extender-test-token"
 USER = "system:serviceaccount:scheduler-extender:gcf-scheduler-extender"
