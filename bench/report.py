@@ -1,4 +1,4 @@
-"""The results as a table (text, as printed and pasted into the README), the targets, and a JSON record."""
+"""The results as a table (text, as printed and pasted into docs/performance.md), the targets, and a JSON record."""
 
 from __future__ import annotations
 

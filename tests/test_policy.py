@@ -367,5 +367,5 @@ def test_every_documented_plugin_snippet_loads(snippet):
 def test_every_built_in_plugin_is_documented_in_the_readme():
     section = policy_section()
     for name in POINT:
-        assert f"#### {name} (" in section
+        assert f"### {name} (" in section
     assert {yaml.safe_load(block)[0]["name"] for block in code_blocks("yaml", "Built-in plugins")} == set(POINT)
