@@ -4,7 +4,7 @@
 locals {
   decision_log_filter = join(" AND ", [
     "resource.type=\"cloud_run_revision\"",
-    "resource.labels.service_name=\"${var.name}\"",
+    "resource.labels.service_name=\"${var.function_name}\"",
     "jsonPayload.event=\"extender.decision\"",
   ])
   metric_labels = {
@@ -19,7 +19,7 @@ resource "google_logging_metric" "requests" {
   count = var.monitoring_enabled ? 1 : 0
 
   project     = var.project_id
-  name        = "${var.name}/requests"
+  name        = "${var.function_name}/requests"
   description = "Requests kube-scheduler sent to the extender, by verb, profile and HTTP status."
   filter      = local.decision_log_filter
 
@@ -39,14 +39,14 @@ resource "google_logging_metric" "requests" {
   }
   label_extractors = merge(local.metric_label_extractors, { status = "EXTRACT(jsonPayload.status)" })
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_logging_metric" "errors" {
   count = var.monitoring_enabled ? 1 : 0
 
   project     = var.project_id
-  name        = "${var.name}/errors"
+  name        = "${var.function_name}/errors"
   description = "Answers that carried an error (failed the scheduling attempt unless ignorable), by verb and profile."
   filter      = "${local.decision_log_filter} AND jsonPayload.error:*"
 
@@ -66,14 +66,14 @@ resource "google_logging_metric" "errors" {
   }
   label_extractors = local.metric_label_extractors
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_logging_metric" "latency" {
   count = var.monitoring_enabled ? 1 : 0
 
   project         = var.project_id
-  name            = "${var.name}/latency"
+  name            = "${var.function_name}/latency"
   description     = "Time the function spent on a request (durationMs), by verb and profile; kube-scheduler's httpTimeout is ${var.http_timeout}."
   filter          = local.decision_log_filter
   value_extractor = "EXTRACT(jsonPayload.durationMs)"
@@ -103,7 +103,7 @@ resource "google_logging_metric" "latency" {
     }
   }
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
 }
 
 # A new log-based metric takes a while to become known to Cloud Monitoring; an alert policy naming it before then is
@@ -122,7 +122,7 @@ resource "google_monitoring_alert_policy" "extender" {
   count = var.monitoring_enabled ? 1 : 0
 
   project               = var.project_id
-  display_name          = "${var.name}: scheduler extender slow or failing"
+  display_name          = "${var.function_name}: scheduler extender slow or failing"
   combiner              = "OR"
   notification_channels = var.notification_channels
   user_labels           = var.labels
@@ -174,7 +174,7 @@ resource "google_monitoring_alert_policy" "extender" {
   documentation {
     mime_type = "text/markdown"
     content   = <<-EOT
-      kube-scheduler calls the extender `${var.name}` synchronously with httpTimeout ${var.http_timeout} and no retry.
+      kube-scheduler calls the extender `${var.function_name}` synchronously with httpTimeout ${var.http_timeout} and no retry.
       A filter or bind call that errs or times out fails that scheduling attempt${var.ignorable ? " (the extender is ignorable: the pod is scheduled without it)" : ""};
       a prioritize error is dropped silently by the scheduler.
 
