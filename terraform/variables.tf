@@ -461,7 +461,7 @@ variable "managed_resources" {
 }
 
 variable "percentage_of_nodes_to_score" {
-  description = "Share of feasible nodes the scheduler collects before scoring (0-100). 100: the extender sees every feasible node. null: the scheduler's adaptive default."
+  description = "Share of feasible nodes the scheduler collects before scoring (0-100), set on the extender's profile only (Kubernetes >= 1.27). 100: the extender sees every feasible node. null: the scheduler's adaptive default; required with scheduler_name = \"default-scheduler\"."
   type        = number
   default     = 100
 }

@@ -14,4 +14,6 @@ module "extender" {
   kubeconfig                 = "/etc/kubernetes/scheduler.conf"
   managed_resources          = [{ name = "example.com/gpu" }]
   ignorable                  = true
+  # The default scheduler places every pod: keep its own node sampling.
+  percentage_of_nodes_to_score = null
 }
