@@ -515,3 +515,27 @@ variable "alert_latency_ratio" {
     error_message = "alert_latency_ratio must be in (0, 1]."
   }
 }
+
+variable "alert_window_minutes" {
+  description = "Window the alerts count over: errors and refused calls alert when alert_error_count of them fall within it, latency when p99 stays high for that long."
+  type        = number
+  default     = 5
+  nullable    = false
+
+  validation {
+    condition     = floor(var.alert_window_minutes) == var.alert_window_minutes && var.alert_window_minutes >= 1 && var.alert_window_minutes <= 60
+    error_message = "alert_window_minutes must be a whole number of minutes from 1 to 60."
+  }
+}
+
+variable "alert_error_count" {
+  description = "Errors (or refused, failed or unauthenticated scheduler calls) within alert_window_minutes that open an incident. Above 1, so that a single stray failure never pages."
+  type        = number
+  default     = 3
+  nullable    = false
+
+  validation {
+    condition     = floor(var.alert_error_count) == var.alert_error_count && var.alert_error_count >= 1
+    error_message = "alert_error_count must be a whole number of at least 1."
+  }
+}

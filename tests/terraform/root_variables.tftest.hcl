@@ -312,3 +312,29 @@ run "network_tags_without_a_network" {
   variables { direct_vpc_network_tags = ["scheduler-extender"] }
   expect_failures = [var.direct_vpc_network_tags]
 }
+
+# --- Alerts count over a window -----------------------------------------------------------------------------------------
+
+run "alert_window_of_zero_minutes" {
+  command = plan
+  variables { alert_window_minutes = 0 }
+  expect_failures = [var.alert_window_minutes]
+}
+
+run "alert_window_beyond_an_hour" {
+  command = plan
+  variables { alert_window_minutes = 61 }
+  expect_failures = [var.alert_window_minutes]
+}
+
+run "alert_error_count_zero" {
+  command = plan
+  variables { alert_error_count = 0 }
+  expect_failures = [var.alert_error_count]
+}
+
+run "alert_error_count_not_whole" {
+  command = plan
+  variables { alert_error_count = 2.5 }
+  expect_failures = [var.alert_error_count]
+}

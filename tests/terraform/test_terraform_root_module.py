@@ -15,7 +15,7 @@ import pytest
 
 from extender.decision import EVENT, decision_fields
 from extender.policy.loader import load_policy
-from extender.routing import CALLER_TOKEN_ENV, Route
+from extender.routing import CALLER_TOKEN_ENV, Route, Router
 from extender.verbs import Answer
 from tests.terraform.support import REPO, ROOT_MODULE, SCHEDULER_CONFIG, load_module, named, resources, run_terraform
 
@@ -329,28 +329,84 @@ def test_log_based_metrics_read_the_decision_log_entry() -> None:
     assert _code(f'jsonPayload.event=\\"{EVENT}\\"') in filter_
     assert _code('resource.type=\\"cloud_run_revision\\"') in filter_
     assert _code('resource.labels.service_name=\\"${var.function_name}\\"') in filter_
-    errors = RESOURCES[("google_logging_metric", "errors")]
-    assert errors["filter"] == "${local.decision_log_filter} AND jsonPayload.error:*"
+    assert RESOURCES[("google_logging_metric", "errors")]["filter"] == "${local.errors_log_filter}"
+    assert RESOURCES[("google_logging_metric", "unauthenticated")]["filter"] == "${local.unauthenticated_log_filter}"
     latency = RESOURCES[("google_logging_metric", "latency")]
     assert latency["value_extractor"] == "EXTRACT(jsonPayload.durationMs)"
     assert _block(latency, "metric_descriptor")["value_type"] == "DISTRIBUTION"
     # The fields the filters and extractors read are those the function logs.
     fields = decision_fields(Route("filter", "default"), Answer(body=None, error="plugin failed"), 0.012, 5.0, method="POST", path="/filter")
-    assert {"event", "verb", "profile", "status", "durationMs", "budgetMs", "error"} <= set(fields)
-    assert isinstance(fields["durationMs"], float)
+    assert {"event", "verb", "profile", "status", "durationMs", "budgetMs", "error", "method", "path"} <= set(fields)
+    assert isinstance(fields["durationMs"], float) and isinstance(fields["status"], int)
     assert "error" not in decision_fields(Route("filter", "default"), Answer(body=None), 0.012, 5.0, method="POST", path="/filter")
 
 
-def test_alert_policy_watches_latency_against_the_timeout_and_errors() -> None:
+def test_unauthenticated_requests_are_kept_apart_from_errors() -> None:
+    """A 404 is what a request without the token gets: internet probes must never count as the scheduler's errors."""
+    assert LOCALS["errors_log_filter"] == "${local.decision_log_filter} AND jsonPayload.error:* AND jsonPayload.status!=404"
+    assert LOCALS["unauthenticated_log_filter"] == "${local.decision_log_filter} AND jsonPayload.status=404"
+
+
+def test_verb_path_label_reads_the_redacted_path_of_a_wrong_token_call() -> None:
+    """The label extractor's regex, applied to what the function logs for a scheduler call with a wrong token."""
+    extractor = RESOURCES[("google_logging_metric", "unauthenticated")]["label_extractors"]["verb_path"]
+    pattern = re.fullmatch(r'REGEXP_EXTRACT\(jsonPayload\.path, \\?"(.+)\\?"\)', extractor)
+    assert pattern, extractor
+    router = Router({"default"}, {"scheduler-extender"}, "r1ght-t0ken-r1ght-t0ken-r1ght-t0ken")
+    regex = pattern.group(1).replace("\\\\", "\\")
+    assert re.search(regex, router.redact("/scheduler-extender/0ld-t0ken-0ld-t0ken-0ld-t0ken/default/filter")).group(1) == "filter"
+    assert re.search(regex, router.redact("/wp-login.php")) is None
+
+
+ALERTS = LOCALS["alerts"]
+
+
+def test_every_alert_has_a_runbook_and_its_own_policy() -> None:
+    assert set(ALERTS) == {"errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed", "latency", "cloud_run_latency"}
     policy = RESOURCES[("google_monitoring_alert_policy", "extender")]
-    latency, errors = (condition["condition_threshold"][0] for condition in policy["conditions"])
-    assert "google_logging_metric.latency[0].name" in latency["filter"]
-    assert _expression(latency["threshold_value"]) == _code("local.latency_threshold_ms")
-    assert _expression(LOCALS["latency_threshold_ms"]) == _code("module.scheduler_config.http_timeout_ms * var.alert_latency_ratio")
-    assert _block(latency, "aggregations")["per_series_aligner"] == "ALIGN_PERCENTILE_99"
-    assert "google_logging_metric.errors[0].name" in errors["filter"]
-    assert (errors["comparison"], errors["threshold_value"]) == ("COMPARISON_GT", 0)
+    assert _expression(policy["for_each"]) == _code("var.monitoring_enabled ? local.alerts : {}")
+    assert "each.value.runbook" in _block(policy, "documentation")["content"]
     assert _expression(policy["notification_channels"]) == _code("var.notification_channels")
+    for name, alert in ALERTS.items():
+        assert len(alert["runbook"].strip().splitlines()) >= 2, name
+
+
+def test_count_alerts_fire_on_a_rate_over_the_window_never_on_one_event() -> None:
+    policy = RESOURCES[("google_monitoring_alert_policy", "extender")]
+    threshold = _block(_block(policy, "conditions"), "condition_threshold")
+    assert _expression(_block(threshold, "aggregations")["alignment_period"]) == _code("local.alert_window")
+    assert LOCALS["alert_window"] == "${var.alert_window_minutes * 60}s"
+    for name in ("errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed"):
+        alert = ALERTS[name]
+        assert (alert["aligner"], alert["reducer"]) == ("ALIGN_SUM", "REDUCE_SUM"), name
+        assert _expression(alert["threshold"]) == _code("var.alert_error_count - 1"), name
+    assert VARIABLES["alert_error_count"]["default"] > 1
+    assert threshold["comparison"] == "COMPARISON_GT"
+
+
+def test_cloud_runs_own_answers_are_watched() -> None:
+    """429, 413 and 5xx (timeouts included) never reach the function's log: Cloud Run's request metrics see them."""
+    refused, failed = _expression(ALERTS["cloud_run_refused"]["filter"]), _expression(ALERTS["cloud_run_failed"]["filter"])
+    for filter_ in (refused, failed):
+        assert _code('metric.type="run.googleapis.com/request_count"') in filter_
+        assert filter_.startswith(_code("${local.cloud_run_filter}"))
+    assert _code('metric.label.response_code_class="4xx" AND NOT metric.label.response_code="404"') in refused
+    assert _code('metric.label.response_code_class="5xx"') in failed
+    assert "429" in ALERTS["cloud_run_refused"]["runbook"] and "504" in ALERTS["cloud_run_failed"]["runbook"]
+    rejected = _expression(ALERTS["rejected_calls"]["filter"])
+    assert _code('metric.label.method="POST"') in rejected and "verb_path" in rejected
+    assert LOCALS["cloud_run_filter"] == 'resource.type="cloud_run_revision" AND resource.labels.service_name="${var.function_name}"'
+
+
+@pytest.mark.parametrize("name", ["latency", "cloud_run_latency"])
+def test_latency_alerts_compare_p99_with_the_timeout(name: str) -> None:
+    alert = ALERTS[name]
+    assert alert["aligner"] == "ALIGN_PERCENTILE_99"
+    assert _expression(alert["threshold"]) == _code("local.latency_threshold_ms")
+    assert _expression(alert["duration"]) == _code("local.alert_window")
+    assert _expression(LOCALS["latency_threshold_ms"]) == _code("module.scheduler_config.http_timeout_ms * var.alert_latency_ratio")
+    metric = 'metric.type="run.googleapis.com/request_latencies"' if name == "cloud_run_latency" else "/${var.function_name}/latency"
+    assert metric in alert["filter"]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[path.name for path in EXAMPLES])
