@@ -491,21 +491,21 @@ variable "tls_key_data" {
 # --- Monitoring --------------------------------------------------------------------------------------------------------
 
 variable "monitoring_enabled" {
-  description = "Create the log-based metrics (requests, errors, latency per verb) and the alert policy."
+  description = "Create the log-based metrics (requests, errors, unauthenticated, latency) and the alert policies."
   type        = bool
   default     = true
   nullable    = false
 }
 
 variable "notification_channels" {
-  description = "Monitoring notification channel ids the alert policy notifies. Empty: incidents only show in the console."
+  description = "Monitoring notification channel ids every alert policy notifies. Empty: incidents only show in the console."
   type        = list(string)
   default     = []
   nullable    = false
 }
 
 variable "alert_latency_ratio" {
-  description = "Alert when a verb's p99 latency exceeds this share of http_timeout: above it, calls are about to time out and fail scheduling."
+  description = "The latency alerts fire when p99 latency (the function's, and Cloud Run's) stays above this share of http_timeout for alert_window_minutes: above it, calls are about to time out and fail scheduling."
   type        = number
   default     = 0.8
   nullable    = false
