@@ -1,17 +1,28 @@
 locals {
   source_dir = coalesce(var.source_dir, "${path.module}/..")
-  # What Cloud Functions needs to build and run the function: no tests, no bytecode caches.
+  # What Cloud Functions needs to build and run the function, chosen by name so that nothing else gets in: Python
+  # sources and the package's text data (policy/default.yaml). Bytecode, native libraries, editor and OS files
+  # (.DS_Store) never match, so a stray binary file cannot fail the plan; tests are left out.
   source_files = sort([
     for file in setunion(
       fileset(local.source_dir, "main.py"),
       fileset(local.source_dir, "requirements.txt"),
-      fileset(local.source_dir, "extender/**"),
-    ) : file if !can(regex("(^|/)(__pycache__|tests?)/|\\.py[co]$", file))
+      fileset(local.source_dir, "extender/**/*.{py,yaml,yml,json}"),
+      fileset(local.source_dir, "extender/**/py.typed"),
+    ) : file if !can(regex("(^|/)(__pycache__|tests?)/|(^|/)\\.", file))
   ])
+  # The archive's identity, known at plan time on any machine: every packaged file's path and SHA-256.
+  source_sha256 = sha256(join("\n", concat(
+    [for file in local.source_files : "${file} ${filesha256("${local.source_dir}/${file}")}"],
+    var.policy_file == null ? [] : ["policy.yaml ${filesha256(var.policy_file)}"],
+  )))
+  # Workspace and function name keep two deployments from sharing a local zip or an object name.
+  source_key = "${terraform.workspace}/${var.function_name}/${local.source_sha256}"
 
   # A given token means a token is wanted; otherwise public invocation gets one and IAM-only does not.
-  caller_token_enabled = coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(var.caller_token != null))
-  caller_token         = local.caller_token_enabled ? coalesce(var.caller_token, one(random_password.caller_token[*].result)) : null
+  caller_token = local.caller_token_enabled ? coalesce(var.caller_token, one(random_password.caller_token[*].result)) : null
+  # Known at plan time: the function's secret references do not wait on the secret resource (provider issue #22497).
+  caller_token_secret_id = "${var.function_name}-caller-token"
 
   http_timeout_seconds = ceil(module.scheduler_config.http_timeout_ms / 1000)
   cluster_project_id   = coalesce(var.cluster_project_id, var.project_id)
@@ -25,13 +36,21 @@ locals {
     GOOGLE_CLOUD_PROJECT  = var.project_id
   } : name => value if value != null }
 
-  # Pinned to the version Terraform wrote: a new token rolls out a new revision together with the new urlPrefix.
+  # Every secret pinned to a version: a new token is a new version number, which rolls out a new revision (warm
+  # instances keep the environment they started with, so "latest" would leave them on a rotated-out token).
   secret_environment_variables = { for name, secret in {
     EXTENDER_CALLER_TOKEN = local.caller_token_enabled ? {
-      secret  = one(google_secret_manager_secret.caller_token[*].secret_id)
+      secret  = local.caller_token_secret_id
       version = one(google_secret_manager_secret_version.caller_token[*].version)
     } : null
-    KUBERNETES_TOKEN = var.kubernetes_token_secret == null ? null : { secret = var.kubernetes_token_secret, version = "latest" }
+    EXTENDER_CALLER_TOKEN_PREVIOUS = local.caller_token_enabled && nonsensitive(var.caller_token_previous != null) ? {
+      secret  = local.caller_token_secret_id
+      version = one(google_secret_manager_secret_version.caller_token_previous[*].version)
+    } : null
+    KUBERNETES_TOKEN = var.kubernetes_token_secret == null ? null : {
+      secret  = var.kubernetes_token_secret
+      version = var.kubernetes_token_secret_version
+    }
   } : name => secret if secret != null }
 
   apis = [
@@ -55,11 +74,26 @@ resource "google_project_service" "apis" {
   disable_on_destroy = false
 }
 
+# An API reported enabled may still refuse calls for a while; everything that uses one waits here once, when the APIs
+# are first enabled (not on later applies).
+resource "time_sleep" "apis" {
+  create_duration = var.enable_apis ? "60s" : "0s"
+  triggers        = { apis = join(",", sort(keys(google_project_service.apis))) }
+}
+
 # --- Source --------------------------------------------------------------------------------------------------------------
+
+# Plan and apply may run on different machines (a CI job applying a saved plan). The zip is only needed when the
+# object is uploaded, i.e. when the sources changed; then this resource has a change, which defers reading the
+# archive to the apply, on the machine that uploads it. Unchanged sources are read at plan time and never uploaded.
+resource "terraform_data" "source" {
+  # The bucket too: a new bucket needs the zip uploaded again.
+  input = { key = local.source_key, bucket = google_storage_bucket.source.name }
+}
 
 data "archive_file" "source" {
   type        = "zip"
-  output_path = "${path.module}/.build/${var.name}-source.zip"
+  output_path = "${path.root}/.terraform/extender-source/${local.source_key}.zip"
 
   dynamic "source" {
     for_each = local.source_files
@@ -75,6 +109,8 @@ data "archive_file" "source" {
       filename = "policy.yaml"
     }
   }
+
+  depends_on = [terraform_data.source]
 }
 
 resource "random_id" "bucket_suffix" {
@@ -83,8 +119,8 @@ resource "random_id" "bucket_suffix" {
 
 resource "google_storage_bucket" "source" {
   project                     = var.project_id
-  name                        = "${var.name}-source-${random_id.bucket_suffix.hex}"
-  location                    = var.region
+  name                        = "${var.function_name}-source-${random_id.bucket_suffix.hex}"
+  location                    = var.function_location
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
   # Holds nothing but the zips this module uploads.
@@ -103,12 +139,13 @@ resource "google_storage_bucket" "source" {
     }
   }
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_storage_bucket_object" "source" {
-  # Named by content: a changed source is a new object, which redeploys the function.
-  name   = "${var.name}/${data.archive_file.source.output_md5}.zip"
+  # Named by content, workspace and function, all known at plan time: a changed source is a new object, which
+  # redeploys the function.
+  name   = "${local.source_key}.zip"
   bucket = google_storage_bucket.source.name
   source = data.archive_file.source.output_path
 }
@@ -117,11 +154,11 @@ resource "google_storage_bucket_object" "source" {
 
 resource "google_service_account" "function" {
   project      = var.project_id
-  account_id   = var.name
-  display_name = "kube-scheduler extender ${var.name}"
-  description  = "Runs the ${var.name} function: reads its secrets, nothing else."
+  account_id   = var.function_name
+  display_name = "kube-scheduler extender ${var.function_name}"
+  description  = "Runs the ${var.function_name} function: reads its secrets, nothing else."
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
 }
 
 resource "random_password" "caller_token" {
@@ -129,27 +166,45 @@ resource "random_password" "caller_token" {
 
   length  = 48
   special = false
+  keepers = var.caller_token_rotation == null ? null : { rotation = var.caller_token_rotation }
 }
 
 resource "google_secret_manager_secret" "caller_token" {
   count = local.caller_token_enabled ? 1 : 0
 
   project   = var.project_id
-  secret_id = "${var.name}-caller-token"
+  secret_id = local.caller_token_secret_id
   labels    = var.labels
 
   replication {
     auto {}
   }
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
 }
 
+# A new token is a new version, created and served before the old one is destroyed.
 resource "google_secret_manager_secret_version" "caller_token" {
   count = local.caller_token_enabled ? 1 : 0
 
   secret      = google_secret_manager_secret.caller_token[0].id
   secret_data = local.caller_token
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+# The token being rotated out, accepted next to the current one until the schedulers use the new URL.
+resource "google_secret_manager_secret_version" "caller_token_previous" {
+  count = local.caller_token_enabled && nonsensitive(var.caller_token_previous != null) ? 1 : 0
+
+  secret      = google_secret_manager_secret.caller_token[0].id
+  secret_data = var.caller_token_previous
+
+  lifecycle {
+    create_before_destroy = true
+  }
 }
 
 resource "google_secret_manager_secret_iam_member" "caller_token" {
@@ -170,12 +225,24 @@ resource "google_secret_manager_secret_iam_member" "kubernetes_token" {
   member    = google_service_account.function.member
 }
 
+# IAM grants take effect within a minute or two; a revision started before its account may read the secrets fails to
+# deploy. Waits when a grant is (re)created, not on later applies.
+resource "time_sleep" "secret_access" {
+  create_duration = "60s"
+  triggers = {
+    grants = join(",", concat(
+      google_secret_manager_secret_iam_member.caller_token[*].id,
+      google_secret_manager_secret_iam_member.kubernetes_token[*].id,
+    ))
+  }
+}
+
 # --- The function --------------------------------------------------------------------------------------------------------
 
 resource "google_cloudfunctions2_function" "extender" {
   project     = var.project_id
-  name        = var.name
-  location    = var.region
+  name        = var.function_name
+  location    = var.function_location
   description = "kube-scheduler extender: filter/prioritize/preempt/bind over HTTPS."
   labels      = var.labels
 
@@ -188,6 +255,9 @@ resource "google_cloudfunctions2_function" "extender" {
       storage_source {
         bucket = google_storage_bucket.source.name
         object = google_storage_bucket_object.source.name
+        # Taken from the object, not left to the API: a new zip and a function update in one apply otherwise end in
+        # "Provider produced inconsistent result ... storage_source[0].generation" (provider issue #19134).
+        generation = google_storage_bucket_object.source.generation
       }
     }
   }
@@ -198,12 +268,23 @@ resource "google_cloudfunctions2_function" "extender" {
     available_memory                 = var.available_memory
     available_cpu                    = var.available_cpu
     max_instance_request_concurrency = var.concurrency
-    # The scheduler has given up by then: work past its timeout is wasted.
+    # The scheduler has given up by then: work past its timeout is wasted. At most 3600 (Cloud Run's cap), which
+    # modules/scheduler-config enforces on http_timeout.
     timeout_seconds                = local.http_timeout_seconds
     ingress_settings               = var.ingress_settings
     all_traffic_on_latest_revision = true
     service_account_email          = google_service_account.function.email
     environment_variables          = local.environment_variables
+    direct_vpc_egress              = local.direct_vpc_egress ? var.direct_vpc_egress : null
+
+    dynamic "direct_vpc_network_interface" {
+      for_each = local.direct_vpc_egress ? [1] : []
+      content {
+        network    = var.direct_vpc_network
+        subnetwork = var.direct_vpc_subnetwork
+        tags       = var.direct_vpc_network_tags
+      }
+    }
 
     dynamic "secret_environment_variables" {
       for_each = local.secret_environment_variables
@@ -216,11 +297,8 @@ resource "google_cloudfunctions2_function" "extender" {
     }
   }
 
-  # The revision cannot start before the service account may read its secrets.
-  depends_on = [
-    google_secret_manager_secret_iam_member.caller_token,
-    google_secret_manager_secret_iam_member.kubernetes_token,
-  ]
+  # The revision cannot start before the service account may read its secrets, nor the APIs answer.
+  depends_on = [time_sleep.apis, time_sleep.secret_access]
 }
 
 # --- Invocation ----------------------------------------------------------------------------------------------------------
@@ -242,11 +320,11 @@ resource "google_service_account" "scheduler_proxy" {
   count = var.invocation == "iam" ? 1 : 0
 
   project      = var.project_id
-  account_id   = "${substr(var.name, 0, 24)}-proxy"
-  display_name = "kube-scheduler identity proxy for ${var.name}"
-  description  = "Calls the ${var.name} function on behalf of kube-scheduler."
+  account_id   = "${substr(var.function_name, 0, 24)}-proxy"
+  display_name = "kube-scheduler identity proxy for ${var.function_name}"
+  description  = "Calls the ${var.function_name} function on behalf of kube-scheduler."
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_cloud_run_service_iam_member" "proxy_invoker" {

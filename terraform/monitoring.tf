@@ -4,7 +4,7 @@
 locals {
   decision_log_filter = join(" AND ", [
     "resource.type=\"cloud_run_revision\"",
-    "resource.labels.service_name=\"${var.name}\"",
+    "resource.labels.service_name=\"${var.function_name}\"",
     "jsonPayload.event=\"extender.decision\"",
   ])
   metric_labels = {
@@ -13,13 +13,17 @@ locals {
   }
   metric_label_extractors = { for label, _ in local.metric_labels : label => "EXTRACT(jsonPayload.${label})" }
   latency_threshold_ms    = module.scheduler_config.http_timeout_ms * var.alert_latency_ratio
+
+  # A 404 is the one answer to a request without the caller token; every other error reached a routed call.
+  errors_log_filter          = "${local.decision_log_filter} AND jsonPayload.error:* AND jsonPayload.status!=404"
+  unauthenticated_log_filter = "${local.decision_log_filter} AND jsonPayload.status=404"
 }
 
 resource "google_logging_metric" "requests" {
   count = var.monitoring_enabled ? 1 : 0
 
   project     = var.project_id
-  name        = "${var.name}/requests"
+  name        = "${var.function_name}/requests"
   description = "Requests kube-scheduler sent to the extender, by verb, profile and HTTP status."
   filter      = local.decision_log_filter
 
@@ -39,16 +43,16 @@ resource "google_logging_metric" "requests" {
   }
   label_extractors = merge(local.metric_label_extractors, { status = "EXTRACT(jsonPayload.status)" })
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_logging_metric" "errors" {
   count = var.monitoring_enabled ? 1 : 0
 
   project     = var.project_id
-  name        = "${var.name}/errors"
-  description = "Answers that carried an error (failed the scheduling attempt unless ignorable), by verb and profile."
-  filter      = "${local.decision_log_filter} AND jsonPayload.error:*"
+  name        = "${var.function_name}/errors"
+  description = "Answers to routed calls that carried an error (failed the scheduling attempt unless ignorable), by verb and profile. 404s (calls without the token) are counted by unauthenticated instead."
+  filter      = local.errors_log_filter
 
   metric_descriptor {
     metric_kind = "DELTA"
@@ -66,14 +70,48 @@ resource "google_logging_metric" "errors" {
   }
   label_extractors = local.metric_label_extractors
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
+}
+
+# Requests without the caller token (a bare 404): internet probes, which need no one's attention, and callers with a
+# wrong or rotated-out token, which do. A POST to a verb path is what kube-scheduler sends.
+resource "google_logging_metric" "unauthenticated" {
+  count = var.monitoring_enabled ? 1 : 0
+
+  project     = var.project_id
+  name        = "${var.function_name}/unauthenticated"
+  description = "Requests refused for want of the caller token (404), by HTTP method and the verb their path ends with (empty: not a verb path)."
+  filter      = local.unauthenticated_log_filter
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+
+    labels {
+      key         = "method"
+      value_type  = "STRING"
+      description = "HTTP method: kube-scheduler always POSTs."
+    }
+    labels {
+      key         = "verb_path"
+      value_type  = "STRING"
+      description = "Extender verb the path ends with, empty for any other path."
+    }
+  }
+  label_extractors = {
+    method    = "EXTRACT(jsonPayload.method)"
+    verb_path = "REGEXP_EXTRACT(jsonPayload.path, \"/(filter|prioritize|preempt|bind)$\")"
+  }
+
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_logging_metric" "latency" {
   count = var.monitoring_enabled ? 1 : 0
 
   project         = var.project_id
-  name            = "${var.name}/latency"
+  name            = "${var.function_name}/latency"
   description     = "Time the function spent on a request (durationMs), by verb and profile; kube-scheduler's httpTimeout is ${var.http_timeout}."
   filter          = local.decision_log_filter
   value_extractor = "EXTRACT(jsonPayload.durationMs)"
@@ -103,7 +141,7 @@ resource "google_logging_metric" "latency" {
     }
   }
 
-  depends_on = [google_project_service.apis]
+  depends_on = [time_sleep.apis]
 }
 
 # A new log-based metric takes a while to become known to Cloud Monitoring; an alert policy naming it before then is
@@ -113,53 +151,143 @@ resource "time_sleep" "metrics_propagation" {
 
   create_duration = "90s"
   triggers = {
-    errors  = google_logging_metric.errors[0].id
-    latency = google_logging_metric.latency[0].id
+    errors          = google_logging_metric.errors[0].id
+    unauthenticated = google_logging_metric.unauthenticated[0].id
+    latency         = google_logging_metric.latency[0].id
+  }
+}
+
+locals {
+  alert_window     = "${var.alert_window_minutes * 60}s"
+  cloud_run_filter = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${var.function_name}\""
+  user_metric      = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user"
+  read_decisions   = "Read the decisions: Logs Explorer, `${local.decision_log_filter}` and `severity>=WARNING`; `error` says why, `durationMs` against `budgetMs` how close to the timeout the call came."
+  failure_effect   = var.ignorable ? "The extender is ignorable: the scheduler places pods without it while it fails." : "A failed filter, preempt or bind call fails that scheduling attempt (the pod waits for the next try); a failed prioritize call is dropped silently."
+
+  # One policy per meaning, each with its own runbook. Counts are summed over alert_window_minutes: one stray failure
+  # never pages, a steady stream does.
+  alerts = {
+    errors = {
+      display_name = "errors answering the scheduler"
+      filter       = "${local.user_metric}/${var.function_name}/errors\""
+      aligner      = "ALIGN_SUM"
+      reducer      = "REDUCE_SUM"
+      group_by     = ["metric.label.verb"]
+      threshold    = var.alert_error_count - 1
+      duration     = "0s"
+      runbook      = <<-EOT
+        The function answered at least ${var.alert_error_count} of kube-scheduler's calls with an error within ${var.alert_window_minutes} min.
+        ${local.failure_effect}
+
+        * ${local.read_decisions}
+        * A plugin error names the plugin (`errorPlugin`): fix its configuration in the policy, or its node source (KUBERNETES_API_URL reachable? see private clusters).
+        * `body too large` / 413: node_cache_capable = false on a large cluster; switch to node names.
+        * Budget exhausted: see the latency alert.
+      EOT
+    }
+    rejected_calls = {
+      display_name = "scheduler calls without a valid caller token"
+      filter       = "${local.user_metric}/${var.function_name}/unauthenticated\" AND metric.label.method=\"POST\" AND metric.label.verb_path=one_of(\"filter\", \"prioritize\", \"preempt\", \"bind\")"
+      aligner      = "ALIGN_SUM"
+      reducer      = "REDUCE_SUM"
+      group_by     = ["metric.label.verb_path"]
+      threshold    = var.alert_error_count - 1
+      duration     = "0s"
+      runbook      = <<-EOT
+        At least ${var.alert_error_count} POSTs to a verb path without a valid caller token within ${var.alert_window_minutes} min: most likely a scheduler still on a rotated-out token, and every such call fails.
+
+        * A rotation in progress? Keep `caller_token_previous` set until every scheduler runs the new configuration, then re-apply the manifests (or rewrite the control-plane file).
+        * Otherwise someone knows the verb paths but not the token: read Cloud Run's request log for the callers' addresses.
+        * GETs and other paths (the `unauthenticated` metric) are internet probes: they are answered with a bare 404 and need nothing.
+      EOT
+    }
+    cloud_run_refused = {
+      display_name = "Cloud Run refused calls (4xx other than 404)"
+      filter       = "${local.cloud_run_filter} AND metric.type=\"run.googleapis.com/request_count\" AND metric.label.response_code_class=\"4xx\" AND NOT metric.label.response_code=\"404\""
+      aligner      = "ALIGN_SUM"
+      reducer      = "REDUCE_SUM"
+      group_by     = ["metric.label.response_code"]
+      threshold    = var.alert_error_count - 1
+      duration     = "0s"
+      runbook      = <<-EOT
+        At least ${var.alert_error_count} requests answered 4xx (other than 404) within ${var.alert_window_minutes} min, counted by Cloud Run, so including answers the function never logged.
+        ${local.failure_effect} These answers carry the status only, so kube-scheduler's error, with the URL and its caller token, lands in the pod's events.
+
+        * 429: no instance could take the request. Raise max_instance_count (now ${var.max_instance_count}) or concurrency (now ${var.concurrency}); keep min_instance_count >= 1.
+        * 413: a request above Cloud Run's 32 MB limit; use node_cache_capable = true.
+        * 400: a malformed request; read the decision log.
+      EOT
+    }
+    cloud_run_failed = {
+      display_name = "Cloud Run failed calls (5xx, timeouts)"
+      filter       = "${local.cloud_run_filter} AND metric.type=\"run.googleapis.com/request_count\" AND metric.label.response_code_class=\"5xx\""
+      aligner      = "ALIGN_SUM"
+      reducer      = "REDUCE_SUM"
+      group_by     = ["metric.label.response_code"]
+      threshold    = var.alert_error_count - 1
+      duration     = "0s"
+      runbook      = <<-EOT
+        At least ${var.alert_error_count} requests answered 5xx within ${var.alert_window_minutes} min, counted by Cloud Run: 503 (instance crashed or not ready), 504 (the function's timeout, ${local.http_timeout_seconds} s), 500.
+        ${local.failure_effect} kube-scheduler writes its error, with the URL and its caller token, into the pod's events.
+
+        * Cloud Run's request log and the function's ERROR entries (`severity>=ERROR`) show the cause; a revision that does not start shows in the deployment's logs.
+        * 504: see the latency alert; 503 right after a deploy: a failing new revision (roll back by applying the previous version).
+      EOT
+    }
+    latency = {
+      display_name = "function p99 latency above ${floor(var.alert_latency_ratio * 100)}% of httpTimeout ${var.http_timeout}"
+      filter       = "${local.user_metric}/${var.function_name}/latency\""
+      aligner      = "ALIGN_PERCENTILE_99"
+      reducer      = "REDUCE_MAX"
+      group_by     = ["metric.label.verb"]
+      threshold    = local.latency_threshold_ms
+      duration     = local.alert_window
+      runbook      = <<-EOT
+        For ${var.alert_window_minutes} min, a verb's p99 time in the function was above ${local.latency_threshold_ms} ms; kube-scheduler gives up at ${var.http_timeout}.
+
+        * ${local.read_decisions}
+        * `pluginMs` shows which plugin spends the time; the node source (KUBERNETES_API_URL) is the usual suspect.
+      EOT
+    }
+    cloud_run_latency = {
+      display_name = "Cloud Run p99 latency above ${floor(var.alert_latency_ratio * 100)}% of httpTimeout ${var.http_timeout}"
+      filter       = "${local.cloud_run_filter} AND metric.type=\"run.googleapis.com/request_latencies\""
+      aligner      = "ALIGN_PERCENTILE_99"
+      reducer      = "REDUCE_MAX"
+      group_by     = []
+      threshold    = local.latency_threshold_ms
+      duration     = local.alert_window
+      runbook      = <<-EOT
+        For ${var.alert_window_minutes} min, p99 request latency as Cloud Run measures it (queueing and cold starts included) was above ${local.latency_threshold_ms} ms; kube-scheduler gives up at ${var.http_timeout}, and a timeout puts the URL with its caller token into the pod's events.
+
+        * If the function latency alert is quiet, the time is spent before the function runs: cold starts (keep min_instance_count >= 1, now ${var.min_instance_count}) or requests waiting for a thread (raise concurrency or max_instance_count).
+      EOT
+    }
   }
 }
 
 resource "google_monitoring_alert_policy" "extender" {
-  count = var.monitoring_enabled ? 1 : 0
+  for_each = var.monitoring_enabled ? local.alerts : {}
 
   project               = var.project_id
-  display_name          = "${var.name}: scheduler extender slow or failing"
+  display_name          = "${var.function_name}: ${each.value.display_name}"
   combiner              = "OR"
   notification_channels = var.notification_channels
   user_labels           = var.labels
 
   conditions {
-    display_name = "p99 latency above ${floor(var.alert_latency_ratio * 100)}% of httpTimeout ${var.http_timeout}"
+    display_name = each.value.display_name
     condition_threshold {
-      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.latency[0].name}\""
+      filter          = each.value.filter
       comparison      = "COMPARISON_GT"
-      threshold_value = local.latency_threshold_ms
-      duration        = "0s"
+      threshold_value = each.value.threshold
+      duration        = each.value.duration
 
       aggregations {
-        alignment_period     = "60s"
-        per_series_aligner   = "ALIGN_PERCENTILE_99"
-        cross_series_reducer = "REDUCE_MAX"
-        group_by_fields      = ["metric.label.verb"]
-      }
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  conditions {
-    display_name = "extender answered with errors"
-    condition_threshold {
-      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.errors[0].name}\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-
-      aggregations {
-        alignment_period     = "60s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-        group_by_fields      = ["metric.label.verb"]
+        alignment_period     = local.alert_window
+        per_series_aligner   = each.value.aligner
+        cross_series_reducer = each.value.reducer
+        group_by_fields      = each.value.group_by
       }
       trigger {
         count = 1
@@ -173,15 +301,7 @@ resource "google_monitoring_alert_policy" "extender" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = <<-EOT
-      kube-scheduler calls the extender `${var.name}` synchronously with httpTimeout ${var.http_timeout} and no retry.
-      A filter or bind call that errs or times out fails that scheduling attempt${var.ignorable ? " (the extender is ignorable: the pod is scheduled without it)" : ""};
-      a prioritize error is dropped silently by the scheduler.
-
-      * Read the decisions: Logs Explorer, `${local.decision_log_filter}` and `severity>=WARNING`.
-      * The `error` field says why; `durationMs` against `budgetMs` shows how close to the timeout the call came.
-      * Latency: check cold starts (min_instance_count) and the node source (KUBERNETES_API_URL) first.
-    EOT
+    content   = "kube-scheduler calls the extender `${var.function_name}` synchronously (httpTimeout ${var.http_timeout}, no retry).\n\n${each.value.runbook}"
   }
 
   depends_on = [time_sleep.metrics_propagation]

@@ -58,15 +58,18 @@ output "proxy_service_account" {
 }
 
 output "metric_types" {
-  description = "Cloud Monitoring metric types of the log-based metrics (requests, errors, latency)."
+  description = "Cloud Monitoring metric types of the log-based metrics (requests, errors, unauthenticated, latency)."
   value = var.monitoring_enabled ? {
-    requests = "logging.googleapis.com/user/${google_logging_metric.requests[0].name}"
-    errors   = "logging.googleapis.com/user/${google_logging_metric.errors[0].name}"
-    latency  = "logging.googleapis.com/user/${google_logging_metric.latency[0].name}"
+    for name, metric in {
+      requests        = google_logging_metric.requests
+      errors          = google_logging_metric.errors
+      unauthenticated = google_logging_metric.unauthenticated
+      latency         = google_logging_metric.latency
+    } : name => "logging.googleapis.com/user/${metric[0].name}"
   } : null
 }
 
-output "alert_policy" {
-  description = "Id of the alert policy on latency and errors (null when monitoring is off)."
-  value       = one(google_monitoring_alert_policy.extender[*].name)
+output "alert_policies" {
+  description = "Ids of the alert policies by alert (errors, rejected_calls, cloud_run_refused, cloud_run_failed, latency, cloud_run_latency); empty when monitoring is off."
+  value       = { for name, policy in google_monitoring_alert_policy.extender : name => policy.name }
 }

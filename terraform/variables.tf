@@ -1,3 +1,13 @@
+# Values derived from inputs that several validations share (kept here: the validations are tested on this file alone).
+locals {
+  # Cloud Run takes CPU as a plain number of vCPUs ("1", "0.5") or in millicores ("1000m").
+  available_cpus = try(
+    endswith(var.available_cpu, "m") ? tonumber(trimsuffix(var.available_cpu, "m")) / 1000 : tonumber(var.available_cpu), -1
+  )
+  caller_token_enabled = coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(var.caller_token != null))
+  direct_vpc_egress    = var.direct_vpc_network != null || var.direct_vpc_subnetwork != null
+}
+
 # --- Where and what ----------------------------------------------------------------------------------------------------
 
 variable "project_id" {
@@ -6,21 +16,21 @@ variable "project_id" {
   nullable    = false
 }
 
-variable "region" {
-  description = "Region of the function. Pick the one closest to the cluster's control plane: every call is on the scheduling path."
+variable "function_location" {
+  description = "Region of the function (and of its bucket). Pick the one closest to the cluster's control plane: every call is on the scheduling path."
   type        = string
   nullable    = false
 }
 
-variable "name" {
+variable "function_name" {
   description = "Name of the function (and of its Cloud Run service, service account, secret and metrics)."
   type        = string
   default     = "scheduler-extender"
   nullable    = false
 
   validation {
-    condition     = can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", var.name))
-    error_message = "name must be 6-30 lowercase letters, digits or hyphens, starting with a letter: it is also the service account id."
+    condition     = can(regex("^[a-z][-a-z0-9]{4,28}[a-z0-9]$", var.function_name))
+    error_message = "function_name must be 6-30 lowercase letters, digits or hyphens, starting with a letter: it is also the service account id."
   }
 }
 
@@ -52,16 +62,54 @@ variable "invocation" {
 }
 
 variable "caller_token_enabled" {
-  description = "Put a secret token into the URL path that the function checks. null: on for public invocation, off for IAM-only."
+  description = "Put a secret token into the URL path that the function checks. null: on for public invocation, off for IAM-only. false with public invocation needs accept_unauthenticated_open_endpoint."
   type        = bool
   default     = null
+
+  validation {
+    condition     = !(var.invocation == "public" && var.caller_token_enabled == false) || var.accept_unauthenticated_open_endpoint
+    error_message = "invocation = \"public\" with caller_token_enabled = false lets anyone on the internet call every verb (and bind pods, with the bind verb). Keep the token, use invocation = \"iam\", or set accept_unauthenticated_open_endpoint = true to accept an open endpoint."
+  }
+}
+
+variable "accept_unauthenticated_open_endpoint" {
+  description = "Explicit acceptance that the function is open to anyone: required for invocation = \"public\" with caller_token_enabled = false (e.g. behind your own gateway with ingress_settings = \"ALLOW_INTERNAL_AND_GCLB\")."
+  type        = bool
+  default     = false
+  nullable    = false
 }
 
 variable "caller_token" {
-  description = "The caller token (at least 32 URL-safe characters). null: Terraform generates 48 random alphanumerics. Rotate by changing it, then re-apply the scheduler manifests."
+  description = "The caller token (at least 32 URL-safe characters). null: Terraform generates 48 random alphanumerics (change caller_token_rotation for a new one). See \"Rotating the caller token\" for a rotation without failed calls."
   type        = string
   default     = null
   sensitive   = true
+}
+
+variable "caller_token_rotation" {
+  description = "Any string; changing it generates a new caller token (when caller_token is null). Put the current token in caller_token_previous in the same apply."
+  type        = string
+  default     = null
+}
+
+variable "caller_token_previous" {
+  description = "The token being rotated out: the function accepts it next to the current one (EXTENDER_CALLER_TOKEN_PREVIOUS) until the schedulers use the new URL. null once they do."
+  type        = string
+  default     = null
+  sensitive   = true
+
+  validation {
+    condition     = var.caller_token_previous == null || can(regex("^[A-Za-z0-9._~-]{32,}$", var.caller_token_previous))
+    error_message = "caller_token_previous must be the previous token: at least 32 URL-safe characters (A-Z a-z 0-9 . _ ~ -)."
+  }
+  validation {
+    condition     = var.caller_token_previous == null || var.caller_token_previous != var.caller_token
+    error_message = "caller_token_previous must differ from caller_token: it is the token being rotated out."
+  }
+  validation {
+    condition     = var.caller_token_previous == null || local.caller_token_enabled
+    error_message = "caller_token_previous needs a caller token (caller_token_enabled)."
+  }
 }
 
 variable "proxy_image" {
@@ -159,10 +207,19 @@ variable "available_memory" {
 }
 
 variable "available_cpu" {
-  description = "vCPUs per instance. Request concurrency above 1 needs at least 1."
+  description = "vCPUs per instance, in any form Cloud Run accepts: \"1\", \"2\", \"0.5\", \"1000m\". Below 1 any fraction from 0.08; from 1 on 1, 2, 4, 6 or 8. Request concurrency above 1 needs at least 1."
   type        = string
   default     = "1"
   nullable    = false
+
+  validation {
+    # local.available_cpus, spelt out: a validation cannot use a local derived from its own variable.
+    condition = can(regex("^([0-9]+(\\.[0-9]+)?|\\.[0-9]+|[0-9]+m)$", var.available_cpu)) && try(anytrue([
+      for cpus in [endswith(var.available_cpu, "m") ? tonumber(trimsuffix(var.available_cpu, "m")) / 1000 : tonumber(var.available_cpu)] :
+      cpus >= 0.08 && (cpus < 1 || contains([1, 2, 4, 6, 8], cpus))
+    ]), false)
+    error_message = "available_cpu must be a CPU quantity Cloud Run accepts: a fraction from 0.08 below 1 (\"0.5\", \"500m\") or 1, 2, 4, 6 or 8 (\"1\", \"1000m\", \"2\")."
+  }
 }
 
 variable "concurrency" {
@@ -176,7 +233,7 @@ variable "concurrency" {
     error_message = "concurrency must be a whole number between 1 and 1000."
   }
   validation {
-    condition     = var.concurrency == 1 || try(tonumber(var.available_cpu) >= 1, false)
+    condition     = var.concurrency == 1 || local.available_cpus >= 1
     error_message = "concurrency above 1 needs available_cpu of at least 1."
   }
 }
@@ -193,6 +250,48 @@ variable "ingress_settings" {
   }
 }
 
+# --- Private networks: direct VPC egress ----------------------------------------------------------------------------------
+
+variable "direct_vpc_network" {
+  description = "VPC network the function's outbound traffic enters (direct VPC egress), e.g. to reach a private GKE endpoint or to leave through Cloud NAT with a static address. null with direct_vpc_subnetwork null: no VPC egress."
+  type        = string
+  default     = null
+}
+
+variable "direct_vpc_subnetwork" {
+  description = "Subnetwork the function's instances take addresses from (a /26 or larger in function_location). null: the subnetwork named like direct_vpc_network."
+  type        = string
+  default     = null
+}
+
+variable "direct_vpc_network_tags" {
+  description = "Network tags of the function's instances, for firewall rules and Cloud NAT rules that select them."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = length(var.direct_vpc_network_tags) == 0 || local.direct_vpc_egress
+    error_message = "direct_vpc_network_tags need direct_vpc_network or direct_vpc_subnetwork: tags only apply to direct VPC egress."
+  }
+}
+
+variable "direct_vpc_egress" {
+  description = "Which traffic goes through the VPC. VPC_EGRESS_PRIVATE_RANGES_ONLY: private addresses (a private GKE endpoint). VPC_EGRESS_ALL_TRAFFIC: everything, so that a public API server sees the Cloud NAT address in its authorized networks."
+  type        = string
+  default     = "VPC_EGRESS_PRIVATE_RANGES_ONLY"
+  nullable    = false
+
+  validation {
+    condition     = contains(["VPC_EGRESS_PRIVATE_RANGES_ONLY", "VPC_EGRESS_ALL_TRAFFIC"], var.direct_vpc_egress)
+    error_message = "direct_vpc_egress must be VPC_EGRESS_PRIVATE_RANGES_ONLY or VPC_EGRESS_ALL_TRAFFIC."
+  }
+  validation {
+    condition     = var.direct_vpc_egress == "VPC_EGRESS_PRIVATE_RANGES_ONLY" || local.direct_vpc_egress
+    error_message = "direct_vpc_egress = VPC_EGRESS_ALL_TRAFFIC needs direct_vpc_network or direct_vpc_subnetwork: without them the function has no VPC egress at all."
+  }
+}
+
 # --- Node source / binder: the Kubernetes API the function reads nodes from --------------------------------------------
 
 variable "kubernetes_api_url" {
@@ -203,6 +302,11 @@ variable "kubernetes_api_url" {
   validation {
     condition     = var.kubernetes_api_url == null || startswith(coalesce(var.kubernetes_api_url, "-"), "https://")
     error_message = "kubernetes_api_url must be an https URL."
+  }
+  validation {
+    # RFC 1918 addresses: a private cluster endpoint, unreachable from Cloud Run's default (internet) egress.
+    condition     = !can(regex("^https://(10\\.|192\\.168\\.|172\\.(1[6-9]|2[0-9]|3[01])\\.)", coalesce(var.kubernetes_api_url, "-"))) || local.direct_vpc_egress
+    error_message = "kubernetes_api_url is a private address: set direct_vpc_network (and direct_vpc_subnetwork) so the function reaches it over the VPC, or node lookups and bind fail."
   }
 }
 
@@ -218,13 +322,28 @@ variable "kubernetes_ca_data" {
 }
 
 variable "kubernetes_token_secret" {
-  description = "Secret Manager secret (id in project_id) holding the API token of a Kubernetes service account allowed to read nodes (and create pods/binding for bind). It reaches the function as KUBERNETES_TOKEN, latest version."
+  description = "Secret Manager secret (id in project_id) holding the API token of a Kubernetes service account allowed to read nodes (and create pods/binding for bind). It reaches the function as KUBERNETES_TOKEN, at kubernetes_token_secret_version."
   type        = string
   default     = null
 
   validation {
     condition     = var.kubernetes_token_secret == null || var.kubernetes_api_url != null
     error_message = "kubernetes_token_secret needs kubernetes_api_url: the function refuses to start with a token but no API server."
+  }
+}
+
+variable "kubernetes_token_secret_version" {
+  description = "Version number of kubernetes_token_secret the function reads. Pinned, never \"latest\": a new number rolls out a new revision, while \"latest\" would leave warm instances on a rotated-out token."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = (var.kubernetes_token_secret == null) == (var.kubernetes_token_secret_version == null)
+    error_message = "kubernetes_token_secret and kubernetes_token_secret_version go together: name the secret and the version number the function reads."
+  }
+  validation {
+    condition     = var.kubernetes_token_secret_version == null || can(regex("^[1-9][0-9]*$", coalesce(var.kubernetes_token_secret_version, "-")))
+    error_message = "kubernetes_token_secret_version must be a version number such as \"3\", not \"latest\": a pinned version rolls a new revision when it changes, \"latest\" leaves warm instances on the old token."
   }
 }
 
@@ -342,7 +461,7 @@ variable "managed_resources" {
 }
 
 variable "percentage_of_nodes_to_score" {
-  description = "Share of feasible nodes the scheduler collects before scoring (0-100). 100: the extender sees every feasible node. null: the scheduler's adaptive default."
+  description = "Share of feasible nodes the scheduler collects before scoring (0-100), set on the extender's profile only (Kubernetes >= 1.27). 100: the extender sees every feasible node. null: the scheduler's adaptive default; required with scheduler_name = \"default-scheduler\"."
   type        = number
   default     = 100
 }
@@ -372,21 +491,21 @@ variable "tls_key_data" {
 # --- Monitoring --------------------------------------------------------------------------------------------------------
 
 variable "monitoring_enabled" {
-  description = "Create the log-based metrics (requests, errors, latency per verb) and the alert policy."
+  description = "Create the log-based metrics (requests, errors, unauthenticated, latency) and the alert policies."
   type        = bool
   default     = true
   nullable    = false
 }
 
 variable "notification_channels" {
-  description = "Monitoring notification channel ids the alert policy notifies. Empty: incidents only show in the console."
+  description = "Monitoring notification channel ids every alert policy notifies. Empty: incidents only show in the console."
   type        = list(string)
   default     = []
   nullable    = false
 }
 
 variable "alert_latency_ratio" {
-  description = "Alert when a verb's p99 latency exceeds this share of http_timeout: above it, calls are about to time out and fail scheduling."
+  description = "The latency alerts fire when p99 latency (the function's, and Cloud Run's) stays above this share of http_timeout for alert_window_minutes: above it, calls are about to time out and fail scheduling."
   type        = number
   default     = 0.8
   nullable    = false
@@ -394,5 +513,29 @@ variable "alert_latency_ratio" {
   validation {
     condition     = var.alert_latency_ratio > 0 && var.alert_latency_ratio <= 1
     error_message = "alert_latency_ratio must be in (0, 1]."
+  }
+}
+
+variable "alert_window_minutes" {
+  description = "Window the alerts count over: errors and refused calls alert when alert_error_count of them fall within it, latency when p99 stays high for that long."
+  type        = number
+  default     = 5
+  nullable    = false
+
+  validation {
+    condition     = floor(var.alert_window_minutes) == var.alert_window_minutes && var.alert_window_minutes >= 1 && var.alert_window_minutes <= 60
+    error_message = "alert_window_minutes must be a whole number of minutes from 1 to 60."
+  }
+}
+
+variable "alert_error_count" {
+  description = "Errors (or refused, failed or unauthenticated scheduler calls) within alert_window_minutes that open an incident. Above 1, so that a single stray failure never pages."
+  type        = number
+  default     = 3
+  nullable    = false
+
+  validation {
+    condition     = floor(var.alert_error_count) == var.alert_error_count && var.alert_error_count >= 1
+    error_message = "alert_error_count must be a whole number of at least 1."
   }
 }

@@ -4,8 +4,9 @@ terraform {
 
   required_providers {
     google = {
+      # 7.31: direct VPC egress of 2nd gen functions (GA), storage object generation.
       source  = "hashicorp/google"
-      version = ">= 7.0, < 9.0"
+      version = ">= 7.31, < 9.0"
     }
     archive = {
       source  = "hashicorp/archive"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from extender.decision import EVENT, decision_fields
 from extender.policy.loader import load_policy
-from extender.routing import CALLER_TOKEN_ENV, Route
+from extender.routing import CALLER_TOKEN_ENV, Route, Router
 from extender.verbs import Answer
 from tests.terraform.support import REPO, ROOT_MODULE, SCHEDULER_CONFIG, load_module, named, resources, run_terraform
 
@@ -31,6 +32,18 @@ EXAMPLES = sorted(path for path in (ROOT_MODULE / "examples").iterdir() if path.
 def _raw(value: str) -> str:
     """The HCL expression of an attribute: "${var.x}" -> "var.x"."""
     return value[2:-1] if value.startswith("${") and value.endswith("}") else value
+
+
+def _local_source(name: str) -> str:
+    """A local's expression as written in main.tf, up to the line end where its brackets close (regexes in it balance)."""
+    text = (ROOT_MODULE / "main.tf").read_text()
+    match = re.search(rf"^  {name}\s*=\s*", text, re.MULTILINE)
+    assert match, name
+    depth, end = 0, match.end()
+    while end < len(text) and not (text[end] == "\n" and depth == 0):
+        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(text[end], 0)
+        end += 1
+    return text[match.end():end]
 
 
 def _expression(value: str) -> str:
@@ -91,15 +104,69 @@ def test_environment_variables(setting: str) -> None:
     assert _expression(SERVICE_CONFIG["environment_variables"]) == _code("local.environment_variables")
 
 
+def _dynamic(body: dict[str, Any], name: str) -> dict[str, Any]:
+    [block] = [entry[name] for entry in body["dynamic"] if name in entry]
+    return block
+
+
 def test_secrets_reach_the_function_as_secret_environment_variables() -> None:
-    [dynamic] = SERVICE_CONFIG["dynamic"]
-    secret_env = dynamic["secret_environment_variables"]
+    secret_env = _dynamic(SERVICE_CONFIG, "secret_environment_variables")
     assert _expression(secret_env["for_each"]) == _code("local.secret_environment_variables")
     secrets = _expression(LOCALS["secret_environment_variables"])
     assert _code(f"{CALLER_TOKEN_ENV} = local.caller_token_enabled ?") in secrets
+    assert _code(f"{CALLER_TOKEN_ENV}_PREVIOUS = local.caller_token_enabled && nonsensitive(var.caller_token_previous != null) ?") in secrets
     assert _code("version = one(google_secret_manager_secret_version.caller_token[*].version)") in secrets
-    assert _code('KUBERNETES_TOKEN = var.kubernetes_token_secret == null ? null : { secret = var.kubernetes_token_secret, version = "latest" }') in secrets
+    assert _code("version = one(google_secret_manager_secret_version.caller_token_previous[*].version)") in secrets
+    assert _code("KUBERNETES_TOKEN = var.kubernetes_token_secret == null ? null : { secret = var.kubernetes_token_secret, version = var.kubernetes_token_secret_version }") in secrets
+    assert "latest" not in secrets, "a secret at latest leaves warm instances on a rotated-out value"
     assert "TOKEN" not in _expression(LOCALS["environment_variables"]), "tokens must never be plain environment variables"
+
+
+def test_secret_names_are_known_at_plan_time() -> None:
+    """The function's secret references name the secret by a plan-time string, not by the secret resource (#22497)."""
+    assert LOCALS["caller_token_secret_id"] == "${var.function_name}-caller-token"
+    assert _expression(RESOURCES[("google_secret_manager_secret", "caller_token")]["secret_id"]) == _code("local.caller_token_secret_id")
+    assert "google_secret_manager_secret." not in _expression(LOCALS["secret_environment_variables"])
+
+
+@pytest.mark.parametrize("version", ["caller_token", "caller_token_previous"])
+def test_a_new_token_version_is_served_before_the_old_one_is_destroyed(version: str) -> None:
+    body = RESOURCES[("google_secret_manager_secret_version", version)]
+    assert _block(body, "lifecycle")["create_before_destroy"] is True
+    assert _expression(body["secret"]) == _code("google_secret_manager_secret.caller_token[0].id")
+    assert VARIABLES["caller_token_previous"]["sensitive"] is True
+    assert _expression(RESOURCES[("random_password", "caller_token")]["keepers"]) == _code(
+        "var.caller_token_rotation == null ? null : { rotation = var.caller_token_rotation }"
+    )
+
+
+def test_direct_vpc_egress_is_wired_only_when_a_network_is_given() -> None:
+    interface = _dynamic(SERVICE_CONFIG, "direct_vpc_network_interface")
+    assert _expression(interface["for_each"]) == _code("local.direct_vpc_egress ? [1] : []")
+    content = _block(interface, "content")
+    assert {key: _expression(value) for key, value in content.items()} == {
+        "network": "var.direct_vpc_network", "subnetwork": "var.direct_vpc_subnetwork", "tags": "var.direct_vpc_network_tags",
+    }
+    assert _expression(SERVICE_CONFIG["direct_vpc_egress"]) == _code("local.direct_vpc_egress ? var.direct_vpc_egress : null")
+    assert _expression(LOCALS["direct_vpc_egress"]) == _code("var.direct_vpc_network != null || var.direct_vpc_subnetwork != null")
+
+
+def test_first_apply_waits_for_apis_and_secret_access() -> None:
+    assert set(FUNCTION["depends_on"]) == {"${time_sleep.apis}", "${time_sleep.secret_access}"}
+    apis = RESOURCES[("time_sleep", "apis")]
+    assert "google_project_service.apis" in apis["triggers"]["apis"]
+    grants = RESOURCES[("time_sleep", "secret_access")]["triggers"]["grants"]
+    assert "google_secret_manager_secret_iam_member.caller_token[*].id" in grants
+    assert "google_secret_manager_secret_iam_member.kubernetes_token[*].id" in grants
+    # Nothing that needs an API goes straight to the enablement: everything waits on the sleep.
+    waiting = [key for key, body in RESOURCES.items() if "${google_project_service.apis}" in body.get("depends_on", [])]
+    assert waiting == []
+
+
+def test_function_takes_the_source_generation_from_the_object() -> None:
+    """A new zip and a function update in one apply: the generation comes from the object (#19134)."""
+    storage = _block(_block(_block(FUNCTION, "build_config"), "source"), "storage_source")
+    assert _expression(storage["generation"]) == _code("google_storage_bucket_object.source.generation")
 
 
 def test_function_account_reads_only_its_secrets() -> None:
@@ -177,21 +244,79 @@ def test_outputs_are_wired_to_the_submodule_and_token_outputs_are_sensitive() ->
     assert _expression(OUTPUTS["function_uri"]["value"]) == _code("google_cloudfunctions2_function.extender.service_config[0].uri")
 
 
-def test_source_archive_holds_the_function_and_the_policy(terraform: str, terraform_env: dict[str, str], tmp_path: Path) -> None:
-    """Evaluates the module's own file selection with terraform, against this repository."""
-    probe = tmp_path / "probe"
+def _copy_function_sources(destination: Path) -> None:
+    for name in ("main.py", "requirements.txt"):
+        shutil.copy(REPO / name, destination / name)
+    shutil.copytree(REPO / "extender", destination / "extender", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def _source_locals(terraform: str, terraform_env: dict[str, str], probe: Path, source_dir: Path, policy_file: Path | None) -> dict[str, Any]:
+    """The module's own source selection and archive key, evaluated by terraform against ``source_dir``."""
     probe.mkdir()
+    names = ("source_files", "source_sha256", "source_key")
+    policy = "null" if policy_file is None else f'"{policy_file}"'
     (probe / "main.tf").write_text(
-        f'locals {{\n  source_dir = "{REPO}"\n  source_files = {_raw(LOCALS["source_files"])}\n}}\n'
-        'output "files" {\n  value = local.source_files\n}\n'
+        'variable "function_name" {\n  default = "scheduler-extender"\n}\n'
+        f'variable "policy_file" {{\n  default = {policy}\n}}\n'
+        f'locals {{\n  source_dir = "{source_dir}"\n'
+        + "".join(f"  {name} = {_local_source(name)}\n" for name in names)
+        # What the archive's source blocks do with every selected file: read it as UTF-8 text.
+        + '  read = [for file in local.source_files : length(file("${local.source_dir}/${file}"))]\n}\n'
+        + "".join(f'output "{name}" {{\n  value = local.{name}\n}}\n' for name in (*names, "read"))
     )
-    env = {**terraform_env, "TF_DATA_DIR": str(tmp_path / ".terraform")}
+    env = {**terraform_env, "TF_DATA_DIR": str(probe / ".terraform")}
     run_terraform(terraform, "apply", "-auto-approve", "-input=false", cwd=probe, env=env)
-    files = json.loads(run_terraform(terraform, "output", "-json", "files", cwd=probe, env=env).stdout)
+    return {name: value["value"] for name, value in json.loads(run_terraform(terraform, "output", "-json", cwd=probe, env=env).stdout).items()}
+
+
+def test_source_archive_holds_the_function_and_ignores_stray_files(terraform: str, terraform_env: dict[str, str], tmp_path: Path) -> None:
+    """Stray binary files (as a developer's checkout or a build leaves them) are never selected, so never read."""
+    clean, stray = tmp_path / "clean", tmp_path / "stray"
+    for tree in (clean, stray):
+        tree.mkdir()
+        _copy_function_sources(tree)
+    binary = bytes(range(256))
+    for name in (".DS_Store", "_speedups.cpython-312-x86_64-linux-gnu.so", "routing.cpython-312.pyc", "policy/.default.yaml.swp"):
+        (stray / "extender" / name).write_bytes(binary)
+    (stray / "extender" / "__pycache__").mkdir()
+    (stray / "extender" / "__pycache__" / "app.cpython-312.pyc").write_bytes(binary)
+    (stray / "extender" / "tests").mkdir()
+    (stray / "extender" / "tests" / "test_local.py").write_text("def test_x() -> None: ...\n")
+    (stray / "notes.txt").write_bytes(binary)
+
+    found = _source_locals(terraform, terraform_env, tmp_path / "probe-stray", stray, None)
+    expected = _source_locals(terraform, terraform_env, tmp_path / "probe-clean", clean, None)
+    files = found["source_files"]
     assert {"main.py", "requirements.txt", "extender/__init__.py", "extender/policy/default.yaml"} <= set(files)
-    assert all(file == "main.py" or file == "requirements.txt" or file.startswith("extender/") for file in files)
-    assert not [file for file in files if "__pycache__" in file or file.endswith(".pyc") or "/tests/" in file]
+    assert all(file in ("main.py", "requirements.txt") or file.startswith("extender/") for file in files)
+    assert files == expected["source_files"], "stray files must not enter the archive"
+    # Same content, same key, wherever the checkout lives: a plan made on one machine names the object the apply uploads.
+    assert found["source_sha256"] == expected["source_sha256"]
+    assert found["source_key"] == f"default/scheduler-extender/{found['source_sha256']}"
+    assert len(found["read"]) == len(files)
+
+
+def test_source_key_follows_content_and_policy(terraform: str, terraform_env: dict[str, str], tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    _copy_function_sources(tree)
+    base = _source_locals(terraform, terraform_env, tmp_path / "base", tree, None)
+    with_policy = _source_locals(terraform, terraform_env, tmp_path / "policy", tree, ROOT_MODULE / "examples" / "gke-public" / "policy.yaml")
+    (tree / "extender" / "routing.py").write_text((tree / "extender" / "routing.py").read_text() + "\n")
+    edited = _source_locals(terraform, terraform_env, tmp_path / "edited", tree, None)
+    assert len({base["source_sha256"], with_policy["source_sha256"], edited["source_sha256"]}) == 3
+
+
+def test_archive_is_built_where_it_is_uploaded() -> None:
+    """The zip is read at apply time whenever the object changes, so a saved plan applies on another machine."""
     archive = resources(ROOT, "data")[("archive_file", "source")]
+    assert archive["depends_on"] == ["${terraform_data.source}"]
+    trigger = RESOURCES[("terraform_data", "source")]
+    assert trigger["input"] == {"key": "${local.source_key}", "bucket": "${google_storage_bucket.source.name}"}
+    assert _expression(archive["output_path"]) == _code('${path.root}/.terraform/extender-source/${local.source_key}.zip')
+    source_object = RESOURCES[("google_storage_bucket_object", "source")]
+    assert source_object["name"] == "${local.source_key}.zip", "the object name must be known at plan time"
+    assert "terraform.workspace" in LOCALS["source_key"] and "var.function_name" in LOCALS["source_key"]
     dynamic_sources = [block["source"] for block in archive["dynamic"]]
     assert [_expression(source["for_each"]) for source in dynamic_sources] == [
         _code("local.source_files"), _code("var.policy_file == null ? [] : [var.policy_file]")
@@ -203,29 +328,85 @@ def test_log_based_metrics_read_the_decision_log_entry() -> None:
     filter_ = _expression(LOCALS["decision_log_filter"])
     assert _code(f'jsonPayload.event=\\"{EVENT}\\"') in filter_
     assert _code('resource.type=\\"cloud_run_revision\\"') in filter_
-    assert _code('resource.labels.service_name=\\"${var.name}\\"') in filter_
-    errors = RESOURCES[("google_logging_metric", "errors")]
-    assert errors["filter"] == "${local.decision_log_filter} AND jsonPayload.error:*"
+    assert _code('resource.labels.service_name=\\"${var.function_name}\\"') in filter_
+    assert RESOURCES[("google_logging_metric", "errors")]["filter"] == "${local.errors_log_filter}"
+    assert RESOURCES[("google_logging_metric", "unauthenticated")]["filter"] == "${local.unauthenticated_log_filter}"
     latency = RESOURCES[("google_logging_metric", "latency")]
     assert latency["value_extractor"] == "EXTRACT(jsonPayload.durationMs)"
     assert _block(latency, "metric_descriptor")["value_type"] == "DISTRIBUTION"
     # The fields the filters and extractors read are those the function logs.
     fields = decision_fields(Route("filter", "default"), Answer(body=None, error="plugin failed"), 0.012, 5.0, method="POST", path="/filter")
-    assert {"event", "verb", "profile", "status", "durationMs", "budgetMs", "error"} <= set(fields)
-    assert isinstance(fields["durationMs"], float)
+    assert {"event", "verb", "profile", "status", "durationMs", "budgetMs", "error", "method", "path"} <= set(fields)
+    assert isinstance(fields["durationMs"], float) and isinstance(fields["status"], int)
     assert "error" not in decision_fields(Route("filter", "default"), Answer(body=None), 0.012, 5.0, method="POST", path="/filter")
 
 
-def test_alert_policy_watches_latency_against_the_timeout_and_errors() -> None:
+def test_unauthenticated_requests_are_kept_apart_from_errors() -> None:
+    """A 404 is what a request without the token gets: internet probes must never count as the scheduler's errors."""
+    assert LOCALS["errors_log_filter"] == "${local.decision_log_filter} AND jsonPayload.error:* AND jsonPayload.status!=404"
+    assert LOCALS["unauthenticated_log_filter"] == "${local.decision_log_filter} AND jsonPayload.status=404"
+
+
+def test_verb_path_label_reads_the_redacted_path_of_a_wrong_token_call() -> None:
+    """The label extractor's regex, applied to what the function logs for a scheduler call with a wrong token."""
+    extractor = RESOURCES[("google_logging_metric", "unauthenticated")]["label_extractors"]["verb_path"]
+    pattern = re.fullmatch(r'REGEXP_EXTRACT\(jsonPayload\.path, \\?"(.+)\\?"\)', extractor)
+    assert pattern, extractor
+    router = Router({"default"}, {"scheduler-extender"}, "r1ght-t0ken-r1ght-t0ken-r1ght-t0ken")
+    regex = pattern.group(1).replace("\\\\", "\\")
+    assert re.search(regex, router.redact("/scheduler-extender/0ld-t0ken-0ld-t0ken-0ld-t0ken/default/filter")).group(1) == "filter"
+    assert re.search(regex, router.redact("/wp-login.php")) is None
+
+
+ALERTS = LOCALS["alerts"]
+
+
+def test_every_alert_has_a_runbook_and_its_own_policy() -> None:
+    assert set(ALERTS) == {"errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed", "latency", "cloud_run_latency"}
     policy = RESOURCES[("google_monitoring_alert_policy", "extender")]
-    latency, errors = (condition["condition_threshold"][0] for condition in policy["conditions"])
-    assert "google_logging_metric.latency[0].name" in latency["filter"]
-    assert _expression(latency["threshold_value"]) == _code("local.latency_threshold_ms")
-    assert _expression(LOCALS["latency_threshold_ms"]) == _code("module.scheduler_config.http_timeout_ms * var.alert_latency_ratio")
-    assert _block(latency, "aggregations")["per_series_aligner"] == "ALIGN_PERCENTILE_99"
-    assert "google_logging_metric.errors[0].name" in errors["filter"]
-    assert (errors["comparison"], errors["threshold_value"]) == ("COMPARISON_GT", 0)
+    assert _expression(policy["for_each"]) == _code("var.monitoring_enabled ? local.alerts : {}")
+    assert "each.value.runbook" in _block(policy, "documentation")["content"]
     assert _expression(policy["notification_channels"]) == _code("var.notification_channels")
+    for name, alert in ALERTS.items():
+        assert len(alert["runbook"].strip().splitlines()) >= 2, name
+
+
+def test_count_alerts_fire_on_a_rate_over_the_window_never_on_one_event() -> None:
+    policy = RESOURCES[("google_monitoring_alert_policy", "extender")]
+    threshold = _block(_block(policy, "conditions"), "condition_threshold")
+    assert _expression(_block(threshold, "aggregations")["alignment_period"]) == _code("local.alert_window")
+    assert LOCALS["alert_window"] == "${var.alert_window_minutes * 60}s"
+    for name in ("errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed"):
+        alert = ALERTS[name]
+        assert (alert["aligner"], alert["reducer"]) == ("ALIGN_SUM", "REDUCE_SUM"), name
+        assert _expression(alert["threshold"]) == _code("var.alert_error_count - 1"), name
+    assert VARIABLES["alert_error_count"]["default"] > 1
+    assert threshold["comparison"] == "COMPARISON_GT"
+
+
+def test_cloud_runs_own_answers_are_watched() -> None:
+    """429, 413 and 5xx (timeouts included) never reach the function's log: Cloud Run's request metrics see them."""
+    refused, failed = _expression(ALERTS["cloud_run_refused"]["filter"]), _expression(ALERTS["cloud_run_failed"]["filter"])
+    for filter_ in (refused, failed):
+        assert _code('metric.type="run.googleapis.com/request_count"') in filter_
+        assert filter_.startswith(_code("${local.cloud_run_filter}"))
+    assert _code('metric.label.response_code_class="4xx" AND NOT metric.label.response_code="404"') in refused
+    assert _code('metric.label.response_code_class="5xx"') in failed
+    assert "429" in ALERTS["cloud_run_refused"]["runbook"] and "504" in ALERTS["cloud_run_failed"]["runbook"]
+    rejected = _expression(ALERTS["rejected_calls"]["filter"])
+    assert _code('metric.label.method="POST"') in rejected and "verb_path" in rejected
+    assert LOCALS["cloud_run_filter"] == 'resource.type="cloud_run_revision" AND resource.labels.service_name="${var.function_name}"'
+
+
+@pytest.mark.parametrize("name", ["latency", "cloud_run_latency"])
+def test_latency_alerts_compare_p99_with_the_timeout(name: str) -> None:
+    alert = ALERTS[name]
+    assert alert["aligner"] == "ALIGN_PERCENTILE_99"
+    assert _expression(alert["threshold"]) == _code("local.latency_threshold_ms")
+    assert _expression(alert["duration"]) == _code("local.alert_window")
+    assert _expression(LOCALS["latency_threshold_ms"]) == _code("module.scheduler_config.http_timeout_ms * var.alert_latency_ratio")
+    metric = 'metric.type="run.googleapis.com/request_latencies"' if name == "cloud_run_latency" else "/${var.function_name}/latency"
+    assert metric in alert["filter"]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[path.name for path in EXAMPLES])

@@ -4,7 +4,7 @@ module "extender" {
   source = "../.."
 
   project_id         = var.project_id
-  region             = var.region
+  function_location  = var.region
   invocation         = "public"
   kubernetes_version = var.kubernetes_version
   policy_file        = "${path.module}/policy.yaml"

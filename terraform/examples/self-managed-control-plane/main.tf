@@ -6,7 +6,7 @@ module "extender" {
   source = "../.."
 
   project_id                 = var.project_id
-  region                     = var.region
+  function_location          = var.region
   invocation                 = "public"
   kubernetes_version         = var.kubernetes_version
   scheduler_name             = "default-scheduler"
@@ -14,4 +14,6 @@ module "extender" {
   kubeconfig                 = "/etc/kubernetes/scheduler.conf"
   managed_resources          = [{ name = "example.com/gpu" }]
   ignorable                  = true
+  # The default scheduler places every pod: keep its own node sampling.
+  percentage_of_nodes_to_score = null
 }

@@ -52,6 +52,14 @@ locals {
 
   lease_name = coalesce(var.leader_election_lease_name, var.scheduler_name)
 
+  # Since 1.27 a profile carries its own percentageOfNodesToScore, so the setting changes the extender's profile only,
+  # never other profiles of the same scheduler.
+  profile_has_percentage = tonumber(split(".", var.kubernetes_version)[1]) >= 27
+  profile = { for key, value in {
+    schedulerName            = var.scheduler_name
+    percentageOfNodesToScore = local.profile_has_percentage ? var.percentage_of_nodes_to_score : null
+  } : key => value if value != null }
+
   kube_scheduler_configuration = { for key, value in {
     apiVersion = "kubescheduler.config.k8s.io/v1"
     kind       = "KubeSchedulerConfiguration"
@@ -61,9 +69,10 @@ locals {
       resourceName      = local.lease_name
       resourceNamespace = var.namespace
     }
-    clientConnection         = var.kubeconfig == null ? null : { kubeconfig = var.kubeconfig }
-    percentageOfNodesToScore = var.percentage_of_nodes_to_score
-    profiles                 = [{ schedulerName = var.scheduler_name }]
+    clientConnection = var.kubeconfig == null ? null : { kubeconfig = var.kubeconfig }
+    # Before 1.27 profiles have no percentageOfNodesToScore (and kube-scheduler decodes strictly): the global one.
+    percentageOfNodesToScore = local.profile_has_percentage ? null : var.percentage_of_nodes_to_score
+    profiles                 = [local.profile]
     extenders                = [local.extender]
   } : key => value if value != null }
   kube_scheduler_configuration_yaml = yamlencode(local.kube_scheduler_configuration)

@@ -29,8 +29,14 @@ output "kubernetes_manifests" {
 }
 
 output "http_timeout_ms" {
-  description = "http_timeout in milliseconds, the latency budget of one call (alerting thresholds derive from it)."
+  description = "http_timeout in milliseconds, the latency budget of one call (the function's timeout and alerting thresholds derive from it)."
   value       = local.http_timeout_ms
+
+  precondition {
+    # Checked here, not in a validation of http_timeout: a validation cannot use a local derived from its own variable.
+    condition     = local.http_timeout_ms <= 3600000
+    error_message = "http_timeout must be at most 1h: the function's timeout follows it, and Cloud Run caps a request at 3600 s."
+  }
 }
 
 output "tls_verification" {

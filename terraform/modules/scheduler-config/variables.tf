@@ -196,13 +196,17 @@ variable "scheduler_name" {
 }
 
 variable "percentage_of_nodes_to_score" {
-  description = "Share of feasible nodes the scheduler looks for before it stops (0-100). 100 shows the extender every feasible node; null keeps the scheduler's adaptive default (5-50% on large clusters)."
+  description = "Share of feasible nodes the scheduler looks for before it stops (0-100), set on the extender's profile (on the whole configuration before Kubernetes 1.27). 100 shows the extender every feasible node; null keeps the scheduler's adaptive default (5-50% on large clusters). Must be null with scheduler_name = \"default-scheduler\"."
   type        = number
   default     = 100
 
   validation {
     condition     = var.percentage_of_nodes_to_score == null || try(floor(var.percentage_of_nodes_to_score) == var.percentage_of_nodes_to_score && var.percentage_of_nodes_to_score >= 0 && var.percentage_of_nodes_to_score <= 100, false)
     error_message = "percentage_of_nodes_to_score must be a whole number in [0-100] (kube-scheduler: \"not in valid range [0-100]\")."
+  }
+  validation {
+    condition     = var.scheduler_name != "default-scheduler" || var.percentage_of_nodes_to_score == null
+    error_message = "percentage_of_nodes_to_score with scheduler_name = \"default-scheduler\" changes how the cluster's default scheduler scores every pod, not only the extender's: set it to null there."
   }
 }
 

@@ -61,9 +61,8 @@ run "complete_scheduler_configuration" {
         resourceName      = "extender-scheduler"
         resourceNamespace = "kube-system"
       }
-      percentageOfNodesToScore = 100
-      profiles                 = [{ schedulerName = "extender-scheduler" }]
-      extenders                = yamldecode(output.extenders_yaml).extenders
+      profiles  = [{ schedulerName = "extender-scheduler", percentageOfNodesToScore = 100 }]
+      extenders = yamldecode(output.extenders_yaml).extenders
     }
     error_message = "The configuration must hold one profile, its own leader-election lease and the extender."
   }
@@ -382,5 +381,30 @@ run "own_namespace_and_image" {
   assert {
     condition     = strcontains(output.kubernetes_manifests, "\"image\": \"europe-docker.pkg.dev/acme/mirror/kube-scheduler:v1.31.4\"")
     error_message = "scheduler_image must replace the registry.k8s.io image."
+  }
+}
+
+run "percentage_of_nodes_to_score_is_global_before_1_27" {
+  command = plan
+
+  variables {
+    kubernetes_version           = "1.26.15"
+    percentage_of_nodes_to_score = 50
+  }
+
+  assert {
+    condition     = yamldecode(output.kube_scheduler_configuration).percentageOfNodesToScore == 50 && yamldecode(output.kube_scheduler_configuration).profiles == [{ schedulerName = "extender-scheduler" }]
+    error_message = "Before 1.27 a profile has no percentageOfNodesToScore: the configuration-wide field carries it."
+  }
+}
+
+run "http_timeout_of_one_hour_is_the_cap" {
+  command = plan
+
+  variables { http_timeout = "1h" }
+
+  assert {
+    condition     = output.http_timeout_ms == 3600000
+    error_message = "1h is Cloud Run's longest request timeout and must be accepted."
   }
 }

@@ -344,3 +344,18 @@ run "identity_proxy_to_plain_http" {
   }
   expect_failures = [var.identity_proxy]
 }
+
+run "percentage_of_nodes_to_score_on_the_default_scheduler" {
+  command = plan
+  variables {
+    scheduler_name               = "default-scheduler"
+    percentage_of_nodes_to_score = 100
+  }
+  expect_failures = [var.percentage_of_nodes_to_score]
+}
+
+run "http_timeout_beyond_cloud_runs_cap" {
+  command = plan
+  variables { http_timeout = "1h0m1s" }
+  expect_failures = [output.http_timeout_ms]
+}

@@ -1,0 +1,23 @@
+# A private GKE cluster: the function reaches the control plane's private endpoint over the VPC (direct VPC egress)
+# to look nodes up and to bind pods, and only accepts calls from inside the VPC, signed by the identity proxy.
+
+module "extender" {
+  source = "../.."
+
+  project_id         = var.project_id
+  function_location  = var.region
+  invocation         = "iam"
+  proxy_image        = var.proxy_image
+  kubernetes_version = var.kubernetes_version
+  verbs              = ["filter", "prioritize", "bind"]
+
+  kubernetes_api_url              = "https://${var.private_endpoint}"
+  kubernetes_ca_data              = var.cluster_ca_certificate
+  kubernetes_token_secret         = var.kubernetes_token_secret
+  kubernetes_token_secret_version = var.kubernetes_token_secret_version
+
+  direct_vpc_network    = var.network
+  direct_vpc_subnetwork = var.subnetwork
+  # The scheduler's pods reach the function through Private Google Access of the same project's VPC.
+  ingress_settings = "ALLOW_INTERNAL_ONLY"
+}
