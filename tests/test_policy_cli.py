@@ -10,7 +10,7 @@ import pytest
 
 from extender.__main__ import main
 from tests.conftest import ROOT
-from tests.readme import code_blocks
+from tests.policy_doc import code_blocks
 
 DEFAULT = ROOT / "extender" / "policy" / "default.yaml"
 BROKEN = """
@@ -20,7 +20,10 @@ profiles:
     filter: {enabled: [{name: NodeNameFilter}]}
 - name: default
 """
-LABELS_NO_SOURCE = "profiles: [{name: default, plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}}]"
+LABELS_NO_SOURCE = (
+    "profiles: [{name: default, plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}},"
+    " pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}]}]"
+)
 
 
 def run(capsys, *argv):

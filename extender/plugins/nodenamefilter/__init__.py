@@ -30,7 +30,7 @@ from marshmallow.validate import Length
 
 from extender.framework import status
 from extender.framework.args import unique_names
-from extender.framework.globs import compile_globs
+from extender.framework.globs import compile_globs, validate_glob
 from extender.framework.perpod import PerPod
 from extender.framework.plugin import FilterPlugin
 from extender.framework.status import Status
@@ -45,7 +45,7 @@ def utc_now() -> dt.datetime:
 
 
 def _globs(**kwargs: Any) -> fields.List:
-    return fields.List(fields.String(validate=Length(min=1)), **kwargs)
+    return fields.List(fields.String(validate=validate_glob), **kwargs)
 
 
 @dataclass(frozen=True)

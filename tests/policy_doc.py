@@ -1,25 +1,23 @@
-"""The code blocks of README.md's Policy section, so that tests keep the documentation true."""
+"""The code blocks of docs/policy.md, so that tests keep the policy documentation true."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+POLICY_DOC = Path(__file__).resolve().parents[1] / "docs" / "policy.md"
 
 
 def policy_section() -> str:
-    text = README.read_text()
-    start = text.index("\n## Policy\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+    """The whole policy reference."""
+    return POLICY_DOC.read_text()
 
 
 def code_blocks(language: str, section: str | None = None) -> list[str]:
-    """Fenced blocks of ``language`` ("" for bare fences) in the Policy section, or in its ``### section``."""
+    """Fenced blocks of ``language`` ("" for bare fences) in docs/policy.md, or in its ``## section``."""
     text = policy_section()
     if section is not None:
-        start = text.index(f"\n### {section}\n")
-        end = text.find("\n### ", start + 1)
+        start = text.index(f"\n## {section}\n")
+        end = text.find("\n## ", start + 1)
         text = text[start : end if end != -1 else None]
     blocks: list[str] = []
     fence: str | None = None  # the language of the open block
