@@ -111,7 +111,7 @@ def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime) -> tuple[tup
     for entry in maintenance:
         until = entry.open_until(now)
         if until is not None:
-            until_text = until.isoformat(timespec="minutes")
+            until_text = until.isoformat(timespec="seconds")
             reason = f"NodeNameFilter: node is in maintenance {entry.name!r} until {until_text}"
             closed.append((entry.nodes, reason))
     return tuple(closed)
