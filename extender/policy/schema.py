@@ -255,11 +255,14 @@ class PolicySchema(StrictSchema):
 
     @post_load
     def make_policy(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """``profiles`` (name -> Profile) and ``node_source`` (a NodeSourceSpec, built once the environment is read)."""
+        """``profiles`` (name -> Profile), ``node_source`` (a NodeSourceSpec, built once the environment is read) and
+        what the policy declares about the scheduler's requests."""
         fail_open = data["failurePolicy"] == "Ignore"
         return {
             "profiles": {profile["name"]: _build_profile(profile, fail_open) for profile in data["profiles"]},
             "node_source": replace(data.get("nodeSource") or NodeSourceSpec(), fail_open=fail_open),
+            "node_cache_capable": data.get("nodeCacheCapable"),
+            "preempt_trusts_scheduler_filter": data["preemptTrustsSchedulerFilter"],
         }
 
 
