@@ -20,6 +20,7 @@ from extender.framework.globs import validate_glob
 from extender.framework.selectors import validate_label_key, validate_label_value
 from extender.nodesource.base import NamesOnly, NodeSource
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
+from extender.nodesource.health import max_age_seconds
 from extender.nodesource.names import NODE_POOL_LABEL, GkeNodeNames
 from extender.nodesource.static import InventoryEntry, StaticInventory
 
@@ -90,7 +91,7 @@ class NodeSourceSpec:
                     "the policy's nodeSource is kubernetes, but KUBERNETES_API_URL is not set: "
                     "set it, with KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE and the API server's CA"
                 )
-            source = KubernetesNodes(kube, self.settings, self.fail_open)
+            source = KubernetesNodes(kube, self.settings, self.fail_open, max_age=max_age_seconds())
             source.start(wait=self.settings.list_timeout)
             return source
         if self.kind == "static":
