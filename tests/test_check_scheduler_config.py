@@ -70,11 +70,11 @@ def test_every_problem_is_reported_in_kube_schedulers_words(capsys, tmp_path):
             "of type string",
             "  extenders[0].tlsConfig.caData: illegal base64 data at input byte 0: the *Data fields hold base64 of the "
             "PEM file, e.g. base64 -w0 ca.pem",
-            "  extenders[0].managedResources[0].name: Invalid value: 'gpu': is an invalid extended resource name",
+            "  extenders[0].managedResources[0].name: Invalid value: \"gpu\": is an invalid extended resource name",
             "  extenders[1].urlPrefix: must be an http:// or https:// URL: kube-scheduler accepts it, but every call fails",
             "  extenders[0].weight: Invalid value: 0: must have a positive weight applied to it",
             '  extenders: Invalid value: "found 2 extenders implementing bind": only one extender can implement bind',
-            "  extenders[1].managedResources[0].name: Invalid value: 'example.com/gpu': duplicate extender managed "
+            "  extenders[1].managedResources[0].name: Invalid value: \"example.com/gpu\": duplicate extender managed "
             "resource name",
         ]
     )
@@ -127,7 +127,7 @@ def test_with_the_policy_the_two_files_must_agree(capsys, tmp_path):
         "give a CA, drop enableHTTPS to verify an https:// urlPrefix against the system roots, or set "
         "tlsConfig.insecure: true",
         '  extenders[1].urlPrefix: must not have a query string or fragment: the scheduler appends "/<verb>" verbatim',
-        "  extenders[0].filterVerb: Invalid value: 'filtr': the function answers 'filter' here",
+        '  extenders[0].filterVerb: Invalid value: "filtr": the function answers only \'filter\' here',
         "  extenders[0].urlPrefix: selects no profile of the policy: its last path segment is not one of batch, "
         "tenants, and the policy has no default profile",
         "  extenders[0].nodeCacheCapable: Invalid value: true: the scheduler sends node names only, but the policy "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -94,7 +95,7 @@ def test_only_one_extender_binds() -> None:
 def test_managed_resource_names_need_a_domain_and_no_kubernetes_io(name: str) -> None:
     assert extended_resource_name_errors(name)
     [message] = one(managedResources=[{"name": name}])[:1]
-    assert message.startswith(f"extenders[0].managedResources[0].name: Invalid value: {name!r}: ")
+    assert message.startswith(f"extenders[0].managedResources[0].name: Invalid value: {json.dumps(name)}: ")
 
 
 @pytest.mark.parametrize("name", ["example.com/gpu", "nvidia.com/gpu", "acme.io/licence.seat", "a.b/C_d-1"])
@@ -108,10 +109,10 @@ def test_managed_resource_names_are_unique_across_extenders() -> None:
         {"urlPrefix": "http://127.0.0.1:8888", "managedResources": [{"name": "example.com/tpu"}, {"name": "example.com/gpu"}]},
     ]}
     assert problems(document) == [
-        "extenders[1].managedResources[1].name: Invalid value: 'example.com/gpu': duplicate extender managed resource name"
+        'extenders[1].managedResources[1].name: Invalid value: "example.com/gpu": duplicate extender managed resource name'
     ]
     assert one(managedResources=[{"name": "example.com/gpu"}, {"name": "example.com/gpu"}]) == [
-        "extenders[0].managedResources[1].name: Invalid value: 'example.com/gpu': duplicate extender managed resource name"
+        'extenders[0].managedResources[1].name: Invalid value: "example.com/gpu": duplicate extender managed resource name'
     ]
 
 

@@ -13,6 +13,7 @@ stderr as ``field.path: message``), 2 on a usage error.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,8 @@ def cross_check(extenders: list[dict[str, Any]], policy: Policy) -> list[str]:
         for field, verb in VERB_FIELDS.items():
             value = extender.get(field)
             if isinstance(value, str) and value and value.strip("/") != verb:
-                problems.append(f"{where}.{field}: Invalid value: {value!r}: the function answers {verb!r} here")
+                shown = json.dumps(value)
+                problems.append(f"{where}.{field}: Invalid value: {shown}: the function answers only {verb!r} here")
         problems += _profile_problems(where, extender, policy)
         problems += _node_cache_problems(where, extender, policy)
     return problems

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -62,6 +63,11 @@ def extended_resource_name_errors(name: str) -> list[str]:
     if "/" not in name or "kubernetes.io/" in name or name.startswith("requests.") or _qualified_name_errors(f"requests.{name}"):
         return ["is an invalid extended resource name"]
     return []
+
+
+def _go_quote(text: str) -> str:
+    """A string as Kubernetes field errors show an invalid value: double-quoted, escaped like Go's strconv.Quote."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _json_kind(value: Any) -> str:
@@ -206,7 +212,7 @@ class ExtenderManagedResourceSchema(ConfigSchema):
     def extended_resource_name(self, data: dict[str, Any], **kwargs: Any) -> None:
         errors = extended_resource_name_errors(data["name"])
         if errors:
-            raise ValidationError([f"Invalid value: {data['name']!r}: {error}" for error in errors], "name")
+            raise ValidationError([f"Invalid value: {_go_quote(data['name'])}: {error}" for error in errors], "name")
 
 
 class ExtenderTLSConfigSchema(ConfigSchema):
@@ -290,7 +296,7 @@ def _duplicate_resources(extenders: list[dict[str, Any]]) -> dict[int, dict[int,
             if not isinstance(resource.get("name"), str):
                 continue  # a field error of its own
             if resource["name"] in seen:
-                message = f"Invalid value: {resource['name']!r}: duplicate extender managed resource name"
+                message = f"Invalid value: {_go_quote(resource['name'])}: duplicate extender managed resource name"
                 found.setdefault(index, {})[position] = {"name": [message]}
             seen.add(resource["name"])
     return found
