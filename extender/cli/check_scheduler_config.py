@@ -143,7 +143,9 @@ def _node_cache_problems(where: str, extender: dict[str, Any], policy: Policy) -
             f"{where}.nodeCacheCapable: Invalid value: {str(sends_names).lower()}: the scheduler sends {sent}, but the "
             f"policy declares nodeCacheCapable: {str(declared).lower()}; set both alike"
         ]
-    if sends_names or not extender.get("preemptVerb") or policy.node_source.kind or policy.preempt_trusts_scheduler_filter:
+    if sends_names or not extender.get("preemptVerb"):
+        return []
+    if policy.node_source.kind or policy.preempt_trusts_scheduler_filter:
         return []
     blind = [
         f"{name}/{plugin.name}"

@@ -2,11 +2,11 @@
 behind ``python -m extender check-scheduler-config``.
 
 It refuses what stops kube-scheduler from starting (strict decoding of unknown fields and wrong types, the rules of
-``pkg/scheduler/apis/config/validation`` validateExtenders), in kube-scheduler's words, and, beyond that, a
-``urlPrefix`` that is not an http(s) URL (accepted, but every call fails) and settings the scheduler accepts but that silently
-misbehave: ``enableHTTPS`` without a CA (certificate verification off), a client certificate without its key
-(dropped), both data and file of one TLS item (the file is ignored), a query string in ``urlPrefix`` (the verb lands
-in the query) and a non-positive ``httpTimeout`` (0 becomes 5s, a negative one disables the timeout).
+``pkg/scheduler/apis/config/validation`` validateExtenders), in kube-scheduler's words, and, beyond that, what the
+scheduler accepts but that fails or silently misbehaves: a ``urlPrefix`` that is not an http(s) URL (every call
+fails), ``enableHTTPS`` without a CA (certificate verification off), a client certificate without its key (dropped),
+both data and file of one TLS item (the file is ignored), a query string in ``urlPrefix`` (the verb lands in the
+query) and a non-positive ``httpTimeout`` (0 becomes 5s, a negative one disables the timeout).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from marshmallow import Schema, ValidationError, fields, pre_load, validates_schema
 
 from extender.duration import parse_go_duration
+from extender.wire.errors import entries_as_written
 
 INT64_MAX = 2**63 - 1
 
@@ -291,8 +292,8 @@ def _duplicate_resources(extenders: list[dict[str, Any]]) -> dict[int, dict[int,
     """{extender index: {resource index: errors}}: a managed resource name may appear once across all extenders."""
     seen: set[str] = set()
     found: dict[int, dict[int, dict[str, list[str]]]] = {}
-    for index, extender in _mappings(extenders):
-        for position, resource in _mappings(extender.get("managedResources")):
+    for index, extender in entries_as_written(extenders):
+        for position, resource in entries_as_written(extender.get("managedResources")):
             if not isinstance(resource.get("name"), str):
                 continue  # a field error of its own
             if resource["name"] in seen:
@@ -300,12 +301,6 @@ def _duplicate_resources(extenders: list[dict[str, Any]]) -> dict[int, dict[int,
                 found.setdefault(index, {})[position] = {"name": [message]}
             seen.add(resource["name"])
     return found
-
-
-def _mappings(value: Any) -> list[tuple[int, dict[str, Any]]]:
-    """(index, entry) for the mappings of a list as written: the checks across entries read the file as written, so
-    that they run beside the entries' own errors."""
-    return [(index, item) for index, item in enumerate(value) if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 class ExtendersSchema(ConfigSchema):
@@ -316,9 +311,11 @@ class ExtendersSchema(ConfigSchema):
     @validates_schema(skip_on_field_errors=False, pass_original=True)
     def across_extenders(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
         extenders = original.get("extenders") if isinstance(original, dict) else None
-        binders = sum(1 for _, extender in _mappings(extenders) if extender.get("bindVerb"))
-        errors: dict[Any, Any] = {index: {"managedResources": found} for index, found in _duplicate_resources(extenders).items()}
+        binders = sum(1 for _, extender in entries_as_written(extenders) if extender.get("bindVerb"))
+        duplicates = _duplicate_resources(extenders)
+        errors: dict[Any, Any] = {index: {"managedResources": found} for index, found in duplicates.items()}
         if binders > 1:
-            errors["_schema"] = [f'Invalid value: "found {binders} extenders implementing bind": only one extender can implement bind']
+            found = f'"found {binders} extenders implementing bind"'
+            errors["_schema"] = [f"Invalid value: {found}: only one extender can implement bind"]
         if errors:
             raise ValidationError(errors, "extenders")

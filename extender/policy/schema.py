@@ -19,7 +19,7 @@ from extender.framework.plugin import FilterPlugin, Plugin, PreemptPlugin, Score
 from extender.framework.profile import Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
 from extender.nodesource.schema import NodeSourceSchema, NodeSourceSpec
-from extender.wire.errors import flatten_errors
+from extender.wire.errors import entries_as_written, flatten_errors
 
 API_VERSION = "extender.scheduling.gcf/v1alpha1"
 KIND = "ExtenderPolicy"
@@ -116,13 +116,8 @@ def _enabled(profile: dict[str, Any], point: str) -> list[dict[str, Any]]:
     return profile.get("plugins", {}).get(point, {}).get("enabled", [])
 
 
-def _raw_items(value: Any) -> list[tuple[int, dict[str, Any]]]:
-    """(index, entry) for the mappings of a list as written, skipping what the fields reject on their own."""
-    return [(index, item) for index, item in enumerate(value) if isinstance(item, dict)] if isinstance(value, list) else []
-
-
 def _raw_named(value: Any) -> list[tuple[int, dict[str, Any]]]:
-    return [(index, item) for index, item in _raw_items(value) if isinstance(item.get("name"), str) and item["name"]]
+    return [(index, item) for index, item in entries_as_written(value) if isinstance(item.get("name"), str) and item["name"]]
 
 
 def _raw_enabled(profile: dict[str, Any], point: str) -> list[tuple[int, dict[str, Any]]]:
@@ -132,7 +127,8 @@ def _raw_enabled(profile: dict[str, Any], point: str) -> list[tuple[int, dict[st
 
 
 def _raw_configs(profile: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-    return [(index, config) for index, config in _raw_named(profile.get("pluginConfig")) if isinstance(config.get("args", {}), dict)]
+    configs = _raw_named(profile.get("pluginConfig"))
+    return [(index, config) for index, config in configs if isinstance(config.get("args", {}), dict)]
 
 
 def _raw_enabled_refs(profile: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
@@ -239,14 +235,15 @@ class PolicySchema(StrictSchema):
     def facts_available(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
         """Fail at start-up, not per request, when a plugin needs facts that requests and the node source lack."""
         raw = original if isinstance(original, dict) else {}
-        wrong = any(key in raw and key not in data for key in ("nodeSource", "nodeCacheCapable", "preemptTrustsSchedulerFilter"))
+        declared = ("nodeSource", "nodeCacheCapable", "preemptTrustsSchedulerFilter")
+        wrong = any(key in raw and key not in data for key in declared)
         if wrong or not isinstance(data.get("nodeSource", NodeSourceSpec()), NodeSourceSpec):
             return  # what the facts depend on is itself wrong: its own errors say so
         facts = _FactsAvailable(
             data.get("nodeCacheCapable") is False, data.get("nodeSource"), data.get("preemptTrustsSchedulerFilter", False)
         )
         errors: dict[int, Any] = {}
-        for profile_index, profile in _raw_items(raw.get("profiles")):
+        for profile_index, profile in entries_as_written(raw.get("profiles")):
             problems = facts.problems(profile)
             if problems:
                 errors[profile_index] = problems
@@ -317,10 +314,14 @@ class _FactsAvailable:
         missing = []
         for path, keys in plugin.label_keys(args):
             if supplied.isdisjoint(keys):
-                where: tuple[Any, ...] = ("pluginConfig", config_index, f"args.{path}") if path and config_index is not None else ()
+                where: tuple[Any, ...] = ()
+                if path and config_index is not None:
+                    where = ("pluginConfig", config_index, f"args.{path}")
                 shown = " or ".join(keys)
                 has = ", ".join(sorted(supplied)) or "none"
-                during = "preempt requests (which carry no Node objects) take labels from the nodeSource, and " if self.full_nodes else ""
+                during = ""
+                if self.full_nodes:
+                    during = "preempt requests (which carry no Node objects) take labels from the nodeSource, and "
                 missing.append(
                     (where, f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
                      f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it")

@@ -107,7 +107,8 @@ class InstanceCost(ScorePlugin):
 
     def score(self, pod: Pod, node: Node) -> int:
         labels = node.labels or {}
-        price = self._prices.get(labels.get(INSTANCE_TYPE_LABEL) or labels.get(LEGACY_INSTANCE_TYPE_LABEL))  # type: ignore[arg-type]
+        kind = labels.get(INSTANCE_TYPE_LABEL) or labels.get(LEGACY_INSTANCE_TYPE_LABEL)
+        price = self._prices.get(kind) if kind is not None else None
         if price is None:
             return self._default  # never discounted: an unknown type must not beat a listed one
         if "true" in map(labels.get, SPOT_LABELS):
