@@ -554,3 +554,32 @@ def test_a_label_filter_in_a_preempting_full_node_profile_needs_a_node_source_or
     spot_rule = PREEMPTING.replace("{matchLabels: {cloud.google.com/gke-nodepool: gpu}}", SPOT_ABSENT)
     (line,) = problems("nodeCacheCapable: false\nnodeSource: {names: {cluster: prod}}" + spot_rule)
     assert "preempt requests (which carry no Node objects) take labels from the nodeSource" in line
+
+
+def test_preempt_evaluates_the_label_filters_of_the_documented_example(client_factory, tmp_path):
+    """The complete example used to rely on full nodes alone: preempt, which gets no Node objects, skipped
+    NodeLabelPolicy and accepted a shop pod's victim on a gpu-pool node that filter rejects. Without a node source
+    it is now rejected; with the names source it declares, preempt judges the node pool."""
+    from tests.test_decision import FULL_PREEMPT
+
+    complete = next(
+        block
+        for block in code_blocks("yaml")
+        if block.startswith("apiVersion:") and "profiles:" in block and "InstanceCost" in block
+    )
+    without_source = complete.replace("nodeSource:\n  names: {cluster: prod}\n", "")
+    assert without_source != complete
+    assert any("preemptTrustsSchedulerFilter" in line for line in problems(without_source))
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(complete)
+    request = FULL_PREEMPT.request
+    victims = next(iter(request["NodeNameToVictims"].values()))
+    gpu, general = "gke-prod-gpu-1a2b3c4d-x1y2", "gke-prod-general-1a2b3c4d-x1y2"
+    payload = {
+        "Pod": {**request["Pod"], "metadata": {**request["Pod"]["metadata"], "namespace": "shop"}},
+        "NodeNameToVictims": {gpu: victims, general: victims},
+        "NodeNameToMetaVictims": None,
+    }
+    answer = client_factory(policy).post("/preempt", json=payload).get_json()
+    assert list(answer["NodeNameToMetaVictims"]) == [general]
