@@ -7,7 +7,13 @@ import importlib
 import sys
 
 # Command -> its module in extender/cli/, which exposes register(subparsers) setting ``run``.
-COMMANDS = {"check-policy": "check_policy", "explain": "explain", "proxy": "proxy", "serve": "serve"}
+COMMANDS = {
+    "check-policy": "check_policy",
+    "check-scheduler-config": "check_scheduler_config",
+    "explain": "explain",
+    "proxy": "proxy",
+    "serve": "serve",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,7 +99,7 @@ class Extender:
 
     def _answer(self, where: Route, request: Request) -> Answer:
         if where.verb == "healthz":
-            return Answer(self.health())
+            return self.health()
         # A body of unknown length is counted as the largest accepted.
         declared = request.content_length
         size = self.max_body_bytes if declared is None else min(declared, self.max_body_bytes)
@@ -114,16 +114,23 @@ class Extender:
             verb = {"filter": filter, "prioritize": prioritize}[where.verb]
             return verb.handle(payload, profile, self.source)
 
-    def health(self) -> dict[str, object]:
-        return {
-            "status": "ok",
+    def health(self) -> Answer:
+        """200 with the policy and the node source's state; 503 while the node source has no recent list."""
+        from extender.nodesource.health import source_health
+
+        source = source_health(self.source, self.policy.node_source.kind)
+        body = {
+            "status": "ok" if source.healthy else "unavailable",
             "version": __version__,
             "policy": {
                 "source": self.policy.source,
                 "sha256": self.policy.sha256,
                 "profiles": sorted(self.policy.profiles),
             },
+            "nodeSource": source.as_json(),
         }
+        problem = "" if source.healthy else f"node source unhealthy: {source.last_error or 'no recent node list'}"
+        return Answer(body, status=200 if source.healthy else 503, error=problem)
 
 
 def _header_value(text: str) -> str:

@@ -147,7 +147,10 @@ def test_a_served_function_with_a_bad_policy_exits_listing_the_problems(tmp_path
 def test_error_headers_survive_any_node_name(tmp_path):
     # A prioritize error names the node; node names come from the caller and may hold newlines or any Unicode.
     policy = tmp_path / "policy.yaml"
-    policy.write_text("nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n")
+    policy.write_text(
+        "nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n"
+        "  pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}]\n"
+    )
     pod = NAMES["Pod"]
     with serving(EXTENDER_POLICY=str(policy)) as url:
         for name in ["line\nbreak", "snow\u2603man", "x" * 10_000]:

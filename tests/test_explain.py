@@ -179,3 +179,86 @@ def test_explain_works_behind_a_caller_token_without_printing_it(policy, tmp_pat
     code, out, err = run_explain(capsys, pod, *nodes, "--policy", str(policy))
     assert code == 0 and "filter: kept 3 of 4 nodes" in out
     assert token not in out + err
+
+
+KUBERNETES_POLICY = """
+nodeSource: {kubernetes: {}}
+profiles:
+- name: default
+  plugins:
+    filter: {enabled: [{name: NodeLabelPolicy}]}
+    preempt: {enabled: [{name: ProtectedVictims}]}
+  pluginConfig:
+  - name: NodeLabelPolicy
+    args: {rules: [{name: zone-1-only, nodeSelector: {matchLabels: {topology.kubernetes.io/zone: zone-1}}}]}
+  - name: ProtectedVictims
+    args: {protect: [{name: system, pods: {namespaces: [kube-system]}}]}
+"""
+
+
+def victim(name, namespace, node):
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {"nodeName": node}}
+
+
+def test_with_nodes_explain_works_offline_for_a_kubernetes_source_policy(tmp_path, capsys, monkeypatch):
+    """It used to stop with "KUBERNETES_API_URL is not set" even though --nodes carries every fact."""
+    monkeypatch.delenv("KUBERNETES_API_URL", raising=False)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(KUBERNETES_POLICY)
+    pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
+    code, out, err = run_explain(capsys, pod, *nodes, "--policy", str(policy), "--json")
+    assert (code, err) == (0, "")
+    explained = json.loads(out)
+    assert explained["filter"]["answer"]["FailedAndUnresolvableNodes"] == {
+        "node-a": "NodeLabelPolicy rule 'zone-1-only': node does not match topology.kubernetes.io/zone=zone-1",
+        "node-c": "NodeLabelPolicy rule 'zone-1-only': node does not match topology.kubernetes.io/zone=zone-1",
+    }
+    assert explained["preempt"] is None and explained["candidates"] == {}
+
+
+def test_explain_shows_what_preempt_answers_per_candidate(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KUBERNETES_API_URL", raising=False)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(KUBERNETES_POLICY)
+    pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
+    victims = tmp_path / "victims.yaml"
+    victims.write_text(
+        yaml.safe_dump_all(
+            [victim("batch-1", "batch", "node-a"), victim("dns", "kube-system", "node-b"), victim("batch-2", "batch", "node-d")]
+        )
+    )
+    code, out, _ = run_explain(capsys, pod, *nodes, "--victims", str(victims), "--policy", str(policy), "--json")
+    assert code == 0
+    explained = json.loads(out)
+    assert explained["preempt"]["answer"] == {
+        "NodeNameToMetaVictims": {"node-d": {"Pods": [{"UID": "batch/batch-2"}], "NumPDBViolations": 0}}
+    }
+    assert explained["candidates"] == {
+        "node-a": {
+            "answer": "vetoed",
+            "plugin": "NodeLabelPolicy",
+            "reason": "NodeLabelPolicy rule 'zone-1-only': node does not match topology.kubernetes.io/zone=zone-1",
+        },
+        "node-b": {
+            "answer": "vetoed",
+            "plugin": "ProtectedVictims",
+            "reason": "ProtectedVictims rule 'system' protects victim kube-system/dns",
+        },
+        "node-d": {"answer": "accepted", "victims": "1"},
+    }
+    code, out, _ = run_explain(capsys, pod, *nodes, "--victims", str(victims), "--policy", str(policy))
+    assert out.splitlines()[-4:] == [
+        "preempt (the candidates kube-scheduler proposed, with their victims):",
+        "  node-a: vetoed: NodeLabelPolicy rule 'zone-1-only': node does not match topology.kubernetes.io/zone=zone-1",
+        "  node-b: vetoed: ProtectedVictims rule 'system' protects victim kube-system/dns",
+        "  node-d: accepted, 1 victim(s) may be evicted",
+    ]
+
+
+def test_a_victim_without_a_node_is_named(policy, tmp_path, capsys):
+    victims = tmp_path / "victims.yaml"
+    victims.write_text(yaml.safe_dump(victim("web", "default", None)))
+    pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
+    code, out, err = run_explain(capsys, pod, *nodes, "--victims", str(victims), "--policy", str(policy))
+    assert (code, out) == (1, "")
+    assert err == f"{victims}: victim pod web has no spec.nodeName\n"

@@ -81,7 +81,10 @@ def test_each_kind_builds_its_source(apiserver):
 
     kube = client_from_environment(apiserver.environment())
     static = parse_policy(policy("  static: {nodes: [{names: ['*'], labels: {zone: a}}]}\n"), "t").node_source.build(None)
-    names = parse_policy(policy("  names: {cluster: prod, nodePools: [gpu]}\n"), "t").node_source.build(None)
+    pool_rule = policy("  names: {cluster: prod, nodePools: [gpu]}\n").replace(
+        "{zone: a}", "{cloud.google.com/gke-nodepool: gpu}"
+    )  # the names source supplies the node-pool label only
+    names = parse_policy(pool_rule, "t").node_source.build(None)
     kubernetes = parse_policy(policy("  kubernetes: {}\n"), "t").node_source.build(kube)
     assert isinstance(static, StaticInventory) and isinstance(names, GkeNodeNames) and isinstance(kubernetes, KubernetesNodes)
 

@@ -12,7 +12,7 @@ import extender.plugins  # noqa: F401  (the built-in plugins are registered befo
 from extender.framework import registry
 from extender.framework.types import Facts
 from extender.policy.loader import PolicyError, parse_policy
-from tests.readme import code_blocks
+from tests.policy_doc import code_blocks
 
 
 @pytest.fixture

@@ -73,14 +73,16 @@ def typed(name, kind, **labels):
         ),
         ({"prices": PRICES}, [typed("c3", "c3-standard-8"), typed("x", "m3-ultramem-32")], {"c3": 100, "x": 100}),
         (
-            {"prices": PRICES, "defaultPrice": 0.1},
-            [typed("e2", "e2-standard-4"), typed("x", "m3-ultramem-32")],
-            {"e2": 0, "x": 100},
+            {"prices": PRICES, "defaultPrice": 0.8},
+            [typed("e2", "e2-standard-4"), typed("c3", "c3-standard-8"), typed("x", "m3-ultramem-32")],
+            {"e2": 100, "c3": 60, "x": 0},
         ),
+        # An unknown type on a spot node is not discounted: it never beats a listed type (it used to cost
+        # 0.4 * 0.3 = 0.12 and beat e2 at 0.134).
         (
-            {"prices": PRICES, "defaultPrice": 0.2, "spotDiscount": 0.5},
+            {"prices": PRICES, "spotDiscount": 0.7},
             [typed("e2", "e2-standard-4"), typed("x", "zz", **{"cloud.google.com/gke-spot": "true"})],
-            {"e2": 0, "x": 100},
+            {"e2": 100, "x": 0},
         ),
         # The legacy beta label still names the type on old nodes.
         (
@@ -90,7 +92,6 @@ def typed(name, kind, **labels):
         ),
         # Ties: equal prices score alike, at the top.
         ({"prices": PRICES}, [typed("a", "e2-standard-4"), typed("b", "e2-standard-4")], {"a": 100, "b": 100}),
-        ({}, [typed("a", "e2-standard-4"), node("b")], {"a": 100, "b": 100}),
         # One candidate.
         ({"prices": PRICES}, [typed("only", "c3-standard-8")], {"only": 100}),
         # No candidates.
@@ -115,10 +116,19 @@ def test_scores_round_to_the_nearest_integer():
     [
         ({"prices": {"e2-standard-4": -1}}, "prices.e2-standard-4: Must be greater than or equal to 0."),
         ({"prices": {"e2 standard": 1}}, "prices.e2 standard: 'e2 standard' is not a valid label value"),
-        ({"prices": {"e2-standard-4": "cheap"}}, "prices.e2-standard-4: Not a valid number."),
+        ({"prices": {"e2-standard-4": "cheap"}}, "prices.e2-standard-4: must be a number"),
+        ({"prices": {"e2-standard-4": "0.134"}}, "prices.e2-standard-4: must be a number"),
+        ({"prices": {"e2-standard-4": True}}, "prices.e2-standard-4: must be a number"),
+        ({"prices": PRICES, "spotDiscount": "0.7"}, "spotDiscount: must be a number"),
+        ({}, "prices: Missing data for required field."),
+        ({"prices": {}}, "prices: needs at least one instance type and its price"),
+        ({"prices": PRICES, "defaultPrice": 0.1}, "defaultPrice: 0.1 is below the dearest listed price (0.4)"),
+        ({"prices": PRICES, "scale": "absolute"}, "ceiling: scale: absolute needs a ceiling"),
+        ({"prices": PRICES, "ceiling": 1}, "ceiling: only scale: absolute takes a ceiling"),
+        ({"prices": PRICES, "scale": "log"}, "scale: Must be one of: relative, absolute."),
         ({"prices": ["e2-standard-4"]}, "prices: Not a valid mapping type."),
-        ({"spotDiscount": 1.5}, "spotDiscount: Must be greater than or equal to 0 and less than or equal to 1."),
-        ({"defaultPrice": -0.1}, "defaultPrice: Must be greater than or equal to 0."),
+        ({"prices": PRICES, "spotDiscount": 1.5}, "spotDiscount: Must be greater than or equal to 0 and less than or equal to 1."),
+        ({"prices": PRICES, "defaultPrice": -0.1}, "defaultPrice: Must be greater than or equal to 0."),
         ({"spotPrice": 0.3}, "spotPrice: Unknown field."),
     ],
 )
@@ -127,3 +137,16 @@ def test_invalid_args_name_the_field(args, expected):
         InstanceCost.args_schema().load(args)
     lines = flatten_errors(caught.value.messages)
     assert any(line.startswith(expected) for line in lines), lines
+
+
+def test_absolute_scale_scores_each_price_against_the_ceiling():
+    """Relative scores make 0.134 vs 0.135 a 100 vs 0; against a ceiling of 1.0 they are 87 and 87 (86.6, 86.5)."""
+    close = {"a": 0.134, "b": 0.135, "dear": 1.5}
+    nodes = [typed("a", "a"), typed("b", "b")]
+    assert scores({"prices": close}, nodes) == {"a": 100, "b": 0}
+    absolute = {"prices": close, "scale": "absolute", "ceiling": 1.0}
+    assert scores(absolute, nodes) == {"a": 87, "b": 87}
+    # At or above the ceiling: 0; free: 100; unknown types cost the dearest listed price (1.5, above the ceiling).
+    assert scores({**absolute, "prices": {**close, "free": 0}}, [typed("f", "free"), typed("d", "dear"), node("x")]) == {
+        "f": 100, "d": 0, "x": 0
+    }

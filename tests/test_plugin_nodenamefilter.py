@@ -72,31 +72,31 @@ WEEKEND_NIGHT = {"days": ["Sat"], "from": "22:00", "to": "04:00", "timeZone": "E
     ("window", "now", "closed_until"),
     [
         (ONE_OFF, "2026-03-01T21:59:59Z", None),
-        (ONE_OFF, "2026-03-01T22:00:00Z", "2026-03-02T04:00+00:00"),  # start inclusive
-        (ONE_OFF, "2026-03-02T03:59:59Z", "2026-03-02T04:00+00:00"),
+        (ONE_OFF, "2026-03-01T22:00:00Z", "2026-03-02T04:00:00+00:00"),  # start inclusive
+        (ONE_OFF, "2026-03-02T03:59:59Z", "2026-03-02T04:00:00+00:00"),
         (ONE_OFF, "2026-03-02T04:00:00Z", None),  # end exclusive
         # Offsets in the timestamps are honoured: 23:00+01:00 is 22:00Z.
         (
             {"start": "2026-03-01T23:00:00+01:00", "end": "2026-03-02T05:00:00+01:00"},
             "2026-03-01T22:30:00Z",
-            "2026-03-02T05:00+01:00",
+            "2026-03-02T05:00:00+01:00",
         ),
         # Winter: Berlin is UTC+1, so Saturday 22:00 local is 21:00Z.
         (WEEKEND_NIGHT, "2026-02-07T20:59:00Z", None),
-        (WEEKEND_NIGHT, "2026-02-07T21:00:00Z", "2026-02-08T04:00+01:00"),
-        (WEEKEND_NIGHT, "2026-02-08T02:59:00Z", "2026-02-08T04:00+01:00"),  # past midnight: Sunday 03:59 local
+        (WEEKEND_NIGHT, "2026-02-07T21:00:00Z", "2026-02-08T04:00:00+01:00"),
+        (WEEKEND_NIGHT, "2026-02-08T02:59:00Z", "2026-02-08T04:00:00+01:00"),  # past midnight: Sunday 03:59 local
         (WEEKEND_NIGHT, "2026-02-08T03:00:00Z", None),
         # Summer: UTC+2, the same wall-clock window is an hour earlier in UTC.
-        (WEEKEND_NIGHT, "2026-07-04T20:00:00Z", "2026-07-05T04:00+02:00"),
+        (WEEKEND_NIGHT, "2026-07-04T20:00:00Z", "2026-07-05T04:00:00+02:00"),
         (WEEKEND_NIGHT, "2026-07-04T19:59:00Z", None),
         # Other days stay open, including Saturday night's start on a Sunday.
         (WEEKEND_NIGHT, "2026-02-08T21:30:00Z", None),
         (WEEKEND_NIGHT, "2026-02-06T21:30:00Z", None),
         # Weekly windows default to UTC and to every day.
         ({"from": "09:00", "to": "17:00"}, "2026-03-04T08:59:00Z", None),
-        ({"from": "09:00", "to": "17:00"}, "2026-03-04T09:00:00Z", "2026-03-04T17:00+00:00"),
+        ({"from": "09:00", "to": "17:00"}, "2026-03-04T09:00:00Z", "2026-03-04T17:00:00+00:00"),
         ({"from": "09:00", "to": "17:00"}, "2026-03-04T17:00:00Z", None),
-        ({"days": ["Mon"], "from": "00:00", "to": "24:00"}, "2026-03-02T23:59:00Z", "2026-03-03T00:00+00:00"),
+        ({"days": ["Mon"], "from": "00:00", "to": "24:00"}, "2026-03-02T23:59:00Z", "2026-03-03T00:00:00+00:00"),
         ({"days": ["Mon"], "from": "00:00", "to": "24:00"}, "2026-03-03T00:00:00Z", None),
     ],
 )
@@ -124,10 +124,48 @@ def test_dst_change_night_keeps_wall_clock_times():
     assert not closed("2026-03-29T02:00:00Z")  # 04:00 CEST
 
 
+def test_until_names_the_seconds_of_the_end():
+    window = {"start": "2026-03-01T22:00:00Z", "end": "2026-03-02T04:00:30+01:00"}
+    outcome = verdicts(maintenance(window), ["gke-prod-pool-a-1"], now="2026-03-02T03:00:15Z")["gke-prod-pool-a-1"]
+    assert outcome.reason.endswith("until 2026-03-02T04:00:30+01:00")  # used to say 04:00+01:00, 30 s early
+
+
+# Berlin springs forward on Sunday 2026-03-29 at 02:00 CET (01:00Z) to 03:00 CEST: 02:00-03:00 never happens.
+# It falls back on Sunday 2026-10-25 at 03:00 CEST (01:00Z) to 02:00 CET: 02:00-03:00 happens twice.
+@pytest.mark.parametrize(
+    ("window", "now", "closed_until"),
+    [
+        # A window inside the gap opens at its end (03:00 CEST), for its length; it used to never open.
+        ({"from": "02:15", "to": "02:45"}, "2026-03-29T00:59:59Z", None),
+        ({"from": "02:15", "to": "02:45"}, "2026-03-29T01:00:00Z", "2026-03-29T03:30:00+02:00"),
+        ({"from": "02:15", "to": "02:45"}, "2026-03-29T01:29:59Z", "2026-03-29T03:30:00+02:00"),
+        ({"from": "02:15", "to": "02:45"}, "2026-03-29T01:30:00Z", None),
+        # A start in the gap opens after it; an end in the gap closes when the gap ends.
+        ({"from": "02:30", "to": "05:00"}, "2026-03-29T01:00:00Z", "2026-03-29T05:00:00+02:00"),
+        ({"from": "01:30", "to": "02:30"}, "2026-03-29T00:30:00Z", "2026-03-29T03:00:00+02:00"),
+        ({"from": "01:30", "to": "02:30"}, "2026-03-29T01:00:00Z", None),
+        # In the fold, the first occurrence counts: 02:10-02:40 CEST, not again at 02:10-02:40 CET.
+        ({"from": "02:10", "to": "02:40"}, "2026-10-25T00:10:00Z", "2026-10-25T02:40:00+02:00"),
+        ({"from": "02:10", "to": "02:40"}, "2026-10-25T01:20:00Z", None),  # used to say until 02:40+02:00, past
+        # A window across the fold ends at the first 02:30 (CEST); one ending after the fold names CET's offset.
+        ({"from": "01:00", "to": "02:30"}, "2026-10-25T00:20:00Z", "2026-10-25T02:30:00+02:00"),
+        ({"from": "01:00", "to": "02:30"}, "2026-10-25T00:30:00Z", None),
+        ({"from": "01:00", "to": "04:00"}, "2026-10-25T02:30:00Z", "2026-10-25T04:00:00+01:00"),
+    ],
+)
+def test_dst_gaps_and_folds(window, now, closed_until):
+    window = {"days": ["Sun"], "timeZone": "Europe/Berlin", **window}
+    outcome = verdicts(maintenance(window), ["gke-prod-pool-a-1"], now=now)["gke-prod-pool-a-1"]
+    if closed_until is None:
+        assert outcome.is_success, outcome
+    else:
+        assert outcome.reason == f"NodeNameFilter: node is in maintenance 'pool-a-upgrade' until {closed_until}"
+
+
 def test_overlapping_windows_report_the_latest_end():
     args = maintenance(ONE_OFF, {"start": "2026-03-01T23:00:00Z", "end": "2026-03-02T06:00:00Z"})
     outcome = verdicts(args, ["gke-prod-pool-a-1"], now="2026-03-02T01:00:00Z")["gke-prod-pool-a-1"]
-    assert outcome.reason.endswith("until 2026-03-02T06:00+00:00")
+    assert outcome.reason.endswith("until 2026-03-02T06:00:00+00:00")
 
 
 def test_the_clock_is_read_once_per_request_so_all_its_nodes_are_judged_at_one_instant():
@@ -169,7 +207,20 @@ def test_yaml_timestamps_load_like_strings():
     ("args", "expected"),
     [
         ({"deny": "gke-*"}, "deny: Not a valid list."),
-        ({"allow": [""]}, "allow[0]: Shorter than minimum length 1."),
+        ({"allow": [""]}, "allow[0]: a glob cannot be empty"),
+        # Globs that can never match a node name (a lowercase RFC 1123 name) would silently deny nothing.
+        ({"deny": ["gke-[prod-*"]}, "deny[0]: glob 'gke-[prod-*': the bracket opened at position 4 is never closed"),
+        ({"deny": ["GKE-prod-*"]}, "deny[0]: glob 'GKE-prod-*' can never match a node name: 'E', 'G', 'K' cannot appear in one"
+            " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
+        ({"deny": ["pool_a-*"]}, "deny[0]: glob 'pool_a-*' can never match a node name: '_' cannot appear in one"
+            " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
+        ({"allow": ["a]*"]}, "allow[0]: glob 'a]*': ']' at position 1 closes no bracket"),
+        ({"allow": ["node-[]"]}, "allow[0]: glob 'node-[]': the bracket at position 5 is empty"),
+        (
+            {"maintenance": [{"name": "m", "nodes": ["Node-*"], "windows": [{"from": "01:00", "to": "02:00"}]}]},
+            "maintenance[0].nodes[0]: glob 'Node-*' can never match a node name: 'N' cannot appear in one"
+            " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])",
+        ),
         (
             {"maintenance": [{"nodes": ["x"], "windows": [ONE_OFF]}]},
             "maintenance[0].name: Missing data for required field.",

@@ -13,7 +13,7 @@ from extender import plugins
 from extender import policy as policy_package
 from extender.framework.types import Facts, VictimFacts
 from extender.policy.loader import EMBEDDED, PolicyError, load_policy, parse_policy
-from tests.readme import code_blocks, policy_section
+from tests.policy_doc import code_blocks, policy_section
 from tests.recordings import exchanges
 from testkit.scheduler_checks import check_answer
 
@@ -85,11 +85,11 @@ INVALID = {
         ["profiles[0].plugins.filter.enabled[1].name: plugin NodeNameFilter is enabled twice"],
     ),
     "score without weight": (
-        "nodeCacheCapable: false\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost}]}}}]",
+        "nodeCacheCapable: false\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost}]}}, pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}]}]",
         ["profiles[0].plugins.score.enabled[0].weight: score plugins need a weight (1..100)"],
     ),
     "weight out of range": (
-        "nodeCacheCapable: false\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost, weight: 0}]}}}]",
+        "nodeCacheCapable: false\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost, weight: 0}]}}, pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}]}]",
         [
             "profiles[0].plugins.score.enabled[0].weight: Must be greater than or equal to 1 and less than or equal to 100."
         ],
@@ -149,6 +149,7 @@ INVALID = {
             score: {enabled: [{name: InstanceCost, weight: 1}]}
           pluginConfig:
           - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {}}]}}
+          - {name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}
         """,
         [
             f"profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
@@ -158,7 +159,7 @@ INVALID = {
         ],
     ),
     "labels with nodeCacheCapable true": (
-        "nodeCacheCapable: true\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}}]",
+        "nodeCacheCapable: true\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}, pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}]}]",
         [
             f"profiles[0].plugins.score.enabled[0].name: plugin InstanceCost reads node labels, which node-name "
             f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}"
@@ -206,6 +207,7 @@ profiles:
   pluginConfig:
   - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {}}]}}
   - {name: TopologyPreference, args: {preferences: [{label: zone, weights: {a: 1}}]}}
+  - {name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}
 """
 VICTIM_PLUGIN = """
 - name: b
@@ -229,9 +231,22 @@ def test_plugins_that_read_more_than_names_load_when_the_facts_can_come(header):
     assert policy.profiles["b"].victim_facts is VictimFacts.POD
 
 
-@pytest.mark.parametrize("source", ["static: {nodes: [{names: ['*'], labels: {zone: a}}]}", "names: {cluster: prod}"])
-def test_every_node_source_serves_node_labels(source):
-    policy = parse_policy(f"nodeSource: {{{source}}}" + NODE_LABEL_PLUGINS, "test.yaml")
+STATIC_ZONES_AND_TYPES = "static: {nodes: [{names: ['*'], labels: {zone: a, node.kubernetes.io/instance-type: e2}}]}"
+POOL_RULE = """
+profiles:
+- name: a
+  plugins: {filter: {enabled: [{name: NodeLabelPolicy}]}}
+  pluginConfig:
+  - name: NodeLabelPolicy
+    args: {rules: [{name: r, nodeSelector: {matchLabels: {cloud.google.com/gke-nodepool: gpu}}}]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "plugins"), [(STATIC_ZONES_AND_TYPES, NODE_LABEL_PLUGINS), ("names: {cluster: prod}", POOL_RULE)]
+)
+def test_every_node_source_serves_node_labels(source, plugins):
+    policy = parse_policy(f"nodeSource: {{{source}}}" + plugins, "test.yaml")
     assert policy.profiles["a"].facts is Facts.LABELS
 
 
@@ -247,6 +262,7 @@ def test_profiles_are_built_in_policy_order_with_their_weights_and_one_instance_
           pluginConfig:
           - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {}}]}}
           - {name: TopologyPreference, args: {preferences: [{label: zone, weights: {a: 1}}]}}
+          - {name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}
         - name: names-only
           plugins:
             filter: {enabled: [{name: NodeNameFilter}]}
@@ -369,3 +385,201 @@ def test_every_built_in_plugin_is_documented_in_the_readme():
     for name in POINT:
         assert f"### {name} (" in section
     assert {yaml.safe_load(block)[0]["name"] for block in code_blocks("yaml", "Built-in plugins")} == set(POINT)
+
+
+# --- Every problem at once -------------------------------------------------------------------------
+
+
+def test_field_and_cross_field_problems_are_reported_in_one_run():
+    """A field error (a bad profile name) used to hide the duplicate profiles, the unknown plugin, the missing node
+    source, and every duplicate after the first."""
+    got = problems(
+        """
+        failurePolicy: Sometimes
+        profiles:
+        - name: Default
+          plugins: {filter: {enabled: [{name: NoSuchPlugin}, {name: NodeLabelPolicy}]}}
+          pluginConfig: [{name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {}}]}}]
+        - {name: b}
+        - {name: b}
+        - {name: c}
+        - {name: c}
+        """
+    )
+    assert sorted(got) == sorted(
+        [
+            "failurePolicy: Must be one of: Fail, Ignore.",
+            "profiles[0].name: must be a DNS label (lowercase letters, digits, '-')",
+            "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NoSuchPlugin'; known plugins: InstanceCost, "
+            "NodeLabelPolicy, NodeNameFilter, ProtectedVictims, TopologyPreference",
+            "profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
+            f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}",
+            "profiles[2].name: duplicate profile name 'b'",
+            "profiles[4].name: duplicate profile name 'c'",
+        ]
+    )
+
+
+def test_plugin_config_problems_show_beside_a_broken_plugins_list():
+    got = problems(
+        """
+        profiles:
+        - name: a
+          plugins: {filter: {enabled: [{name: NodeNameFilter, typo: 1}]}}
+          pluginConfig: [{name: NodeNameFilter, args: {deny: ["Canary-*"]}}]
+        """
+    )
+    assert got == [
+        "profiles[0].plugins.filter.enabled[0].typo: Unknown field.",
+        "profiles[0].pluginConfig[0].args.deny[0]: glob 'Canary-*' can never match a node name: 'C' cannot appear "
+        "in one (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])",
+    ]
+
+
+@pytest.mark.parametrize("name", ["filter", "prioritize", "preempt", "bind", "healthz"])
+def test_a_profile_named_like_a_verb_is_rejected(name):
+    assert problems(f"profiles: [{{name: {name}}}]") == [
+        f"profiles[0].name: {name!r} is a verb of the extender's URLs (filter, prioritize, preempt, bind, healthz): "
+        "choose another name"
+    ]
+
+
+def test_a_profile_named_like_the_function_is_rejected(monkeypatch):
+    monkeypatch.setenv("K_SERVICE", "scheduler-extender")
+    assert problems("profiles: [{name: scheduler-extender}, {name: default}]") == [
+        "profiles[0].name: 'scheduler-extender' is the function's own name, which may prefix its URLs: choose "
+        "another name"
+    ]
+
+
+def test_static_inventory_globs_are_checked():
+    assert problems("nodeSource: {static: {nodes: [{names: ['gke_pool_*'], labels: {a: b}}]}}\nprofiles: [{name: a}]") == [
+        "nodeSource.static.nodes[0].names[0]: glob 'gke_pool_*' can never match a node name: '_' cannot appear in "
+        "one (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"
+    ]
+
+
+# --- Label keys the node source supplies -----------------------------------------------------------
+
+
+def _rules(*selectors: str) -> str:
+    rules = ", ".join(f"{{name: r{index}, nodeSelector: {selector}}}" for index, selector in enumerate(selectors))
+    return f"""
+profiles:
+- name: default
+  plugins: {{filter: {{enabled: [{{name: NodeLabelPolicy}}]}}}}
+  pluginConfig: [{{name: NodeLabelPolicy, args: {{rules: [{rules}]}}}}]
+"""
+
+
+SPOT_ABSENT = "{matchExpressions: [{key: cloud.google.com/gke-spot, operator: DoesNotExist}]}"
+POOL_IS_GPU = "{matchLabels: {cloud.google.com/gke-nodepool: gpu}}"
+REGION = "{matchLabels: {topology.kubernetes.io/region: europe-west1}}"
+
+
+def test_a_rule_on_a_label_the_names_source_cannot_supply_is_rejected_with_its_field_path():
+    """The names source knows the node pool only: a DoesNotExist rule on the spot label passed every spot node, and
+    a rule on the region rejected every node."""
+    got = problems("nodeSource: {names: {cluster: prod}}" + _rules(POOL_IS_GPU, SPOT_ABSENT, REGION))
+    supplies = "(it supplies: cloud.google.com/gke-nodepool), so the rule would judge every node as lacking it"
+    assert got == [
+        "profiles[0].pluginConfig[0].args.rules[1].nodeSelector.matchExpressions[0].key: plugin NodeLabelPolicy "
+        f"reads node label cloud.google.com/gke-spot: the names nodeSource does not supply it {supplies}",
+        "profiles[0].pluginConfig[0].args.rules[2].nodeSelector.matchLabels.topology.kubernetes.io/region: plugin "
+        f"NodeLabelPolicy reads node label topology.kubernetes.io/region: the names nodeSource does not supply it {supplies}",
+    ]
+    parse_policy("nodeSource: {names: {cluster: prod}}" + _rules(POOL_IS_GPU), "test.yaml")
+
+
+def test_the_static_source_supplies_the_keys_of_its_entries():
+    static = "nodeSource: {static: {nodes: [{names: ['*'], labels: {cloud.google.com/gke-nodepool: gpu}}]}}"
+    (line,) = problems(static + _rules(POOL_IS_GPU, SPOT_ABSENT))
+    assert line.startswith("profiles[0].pluginConfig[0].args.rules[1].nodeSelector.matchExpressions[0].key: ")
+    assert "the static nodeSource does not supply it (it supplies: cloud.google.com/gke-nodepool)" in line
+    spot = "nodeSource: {static: {nodes: [{names: ['*'], labels: {cloud.google.com/gke-nodepool: a}}, {names: ['*-spot-*'], labels: {cloud.google.com/gke-spot: 'true'}}]}}"
+    parse_policy(spot + _rules(POOL_IS_GPU, SPOT_ABSENT), "test.yaml")
+
+
+def test_kubernetes_source_and_full_nodes_supply_every_key():
+    parse_policy("nodeSource: {kubernetes: {}}" + _rules(SPOT_ABSENT, REGION), "test.yaml")
+    parse_policy("nodeCacheCapable: false" + _rules(SPOT_ABSENT, REGION), "test.yaml")
+    parse_policy("nodeCacheCapable: false\nnodeSource: {names: {cluster: p}}" + _rules(SPOT_ABSENT, REGION), "test.yaml")
+
+
+def test_score_plugins_declare_their_keys_too():
+    got = problems(
+        """
+        nodeSource: {names: {cluster: prod}}
+        profiles:
+        - name: default
+          plugins: {score: {enabled: [{name: InstanceCost, weight: 1}, {name: TopologyPreference, weight: 1}]}}
+          pluginConfig:
+          - {name: InstanceCost, args: {prices: {e2-standard-4: 0.134}, spotDiscount: 0.7}}
+          - {name: TopologyPreference, args: {preferences: [{label: cloud.google.com/gke-nodepool, weights: {a: 1}}, {label: topology.kubernetes.io/zone, weights: {b: 1}}]}}
+        """
+    )
+    assert [line.split(": plugin")[0] for line in got] == [
+        "profiles[0].plugins.score.enabled[0].name",
+        "profiles[0].pluginConfig[0].args.spotDiscount",
+        "profiles[0].pluginConfig[1].args.preferences[1].label",
+    ]
+    assert "reads node label node.kubernetes.io/instance-type or beta.kubernetes.io/instance-type" in got[0]
+    assert "reads node label cloud.google.com/gke-spot or cloud.google.com/gke-preemptible" in got[1]
+
+
+PREEMPTING = """
+profiles:
+- name: default
+  plugins:
+    filter: {enabled: [{name: NodeLabelPolicy}]}
+    preempt: {enabled: [{name: ProtectedVictims}]}
+  pluginConfig:
+  - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {matchLabels: {cloud.google.com/gke-nodepool: gpu}}}]}}
+  - {name: ProtectedVictims, args: {protect: [{name: system, pods: {namespaces: [kube-system]}}]}}
+"""
+
+
+def test_a_label_filter_in_a_preempting_full_node_profile_needs_a_node_source_or_the_opt_in():
+    """Preempt requests never carry Node objects: in full-node mode without a node source the label filter used to be
+    skipped silently during preempt."""
+    assert problems("nodeCacheCapable: false" + PREEMPTING) == [
+        "profiles[0].plugins.filter.enabled[0].name: plugin NodeLabelPolicy reads node labels, which preempt requests "
+        "never carry (they hold victims, not Node objects), so preempt could not evaluate it: configure a nodeSource, "
+        "or set preemptTrustsSchedulerFilter: true to rely on the scheduler having excluded the nodes this filter "
+        "rejected (see docs/policy.md)"
+    ]
+    parse_policy("nodeCacheCapable: false\npreemptTrustsSchedulerFilter: true" + PREEMPTING, "test.yaml")
+    parse_policy("nodeCacheCapable: false\nnodeSource: {names: {cluster: prod}}" + PREEMPTING, "test.yaml")
+    # With full nodes, filters see every label, but preempt only what the node source supplies.
+    spot_rule = PREEMPTING.replace("{matchLabels: {cloud.google.com/gke-nodepool: gpu}}", SPOT_ABSENT)
+    (line,) = problems("nodeCacheCapable: false\nnodeSource: {names: {cluster: prod}}" + spot_rule)
+    assert "preempt requests (which carry no Node objects) take labels from the nodeSource" in line
+
+
+def test_preempt_evaluates_the_label_filters_of_the_documented_example(client_factory, tmp_path):
+    """The complete example used to rely on full nodes alone: preempt, which gets no Node objects, skipped
+    NodeLabelPolicy and accepted a shop pod's victim on a gpu-pool node that filter rejects. Without a node source
+    it is now rejected; with the names source it declares, preempt judges the node pool."""
+    from tests.test_decision import FULL_PREEMPT
+
+    complete = next(
+        block
+        for block in code_blocks("yaml")
+        if block.startswith("apiVersion:") and "profiles:" in block and "InstanceCost" in block
+    )
+    without_source = complete.replace("nodeSource:\n  names: {cluster: prod}\n", "")
+    assert without_source != complete
+    assert any("preemptTrustsSchedulerFilter" in line for line in problems(without_source))
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(complete)
+    request = FULL_PREEMPT.request
+    victims = next(iter(request["NodeNameToVictims"].values()))
+    gpu, general = "gke-prod-gpu-1a2b3c4d-x1y2", "gke-prod-general-1a2b3c4d-x1y2"
+    payload = {
+        "Pod": {**request["Pod"], "metadata": {**request["Pod"]["metadata"], "namespace": "shop"}},
+        "NodeNameToVictims": {gpu: victims, general: victims},
+        "NodeNameToMetaVictims": None,
+    }
+    answer = client_factory(policy).post("/preempt", json=payload).get_json()
+    assert list(answer["NodeNameToMetaVictims"]) == [general]

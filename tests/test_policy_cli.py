@@ -10,7 +10,7 @@ import pytest
 
 from extender.__main__ import main
 from tests.conftest import ROOT
-from tests.readme import code_blocks
+from tests.policy_doc import code_blocks, shown_runs
 
 DEFAULT = ROOT / "extender" / "policy" / "default.yaml"
 BROKEN = """
@@ -20,7 +20,10 @@ profiles:
     filter: {enabled: [{name: NodeNameFilter}]}
 - name: default
 """
-LABELS_NO_SOURCE = "profiles: [{name: default, plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}}]"
+LABELS_NO_SOURCE = (
+    "profiles: [{name: default, plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}},"
+    " pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}]}]"
+)
 
 
 def run(capsys, *argv):
@@ -112,19 +115,21 @@ def test_custom_plugin_modules_import_from_the_working_directory(tmp_path):
     assert result.stdout == "policy.yaml: ok\n  profile default: score LuckyNumber (weight 1)\n"
 
 
-@pytest.mark.parametrize(
-    "shown", [block for block in code_blocks("") if block.startswith("$ python -m extender check-policy")]
-)
-def test_the_readme_shows_what_check_policy_prints(shown, tmp_path):
-    """Each shown run: its policy is the YAML block before it in the README (or, for the node-facts rule, minimal)."""
-    command, *expected = shown.splitlines()
-    name = command.split()[-1]
-    blocks = code_blocks("yaml")
-    if name == "broken.yaml":
-        policy = next(block for block in blocks if block.startswith("profiles:") and "operator: Exist}" in block)
-    else:
-        policy = LABELS_NO_SOURCE
-    (tmp_path / name).write_text(policy)
-    result = cli(name, cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == expected
+@pytest.mark.parametrize("command", ["check-policy", "check-scheduler-config"])
+def test_the_docs_show_what_the_checks_print(command, tmp_path):
+    """Each shown run, on the files the documentation shows before it (its ``# NAME`` YAML blocks)."""
+    runs = shown_runs(command)
+    assert len(runs) >= 2
+    for line, expected, files in runs:
+        for name, text in files.items():
+            (tmp_path / name).write_text(text)
+        result = subprocess.run(
+            [sys.executable, *line.split()[2:]],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (result.stdout + result.stderr).splitlines() == expected, line
+        assert result.returncode == (1 if expected[0].startswith("invalid ") else 0)

@@ -218,7 +218,7 @@ def test_maintenance_windows_follow_the_real_clock(client_factory, tmp_path):
     for scenario in ("c1-partial-reject-nodecache-false", "c1-partial-reject-nodecache-true"):
         answer = post(client, None, "filter", exchange(scenario, 1).request).get_json()
         assert kept(answer) == ["node-c", "node-d"]
-        until = (now + dt.timedelta(hours=1)).isoformat(timespec="minutes")
+        until = (now + dt.timedelta(hours=1)).isoformat(timespec="seconds")
         message = f"NodeNameFilter: node is in maintenance 'upgrade' until {until}"
         assert answer["FailedAndUnresolvableNodes"] == {"node-a": message, "node-b": message}
 

@@ -1,8 +1,9 @@
-"""extender.wire.scheduler_config: kube-scheduler's rules for ``extenders[]``, and the silent misconfigurations."""
+"""extender.cli.scheduler_config_schema: kube-scheduler's rules for ``extenders[]``, and the silent misconfigurations."""
 
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from marshmallow import ValidationError
 
 from extender.duration import parse_go_duration
 from extender.wire.errors import flatten_errors
-from extender.wire.scheduler_config import (
+from extender.cli.scheduler_config_schema import (
     ExtenderSchema,
     ExtendersSchema,
     extended_resource_name_errors,
@@ -94,7 +95,7 @@ def test_only_one_extender_binds() -> None:
 def test_managed_resource_names_need_a_domain_and_no_kubernetes_io(name: str) -> None:
     assert extended_resource_name_errors(name)
     [message] = one(managedResources=[{"name": name}])[:1]
-    assert message.startswith(f"extenders[0].managedResources[0].name: Invalid value: {name!r}: ")
+    assert message.startswith(f"extenders[0].managedResources[0].name: Invalid value: {json.dumps(name)}: ")
 
 
 @pytest.mark.parametrize("name", ["example.com/gpu", "nvidia.com/gpu", "acme.io/licence.seat", "a.b/C_d-1"])
@@ -108,10 +109,10 @@ def test_managed_resource_names_are_unique_across_extenders() -> None:
         {"urlPrefix": "http://127.0.0.1:8888", "managedResources": [{"name": "example.com/tpu"}, {"name": "example.com/gpu"}]},
     ]}
     assert problems(document) == [
-        "extenders[1].managedResources[1].name: Invalid value: 'example.com/gpu': duplicate extender managed resource name"
+        'extenders[1].managedResources[1].name: Invalid value: "example.com/gpu": duplicate extender managed resource name'
     ]
     assert one(managedResources=[{"name": "example.com/gpu"}, {"name": "example.com/gpu"}]) == [
-        "extenders[0].managedResources[1].name: Invalid value: 'example.com/gpu': duplicate extender managed resource name"
+        'extenders[0].managedResources[1].name: Invalid value: "example.com/gpu": duplicate extender managed resource name'
     ]
 
 
@@ -123,15 +124,17 @@ def test_unknown_fields_stop_the_scheduler() -> None:
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({"httpTimeout": 5}, 'extenders[0].httpTimeout: cannot unmarshal number into Go value of type string; write a duration string such as "5s"'),
+        ({"httpTimeout": 5}, "extenders[0].httpTimeout: json: cannot unmarshal number into Go struct field Extender.extenders.httpTimeout of type string"),
         ({"httpTimeout": "5"}, 'extenders[0].httpTimeout: time: invalid duration "5" (e.g. "5s", "1500ms", "1m30s")'),
         ({"httpTimeout": "5sec"}, 'extenders[0].httpTimeout: time: invalid duration "5sec" (e.g. "5s", "1500ms", "1m30s")'),
-        ({"weight": 1.5}, "extenders[0].weight: cannot unmarshal number 1.5 into Go value of type int64"),
-        ({"weight": True}, "extenders[0].weight: cannot unmarshal bool into Go value of type int64"),
-        ({"weight": "1"}, "extenders[0].weight: cannot unmarshal string into Go value of type int64"),
-        ({"ignorable": "true"}, "extenders[0].ignorable: cannot unmarshal string into Go value of type bool"),
-        ({"nodeCacheCapable": 1}, "extenders[0].nodeCacheCapable: cannot unmarshal number into Go value of type bool"),
-        ({"filterVerb": 1}, "extenders[0].filterVerb: Not a valid string."),
+        ({"weight": 1.5}, "extenders[0].weight: json: cannot unmarshal number 1.5 into Go struct field Extender.extenders.weight of type int64"),
+        ({"weight": True}, "extenders[0].weight: json: cannot unmarshal bool into Go struct field Extender.extenders.weight of type int64"),
+        ({"weight": "1"}, "extenders[0].weight: json: cannot unmarshal string into Go struct field Extender.extenders.weight of type int64"),
+        ({"ignorable": "true"}, "extenders[0].ignorable: json: cannot unmarshal string into Go struct field Extender.extenders.ignorable of type bool"),
+        ({"nodeCacheCapable": 1}, "extenders[0].nodeCacheCapable: json: cannot unmarshal number into Go struct field Extender.extenders.nodeCacheCapable of type bool"),
+        ({"filterVerb": 1}, "extenders[0].filterVerb: json: cannot unmarshal number into Go struct field Extender.extenders.filterVerb of type string"),
+        ({"tlsConfig": {"insecure": "yes"}}, "extenders[0].tlsConfig.insecure: json: cannot unmarshal string into Go struct field ExtenderTLSConfig.extenders.tlsConfig.insecure of type bool"),
+        ({"managedResources": [{"name": 1}]}, "extenders[0].managedResources[0].name: json: cannot unmarshal number into Go struct field ExtenderManagedResource.extenders.managedResources.name of type string"),
     ],
 )
 def test_types_are_go_types(fields: dict[str, Any], expected: str) -> None:
@@ -169,7 +172,7 @@ def test_timeout_must_be_positive(timeout: str) -> None:
 
 def test_data_fields_are_base64_of_pem() -> None:
     assert one(tlsConfig={"caData": CA.cert_pem.decode()}) == [
-        "extenders[0].tlsConfig.caData: illegal base64 data: the *Data fields hold base64 of the PEM file, e.g. base64 -w0 ca.pem"
+        "extenders[0].tlsConfig.caData: illegal base64 data at input byte 0: the *Data fields hold base64 of the PEM file, e.g. base64 -w0 ca.pem"
     ]
     assert one(tlsConfig={"caData": _b64(b"not a certificate")}) == [
         "extenders[0].tlsConfig.caData: unable to parse bytes as PEM block: expected base64 of a PEM certificate"
@@ -180,6 +183,12 @@ def test_data_fields_are_base64_of_pem() -> None:
     assert one(tlsConfig={"certData": _b64(CLIENT.cert_pem), "keyData": _b64(CLIENT.cert_pem)}) == [
         "extenders[0].tlsConfig.keyData: unable to parse bytes as PEM block: expected base64 of a PEM private key"
     ]
+
+
+@pytest.mark.parametrize(("data", "offset"), [("-----BEGIN", 0), ("QUJD RA==", 4), ("QUJDRA", 4), ("QUJ", 0), ("QU\nJD!", 5)])
+def test_bad_base64_names_the_byte_like_go(data: str, offset: int) -> None:
+    (line,) = one(tlsConfig={"caData": data})
+    assert line.startswith(f"extenders[0].tlsConfig.caData: illegal base64 data at input byte {offset}: ")
 
 
 def test_data_fields_may_be_wrapped_like_base64_tools_wrap() -> None:
@@ -222,8 +231,8 @@ def test_data_and_file_of_one_item_are_ambiguous() -> None:
     [
         ("https://extender.example.com/x?token=abc", 'must not have a query string or fragment: the scheduler appends "/<verb>" verbatim'),
         ("https://extender.example.com/#x", 'must not have a query string or fragment: the scheduler appends "/<verb>" verbatim'),
-        ("extender.example.com", "must be an http:// or https:// URL"),
-        ("ftp://extender.example.com", "must be an http:// or https:// URL"),
+        ("extender.example.com", "must be an http:// or https:// URL: kube-scheduler accepts it, but every call fails"),
+        ("ftp://extender.example.com", "must be an http:// or https:// URL: kube-scheduler accepts it, but every call fails"),
     ],
 )
 def test_url_prefix(url: str, message: str) -> None:

@@ -1,9 +1,15 @@
-"""explain POD --nodes FILE | --node-names NAMES: what filter and prioritize answer, per node and per plugin.
+"""explain POD --nodes FILE | --node-names NAMES [--victims FILE]: what filter, prioritize and preempt answer.
 
-The function's own code answers: explain builds the ExtenderArgs requests
-kube-scheduler would send and passes them through the same routing, body
-decoding, verb handlers and profile as a served request. Prioritize gets the
-nodes filter kept, as the scheduler sends them.
+The function's own code answers: explain builds the requests kube-scheduler
+would send and passes them through the same routing, body decoding, verb
+handlers and profile as a served request. Prioritize gets the nodes filter
+kept, as the scheduler sends them. With --victims, preempt is asked about the
+victim pods on each node they name (spec.nodeName), as the scheduler asks
+after its own dry run.
+
+With --nodes, explain works offline whatever node source the policy names:
+the file is the node source (preempt requests carry no nodes and read their
+labels from it), and no Kubernetes API is needed.
 """
 
 from __future__ import annotations
@@ -22,10 +28,13 @@ from flask import Request
 from werkzeug.test import EnvironBuilder
 
 from extender.app import Extender
+from extender.framework.types import Node
 from extender.decision import plugin_ms
-from extender.framework.profile import FilterResult, Profile, ScoreResult
+from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
 from extender.framework.status import Code
-from extender.policy.loader import PolicyError
+from extender.nodesource.base import PerNameSource, unknowable
+from extender.policy.loader import PolicyError, load_policy
+from extender.routing import CALLER_TOKEN_ENV
 from extender.policy.schema import DEFAULT_PROFILE
 from extender.verbs import Answer
 
@@ -67,6 +76,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="comma-separated node names, sent as with nodeCacheCapable: true (facts come from the node source)",
     )
     parser.add_argument(
+        "--victims",
+        metavar="FILE",
+        help="victim Pod manifests, each with spec.nodeName: also explain the preempt answer for them",
+    )
+    parser.add_argument(
         "--policy", metavar="FILE", help="policy file (default: $EXTENDER_POLICY, else the embedded one)"
     )
     parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"policy profile (default: {DEFAULT_PROFILE})")
@@ -76,16 +90,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     try:
-        if args.pod == STDIN and args.nodes == STDIN:
-            raise InputError("only one of the pod and the nodes can be read from stdin")
+        if [args.pod, args.nodes, args.victims].count(STDIN) > 1:
+            raise InputError("only one of the pod, the nodes and the victims can be read from stdin")
         pod = read_pod(args.pod)
         nodes = read_nodes(args.nodes) if args.nodes else None
         names = [name.strip() for name in args.node_names.split(",") if name.strip()] if args.nodes is None else None
-        extender = Extender.from_environment(policy_path=args.policy)
+        victims = read_victims(args.victims) if args.victims else None
+        extender = offline(args.policy, nodes) if nodes is not None else Extender.from_environment(args.policy)
     except (InputError, PolicyError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 1
-    explanation = explain(extender, args.profile, pod, nodes, names)
+    explanation = explain(extender, args.profile, pod, nodes, names, victims)
     _print(
         orjson.dumps(explanation.as_json(), option=orjson.OPT_INDENT_2).decode() if args.json else explanation.table()
     )
@@ -100,6 +115,30 @@ def _print(text: str) -> None:
 
 
 # --- Asking the function --------------------------------------------------------------------------
+
+
+class GivenNodes(PerNameSource):
+    """The --nodes file as the node source: the labels it shows, and no other node."""
+
+    def __init__(self, nodes: Sequence[dict[str, Any]]) -> None:
+        super().__init__()
+        self._labels = {_node_name(node): dict((node.get("metadata") or {}).get("labels") or {}) for node in nodes}
+
+    def describe(self, name: str) -> Node:
+        labels = self._labels.get(name)
+        if labels is None:
+            return unknowable(name, f"node {name} is not in the --nodes file")
+        return Node(name, labels)
+
+
+def offline(policy_path: str | None, nodes: Sequence[dict[str, Any]]) -> Extender:
+    """The function serving the policy with the --nodes file as its node source: no Kubernetes API needed."""
+    return Extender(
+        policy=load_policy(policy_path),
+        source=GivenNodes(nodes),
+        caller_token=os.environ.get(CALLER_TOKEN_ENV, "").strip() or None,
+    )
+
 
 
 @dataclass
@@ -124,6 +163,9 @@ class Explanation:
     node_names: list[str]
     filter: Answer
     prioritize: Answer | None = None
+    preempt: Answer | None = None
+    # Candidate node -> its victim pods, as given with --victims.
+    victims: dict[str, list[dict[str, Any]]] | None = None
 
     @property
     def profile(self) -> Profile | None:
@@ -175,7 +217,29 @@ class Explanation:
             "filter": _call_json(self.filter),
             "prioritize": _call_json(self.prioritize) if self.prioritize is not None else None,
             "nodes": [asdict(row) for row in self.rows()],
+            "preempt": _call_json(self.preempt) if self.preempt is not None else None,
+            "candidates": self.candidates(),
         }
+
+    def candidates(self) -> dict[str, dict[str, str]]:
+        """Each preemption candidate: accepted (its victims may be evicted) or vetoed, with the reason."""
+        if self.preempt is None or self.preempt.status != 200:
+            return {}
+        accepted = self.preempt.json().get("NodeNameToMetaVictims") or {}
+        rejected = self.preempt.result.rejected if isinstance(self.preempt.result, PreemptResult) else {}
+        verdicts: dict[str, dict[str, str]] = {}
+        for name in self.preempt_nodes:
+            if name in accepted:
+                verdicts[name] = {"answer": "accepted", "victims": str(len(accepted[name].get("Pods") or []))}
+            elif name in rejected:
+                verdicts[name] = {"answer": "vetoed", "plugin": rejected[name].plugin, "reason": rejected[name].reason}
+            else:
+                verdicts[name] = {"answer": "vetoed", "reason": self.preempt.error or "not in the answer"}
+        return verdicts
+
+    @property
+    def preempt_nodes(self) -> list[str]:
+        return list(self.victims or {})
 
     def pod_identity(self) -> dict[str, str]:
         metadata = self.pod.get("metadata") or {}
@@ -189,7 +253,7 @@ class Explanation:
         if self.failed:
             lines.append(f"filter answered {self.filter.status} with Error: {self.filter.error}")
             lines.append("kube-scheduler fails this scheduling attempt (unless the extender is ignorable: true).")
-            return "\n".join(lines)
+            return "\n".join(lines + self._preempt_lines())
         profile = self.profile
         assert profile is not None  # filter succeeded, so routing found it
         filters = [plugin.name for plugin in profile.filters]
@@ -204,7 +268,7 @@ class Explanation:
         widths = [max(len(line[column]) for line in table) for column in range(len(header) - 1)]
         for line in table:
             lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1])
-        return "\n".join([*lines, "", *self._summary()])
+        return "\n".join([*lines, "", *self._summary(), *self._preempt_lines()])
 
     def _score_cell(self, row: NodeRow, plugin: str) -> str:
         if plugin in row.scores:
@@ -215,6 +279,19 @@ class Explanation:
             failed = self.prioritize.result.error if self.prioritize.result is not None else None
             return "error" if failed is not None and failed.plugin == plugin else ""
         return "skipped"  # its node facts are unknown and the policy's failurePolicy is Ignore
+
+    def _preempt_lines(self) -> list[str]:
+        if self.preempt is None:
+            return []
+        if self.preempt.status != 200 or self.preempt.error:
+            return ["", f"preempt answered {self.preempt.status} with Error: {self.preempt.error}"]
+        lines = ["", "preempt (the candidates kube-scheduler proposed, with their victims):"]
+        for name, verdict in self.candidates().items():
+            if verdict["answer"] == "accepted":
+                lines.append(f"  {name}: accepted, {verdict['victims']} victim(s) may be evicted")
+            else:
+                lines.append(f"  {name}: vetoed: {verdict['reason']}")
+        return lines
 
     def _summary(self) -> list[str]:
         kept = self.filter.nodes_out
@@ -242,10 +319,13 @@ def explain(
     pod: dict[str, Any],
     nodes: Sequence[dict[str, Any]] | None,
     names: Sequence[str] | None,
+    victims: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Explanation:
     node_names = [_node_name(node) for node in nodes] if nodes is not None else list(names or ())
     filtered = call(extender, profile, "filter", extender_args(pod, nodes, names))
-    explanation = Explanation(extender, profile, pod, node_names, filtered)
+    explanation = Explanation(extender, profile, pod, node_names, filtered, victims=victims)
+    if victims is not None:
+        explanation.preempt = call(extender, profile, "preempt", preemption_args(pod, victims))
     if explanation.failed or not filtered.nodes_out:
         return explanation
     body = filtered.body
@@ -262,6 +342,15 @@ def extender_args(
         "Pod": pod,
         "Nodes": {"metadata": {}, "items": list(nodes)} if nodes is not None else None,
         "NodeNames": list(names or ()) if nodes is None else None,
+    }
+
+
+def preemption_args(pod: dict[str, Any], victims: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """ExtenderPreemptionArgs with full victim pods, as kube-scheduler sends them with nodeCacheCapable: false."""
+    return {
+        "Pod": pod,
+        "NodeNameToVictims": {node: {"Pods": pods, "NumPDBViolations": 0} for node, pods in victims.items()},
+        "NodeNameToMetaVictims": None,
     }
 
 
@@ -327,6 +416,27 @@ def read_nodes(path: str) -> list[dict[str, Any]]:
     if not nodes:
         raise InputError(f"{path}: no nodes found")
     return nodes
+
+
+def read_victims(path: str) -> dict[str, list[dict[str, Any]]]:
+    """Victim pods by the node they run on (spec.nodeName); a pod without a UID gets namespace/name as one."""
+    victims: dict[str, list[dict[str, Any]]] = {}
+    for document in _documents(path):
+        items = document.get("items") if isinstance(document, dict) and "items" in document else document
+        for pod in items if isinstance(items, list) else [items]:
+            if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
+                kind = pod.get("kind") if isinstance(pod, dict) else type(pod).__name__
+                raise InputError(f"{path}: expected Pod manifests or a List of them, found {kind}")
+            metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+            node = (pod.get("spec") or {}).get("nodeName") if isinstance(pod.get("spec"), dict) else None
+            if not node:
+                raise InputError(f"{path}: victim pod {metadata.get('name', '?')} has no spec.nodeName")
+            namespace = metadata.get("namespace") or "default"
+            uid = metadata.get("uid") or f"{namespace}/{metadata.get('name', '')}"
+            victims.setdefault(node, []).append({**pod, "metadata": {**metadata, "namespace": namespace, "uid": uid}})
+    if not victims:
+        raise InputError(f"{path}: no victim pods found")
+    return victims
 
 
 def _documents(path: str) -> list[Any]:

@@ -8,7 +8,7 @@ stateless across requests: any function instance may serve any request.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from marshmallow import Schema
@@ -38,6 +38,16 @@ class Plugin:
 
     def __init__(self, args: Mapping[str, Any]) -> None:
         self.args = args
+
+    @classmethod
+    def label_keys(cls, args: Mapping[str, Any]) -> Iterable[tuple[str, tuple[str, ...]]]:
+        """The node label keys the plugin reads with these (loaded) args, for the policy's node-facts check.
+
+        One ``(path in args, keys)`` pair per thing read: the node source must supply at least one of ``keys``, or
+        the policy is rejected at ``path`` ("" names the plugin's entry). The default declares nothing, so a plugin
+        with ``facts = Facts.LABELS`` that does not override it is only checked for having labels at all.
+        """
+        return ()
 
     def reuse_key(self, pod: Pod) -> Hashable | None:
         """Optional: what of ``pod`` the per-node result (filter status, raw score) depends on, if anything.

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from extender.framework.status import Code
 from extender.framework.types import Node
 from extender.nodesource.base import unavailable, unknowable
+from extender.nodesource.health import DEFAULT_MAX_AGE, SourceHealth
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -69,13 +70,19 @@ class _Snapshot:
 
 class KubernetesNodes:
     def __init__(
-        self, client: KubeClient, settings: KubernetesSettings, fail_open: bool, clock: Callable[[], float] = time.monotonic
+        self,
+        client: KubeClient,
+        settings: KubernetesSettings,
+        fail_open: bool,
+        clock: Callable[[], float] = time.monotonic,
+        max_age: float = DEFAULT_MAX_AGE,
     ) -> None:
         self._client = client
         self._settings = settings
         self._fail_open = fail_open
         self._clock = clock
         self._wait = min(settings.max_wait, client.timeout)
+        self._max_age = max_age  # healthz: the oldest last successful list that is still healthy
         self._snapshot = _Snapshot({})
         self._lock = threading.Lock()
         self._refreshing: Future[_Snapshot] | None = None
@@ -116,6 +123,13 @@ class KubernetesNodes:
     def generation(self) -> object:
         """Each list's index: a refresh makes a new one (keeping the Node objects of unchanged nodes)."""
         return self._current()[0].nodes
+
+    def health(self) -> SourceHealth:
+        """For healthz. Like a lookup, it starts a refresh when the list is old, so that an uptime check keeps an
+        idle instance's list fresh (the answer is still the list at hand)."""
+        snapshot, now = self._current()
+        age = None if snapshot.listed_at is None else max(0.0, now - snapshot.listed_at)
+        return SourceHealth("kubernetes", len(snapshot.nodes), age, self._max_age, snapshot.error)
 
     def _current(self) -> tuple[_Snapshot, float]:
         """The snapshot to answer from, and the time; a refresh starts in the background when it is old."""

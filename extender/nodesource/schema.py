@@ -16,10 +16,12 @@ from marshmallow.validate import Length
 from extender.duration import Duration
 from extender.errors import ConfigError
 from extender.framework.args import Map
+from extender.framework.globs import validate_glob
 from extender.framework.selectors import validate_label_key, validate_label_value
 from extender.nodesource.base import NamesOnly, NodeSource
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
-from extender.nodesource.names import GkeNodeNames
+from extender.nodesource.health import max_age_seconds
+from extender.nodesource.names import NODE_POOL_LABEL, GkeNodeNames
 from extender.nodesource.static import InventoryEntry, StaticInventory
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ class KubernetesSourceSchema(Schema):
 
 
 class InventoryEntrySchema(Schema):
-    names = fields.List(fields.String(validate=Length(min=1)), required=True, validate=Length(min=1))
+    names = fields.List(fields.String(validate=validate_glob), required=True, validate=Length(min=1))
     labels = Map(keys=fields.String(validate=validate_label_key), values=fields.String(validate=validate_label_value), required=True)
 
     @post_load
@@ -71,6 +73,17 @@ class NodeSourceSpec:
     # failurePolicy Ignore: the source logs that plugins let nodes with unavailable facts pass.
     fail_open: bool = False
 
+    def label_keys(self) -> frozenset[str] | None:
+        """The node label keys this source supplies (None: every label a node has), so that the policy can reject
+        a rule reading a key the source never knows, which would otherwise judge every node as lacking it."""
+        if self.kind == "kubernetes":
+            return None
+        if self.kind == "static":
+            return frozenset(key for entry in self.settings["nodes"] for key in entry.labels)
+        if self.kind == "names":
+            return frozenset({NODE_POOL_LABEL})
+        return frozenset()
+
     def build(self, kube: KubeClient | None) -> NodeSource:
         if self.kind == "kubernetes":
             if kube is None:
@@ -78,7 +91,7 @@ class NodeSourceSpec:
                     "the policy's nodeSource is kubernetes, but KUBERNETES_API_URL is not set: "
                     "set it, with KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE and the API server's CA"
                 )
-            source = KubernetesNodes(kube, self.settings, self.fail_open)
+            source = KubernetesNodes(kube, self.settings, self.fail_open, max_age=max_age_seconds())
             source.start(wait=self.settings.list_timeout)
             return source
         if self.kind == "static":

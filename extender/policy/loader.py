@@ -34,6 +34,9 @@ class Policy:
     sha256: str
     # The configured nodeSource; ``node_source.build(kube_client)`` makes it at start-up.
     node_source: NodeSourceSpec = field(default_factory=NodeSourceSpec)
+    # As declared: the scheduler's nodeCacheCapable (None: not said), and the preempt opt-in (see docs/policy.md).
+    node_cache_capable: bool | None = None
+    preempt_trusts_scheduler_filter: bool = False
 
 
 def load_policy(path: str | os.PathLike[str] | None = None) -> Policy:
@@ -72,4 +75,6 @@ def parse_policy(text: str, source: str) -> Policy:
         source=source,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
         node_source=loaded["node_source"],
+        node_cache_capable=loaded["node_cache_capable"],
+        preempt_trusts_scheduler_filter=loaded["preempt_trusts_scheduler_filter"],
     )

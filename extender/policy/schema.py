@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validates_schema
@@ -19,7 +19,7 @@ from extender.framework.plugin import FilterPlugin, Plugin, PreemptPlugin, Score
 from extender.framework.profile import Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
 from extender.nodesource.schema import NodeSourceSchema, NodeSourceSpec
-from extender.wire.errors import flatten_errors
+from extender.wire.errors import entries_as_written, flatten_errors
 
 API_VERSION = "extender.scheduling.gcf/v1alpha1"
 KIND = "ExtenderPolicy"
@@ -35,6 +35,16 @@ EXTENSION_POINTS: dict[str, type[Plugin]] = {
 # A profile name is a URL path segment.
 _PROFILE_NAME = Regexp(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", error="must be a DNS label (lowercase letters, digits, '-')")
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _not_routed(name: str) -> None:
+    """A profile name is the URL segment before the verb: one named like a verb or the function shadows a route."""
+    from extender.routing import VERBS, function_names  # the router imports this module
+
+    if name in VERBS:
+        raise ValidationError(f"{name!r} is a verb of the extender's URLs ({', '.join(VERBS)}): choose another name")
+    if name in function_names():
+        raise ValidationError(f"{name!r} is the function's own name, which may prefix its URLs: choose another name")
 
 
 class StrictSchema(Schema):
@@ -63,33 +73,40 @@ class PluginConfigSchema(StrictSchema):
 
 
 class ProfileSchema(StrictSchema):
-    name = fields.String(required=True, validate=_PROFILE_NAME)
+    name = fields.String(required=True, validate=[_PROFILE_NAME, _not_routed])
     plugins = fields.Nested(PluginsSchema)
     pluginConfig = fields.List(fields.Nested(PluginConfigSchema), load_default=list)
 
-    @validates_schema
-    def plugins_exist_and_args_fit(self, data: dict[str, Any], **kwargs: Any) -> None:
+    # The checks below read the file as written (``original``), so that they run, and report, even where other
+    # fields of the profile have errors: one run of check-policy shows every problem.
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def plugins_exist_and_args_fit(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        raw = original if isinstance(original, dict) else {}
         errors: dict[str, Any] = {}
         enabled: set[str] = set()
         for point, interface in EXTENSION_POINTS.items():
             seen: set[str] = set()
-            for index, ref in enumerate(_enabled(data, point)):
+            for index, ref in _raw_enabled(raw, point):
                 problem = _check_plugin_ref(point, interface, ref, seen)
                 if problem:
                     errors.setdefault("plugins", {}).setdefault(point, {}).setdefault("enabled", {})[index] = problem
                 seen.add(ref["name"])
             enabled |= seen
         configured: set[str] = set()
-        for index, config in enumerate(data["pluginConfig"]):
-            problem = _check_plugin_config(config, enabled, configured)
+        loaded = data.get("pluginConfig")  # the loaded entries, when every one of them loaded
+        for index, config in _raw_configs(raw):
+            problem, args = _check_plugin_config(config, enabled, configured)
             if problem:
                 errors.setdefault("pluginConfig", {})[index] = problem
+            elif loaded is not None:
+                loaded[index]["args"] = args
             configured.add(config["name"])
-        for point, index, ref in _enabled_refs(data):
+        for point, index, ref in _raw_enabled_refs(raw):
             problem = _check_default_args(ref["name"], configured)
             if problem:
                 where = errors.setdefault("plugins", {}).setdefault(point, {}).setdefault("enabled", {})
-                where.setdefault(index, problem)
+                for key, messages in problem.items():
+                    where.setdefault(index, {}).setdefault(key, []).extend(messages)
             configured.add(ref["name"])  # report a plugin enabled at several points once
         if errors:
             raise ValidationError(errors)
@@ -99,9 +116,24 @@ def _enabled(profile: dict[str, Any], point: str) -> list[dict[str, Any]]:
     return profile.get("plugins", {}).get(point, {}).get("enabled", [])
 
 
-def _enabled_refs(profile: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+def _raw_named(value: Any) -> list[tuple[int, dict[str, Any]]]:
+    return [(index, item) for index, item in entries_as_written(value) if isinstance(item.get("name"), str) and item["name"]]
+
+
+def _raw_enabled(profile: dict[str, Any], point: str) -> list[tuple[int, dict[str, Any]]]:
+    plugins = profile.get("plugins")
+    at = plugins.get(point) if isinstance(plugins, dict) else None
+    return _raw_named(at.get("enabled") if isinstance(at, dict) else None)
+
+
+def _raw_configs(profile: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    configs = _raw_named(profile.get("pluginConfig"))
+    return [(index, config) for index, config in configs if isinstance(config.get("args", {}), dict)]
+
+
+def _raw_enabled_refs(profile: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
     """(extension point, index, plugin ref) for every enabled plugin, in file order."""
-    return [(point, index, ref) for point in EXTENSION_POINTS for index, ref in enumerate(_enabled(profile, point))]
+    return [(point, index, ref) for point in EXTENSION_POINTS for index, ref in _raw_enabled(profile, point)]
 
 
 def _check_plugin_ref(point: str, interface: type[Plugin], ref: dict[str, Any], seen: set[str]) -> dict[str, list[str]]:
@@ -120,19 +152,19 @@ def _check_plugin_ref(point: str, interface: type[Plugin], ref: dict[str, Any], 
     return {}
 
 
-def _check_plugin_config(config: dict[str, Any], enabled: set[str], configured: set[str]) -> dict[str, Any]:
+def _check_plugin_config(config: dict[str, Any], enabled: set[str], configured: set[str]) -> tuple[dict[str, Any], Any]:
+    """The problems of one pluginConfig entry, else its loaded args."""
     name = config["name"]
     if name not in enabled:
-        return {"name": [f"plugin {name} is not enabled in this profile"]}
+        return {"name": [f"plugin {name} is not enabled in this profile"]}, None
     if name in configured:
-        return {"name": [f"plugin {name} is configured twice"]}
+        return {"name": [f"plugin {name} is configured twice"]}, None
     plugin = registry.lookup(name)
     assert plugin is not None  # enabled plugins exist, checked above
     try:
-        config["args"] = _load_args(plugin, config["args"])
+        return {}, _load_args(plugin, config.get("args", {}))
     except ValidationError as exc:
-        return {"args": exc.messages}
-    return {}
+        return {"args": exc.messages}, None
 
 
 def _check_default_args(name: str, configured: set[str]) -> dict[str, list[str]]:
@@ -183,56 +215,159 @@ class PolicySchema(StrictSchema):
     pluginModules = fields.List(PluginModule(), load_default=list)
     # Where node-name requests get node facts (and which failurePolicy applies when it cannot answer).
     nodeSource = fields.Nested(NodeSourceSchema)
+    # Full-node mode without a nodeSource: preempt requests carry no Node objects, so filters reading labels cannot
+    # run there. True accepts that, relying on the scheduler's own filter result (see docs/policy.md).
+    preemptTrustsSchedulerFilter = fields.Boolean(truthy={True}, falsy={False}, load_default=False)
     profiles = fields.List(fields.Nested(ProfileSchema), required=True, validate=Length(min=1))
 
-    @validates_schema
-    def unique_profiles(self, data: dict[str, Any], **kwargs: Any) -> None:
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def unique_profiles(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
         seen: set[str] = set()
-        for index, profile in enumerate(data["profiles"]):
+        errors: dict[int, Any] = {}
+        for index, profile in _raw_named(original.get("profiles") if isinstance(original, dict) else None):
             if profile["name"] in seen:
-                raise ValidationError({"profiles": {index: {"name": [f"duplicate profile name {profile['name']!r}"]}}})
+                errors[index] = {"name": [f"duplicate profile name {profile['name']!r}"]}
             seen.add(profile["name"])
+        if errors:
+            raise ValidationError({"profiles": errors})
 
-    @validates_schema
-    def facts_available(self, data: dict[str, Any], **kwargs: Any) -> None:
-        """Fail at start-up, not per request, when a plugin needs facts that node-name requests cannot supply."""
-        if data.get("nodeCacheCapable") is False:
-            return
-        source = data.get("nodeSource")
-        errors: dict[str, Any] = {}
-        for profile_index, profile in enumerate(data["profiles"]):
-            for point, index, ref in _enabled_refs(profile):
-                problem = _facts_problem(ref["name"], source)
-                if problem:
-                    where = errors.setdefault(profile_index, {}).setdefault("plugins", {}).setdefault(point, {})
-                    where.setdefault("enabled", {})[index] = {"name": [problem]}
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def facts_available(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        """Fail at start-up, not per request, when a plugin needs facts that requests and the node source lack."""
+        raw = original if isinstance(original, dict) else {}
+        declared = ("nodeSource", "nodeCacheCapable", "preemptTrustsSchedulerFilter")
+        wrong = any(key in raw and key not in data for key in declared)
+        if wrong or not isinstance(data.get("nodeSource", NodeSourceSpec()), NodeSourceSpec):
+            return  # what the facts depend on is itself wrong: its own errors say so
+        facts = _FactsAvailable(
+            data.get("nodeCacheCapable") is False, data.get("nodeSource"), data.get("preemptTrustsSchedulerFilter", False)
+        )
+        errors: dict[int, Any] = {}
+        for profile_index, profile in entries_as_written(raw.get("profiles")):
+            problems = facts.problems(profile)
+            if problems:
+                errors[profile_index] = problems
         if errors:
             raise ValidationError({"profiles": errors})
 
     @post_load
     def make_policy(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """``profiles`` (name -> Profile) and ``node_source`` (a NodeSourceSpec, built once the environment is read)."""
+        """``profiles`` (name -> Profile), ``node_source`` (a NodeSourceSpec, built once the environment is read) and
+        what the policy declares about the scheduler's requests."""
         fail_open = data["failurePolicy"] == "Ignore"
         return {
             "profiles": {profile["name"]: _build_profile(profile, fail_open) for profile in data["profiles"]},
             "node_source": replace(data.get("nodeSource") or NodeSourceSpec(), fail_open=fail_open),
+            "node_cache_capable": data.get("nodeCacheCapable"),
+            "preempt_trusts_scheduler_filter": data["preemptTrustsSchedulerFilter"],
         }
 
 
-def _facts_problem(name: str, source: NodeSourceSpec | None) -> str:
-    plugin = registry.lookup(name)
-    assert plugin is not None  # enabled plugins exist, checked per profile
-    full_nodes = "or set nodeCacheCapable: false if the scheduler sends full nodes"
+_FULL_NODES = "or set nodeCacheCapable: false if the scheduler sends full nodes"
+
+
+@dataclass(frozen=True)
+class _FactsAvailable:
+    """What node facts each kind of request brings, for checking the plugins of one profile (as written)."""
+
+    full_nodes: bool  # nodeCacheCapable: false: filter and prioritize requests carry whole Node objects
+    source: NodeSourceSpec | None
+    trust_scheduler_filter: bool
+
+    def problems(self, profile: dict[str, Any]) -> dict[str, Any]:
+        errors: dict[str, Any] = {}
+        keys_checked: set[str] = set()
+        # A profile that enables preempt plugins takes part in preemption, where its filters run too.
+        preempts = bool(_raw_enabled(profile, "preempt"))
+        for point, index, ref in _raw_enabled_refs(profile):
+            name = ref["name"]
+            plugin = registry.lookup(name)
+            if plugin is None:
+                continue  # reported by the profile's own checks
+            entry = ("plugins", point, "enabled", index, "name")
+            problem = "" if self.full_nodes else _facts_problem(name, plugin, self.source)
+            if not problem and preempts and point == "filter" and plugin.facts > Facts.NAME and self.source is None:
+                problem = "" if self.trust_scheduler_filter else _preempt_blind(name)
+            if problem:
+                _put(errors, entry, problem)
+            elif plugin.facts > Facts.NAME and self.source is not None and name not in keys_checked:
+                keys_checked.add(name)
+                for path, message in self._missing_keys(profile, plugin, point, preempts):
+                    _put(errors, path or entry, message)
+        return errors
+
+    def _missing_keys(
+        self, profile: dict[str, Any], plugin: type[Plugin], point: str, preempts: bool
+    ) -> list[tuple[tuple[Any, ...], str]]:
+        """Each label key the plugin reads that the node source never supplies, with where the policy names it.
+
+        With full nodes, filter and prioritize requests carry every label, but preempt requests carry no Node:
+        there a filter plugin sees what the node source supplies."""
+        assert self.source is not None
+        supplied = self.source.label_keys()
+        if supplied is None or (self.full_nodes and not (point == "filter" and preempts)):
+            return []
+        found = _loaded_args(profile, plugin)
+        if found is None:
+            return []  # args with errors of their own
+        config_index, args = found
+        missing = []
+        for path, keys in plugin.label_keys(args):
+            if supplied.isdisjoint(keys):
+                where: tuple[Any, ...] = ()
+                if path and config_index is not None:
+                    where = ("pluginConfig", config_index, f"args.{path}")
+                shown = " or ".join(keys)
+                has = ", ".join(sorted(supplied)) or "none"
+                during = ""
+                if self.full_nodes:
+                    during = "preempt requests (which carry no Node objects) take labels from the nodeSource, and "
+                missing.append(
+                    (where, f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
+                     f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it")
+                )
+        return missing
+
+
+def _put(errors: dict[str, Any], path: tuple[Any, ...], message: str) -> None:
+    where: Any = errors
+    for key in path[:-1]:
+        where = where.setdefault(key, {})
+    messages = where.setdefault(path[-1], [])
+    if message not in messages:
+        messages.append(message)
+
+
+def _loaded_args(profile: dict[str, Any], plugin: type[Plugin]) -> tuple[int | None, Any] | None:
+    """(index of its pluginConfig entry or None, loaded args) of a plugin in a profile as written; None when its
+    args do not load (their own errors are reported)."""
+    configs = [(index, config) for index, config in _raw_configs(profile) if config["name"] == plugin.name]
+    index, args = configs[0] if configs else (None, {})
+    try:
+        return index, _load_args(plugin, args.get("args", {}) if configs else {})
+    except ValidationError:
+        return None
+
+
+def _preempt_blind(name: str) -> str:
+    return (
+        f"plugin {name} reads node labels, which preempt requests never carry (they hold victims, not Node objects), "
+        "so preempt could not evaluate it: configure a nodeSource, or set preemptTrustsSchedulerFilter: true to rely "
+        "on the scheduler having excluded the nodes this filter rejected (see docs/policy.md)"
+    )
+
+
+def _facts_problem(name: str, plugin: type[Plugin], source: NodeSourceSpec | None) -> str:
     if plugin.facts > Facts.NAME and source is None:
         return (
             f"plugin {name} reads node labels, which node-name requests (nodeCacheCapable: true) do not carry: "
-            f"configure a nodeSource, {full_nodes}"
+            f"configure a nodeSource, {_FULL_NODES}"
         )
     victims_known = source is not None and source.kind == "kubernetes"  # its API client looks victims up
     if issubclass(plugin, PreemptPlugin) and plugin.victim_facts > VictimFacts.UID and not victims_known:
         return (
             f"plugin {name} reads victim pods, which node-name preempt requests (nodeCacheCapable: true) name by UID "
-            f"only: configure the kubernetes nodeSource to look them up, {full_nodes}"
+            f"only: configure the kubernetes nodeSource to look them up, {_FULL_NODES}"
         )
     return ""
 

@@ -5,6 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 
+def entries_as_written(value: Any) -> list[tuple[int, dict[str, Any]]]:
+    """(index, entry) for the mappings of a list as the document holds it, skipping whatever is no mapping.
+
+    Checks across entries (duplicate names, one binder) read the document as written, so that they run, and report,
+    beside the entries' own field errors (which already cover what this skips).
+    """
+    if not isinstance(value, list):
+        return []
+    return [(index, item) for index, item in enumerate(value) if isinstance(item, dict)]
+
+
 def flatten_errors(messages: Any, path: str = "") -> list[str]:
     if isinstance(messages, dict):
         lines: list[str] = []

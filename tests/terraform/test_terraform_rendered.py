@@ -2,7 +2,7 @@
 
 A root module calling modules/scheduler-config for each deployment shape is applied for real (the submodule needs
 no provider), with certificates generated at test time. The files it writes must parse, carry an extenders entry
-that kube-scheduler's validation rules (extender.wire.scheduler_config) accept unchanged, hold a configuration with
+that kube-scheduler's validation rules (extender.cli.scheduler_config_schema) accept unchanged, hold a configuration with
 only KubeSchedulerConfiguration v1 fields, and be manifests that the Kubernetes API schemas accept strictly.
 """
 
@@ -22,7 +22,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from extender.wire.scheduler_config import ExtendersSchema
+from extender.cli.scheduler_config_schema import ExtendersSchema
 from testkit.certs import CertificateAuthority, Issued
 from tests.terraform.scenarios import CALLER_TOKEN, FUNCTION_URL, KUBERNETES_VERSION, SCENARIOS
 

@@ -3,28 +3,35 @@
 Prices come from a table keyed by the node's instance type label
 (``node.kubernetes.io/instance-type``). Spot and preemptible GKE nodes
 (``cloud.google.com/gke-spot`` or ``cloud.google.com/gke-preemptible`` = "true")
-cost ``spotDiscount`` less. A type missing from the table costs ``defaultPrice``,
-which defaults to the dearest listed price so that an unknown type is never
-preferred over a known one. Scores are linear over the candidates: the
-cheapest gets the most, the dearest none; equal prices score alike. Any
-currency and unit works, as long as the table uses one.
+of a listed type cost ``spotDiscount`` less. A type missing from the table (or a
+node without the label) costs ``defaultPrice``, which is at least the dearest
+listed price and never discounted, so an unknown type never beats a listed one.
+Any currency and unit works, as long as the table uses one.
+
+Scores: ``scale: relative`` (the default) is linear over the candidates, the
+cheapest gets the most, the dearest none, equal prices alike; ``scale:
+absolute`` scores each price against ``ceiling`` (``100 × (1 − price /
+ceiling)``, 0 at or above it), so close prices get close scores whatever the
+other candidates cost.
 
     - name: InstanceCost
       args:
-        prices:                    # per hour, per node
+        prices:                    # per hour, per node; required
           e2-standard-4: 0.134
           n2-standard-8: 0.388
-        defaultPrice: 0.5          # optional
+        defaultPrice: 0.5          # optional, at least the dearest listed price
         spotDiscount: 0.7          # spot nodes cost 70% less
+        scale: absolute            # optional: relative (default) or absolute
+        ceiling: 1.0               # absolute only: the price that scores 0
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
-from marshmallow import Schema, fields
-from marshmallow.validate import Range
+from marshmallow import Schema, ValidationError, fields, validates_schema
+from marshmallow.validate import Length, OneOf, Range
 
 from extender.framework.args import Map
 from extender.framework.plugin import MAX_NODE_SCORE, ScorePlugin, rescale_scores
@@ -39,12 +46,40 @@ SPOT_LABELS = ("cloud.google.com/gke-spot", "cloud.google.com/gke-preemptible")
 _MICRO = 1_000_000
 
 
+class Price(fields.Float):
+    """A price: a YAML/JSON number, never a string that looks like one (a quoted "0.134" is a typo to report)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError("must be a number (a price such as 0.134), not a string or a boolean")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
 class InstanceCostArgs(Schema):
     prices = Map(
-        keys=fields.String(validate=validate_label_value), values=fields.Float(validate=Range(min=0)), load_default=dict
+        keys=fields.String(validate=validate_label_value),
+        values=Price(validate=Range(min=0)),
+        required=True,
+        validate=Length(min=1, error="needs at least one instance type and its price"),
     )
-    defaultPrice = fields.Float(validate=Range(min=0))
-    spotDiscount = fields.Float(load_default=0.0, validate=Range(min=0, max=1))
+    defaultPrice = Price(validate=Range(min=0))
+    spotDiscount = Price(load_default=0.0, validate=Range(min=0, max=1))
+    scale = fields.String(load_default="relative", validate=OneOf(["relative", "absolute"]))
+    ceiling = Price(validate=Range(min=0, min_inclusive=False))
+
+    @validates_schema
+    def consistent(self, data: dict[str, Any], **kwargs: Any) -> None:
+        dearest = max(data["prices"].values())
+        if data.get("defaultPrice", dearest) < dearest:
+            raise ValidationError(
+                f"{data['defaultPrice']} is below the dearest listed price ({dearest}): "
+                "an unknown instance type would be preferred over listed ones",
+                "defaultPrice",
+            )
+        if data["scale"] == "absolute" and "ceiling" not in data:
+            raise ValidationError("scale: absolute needs a ceiling, the price that scores 0", "ceiling")
+        if data["scale"] == "relative" and "ceiling" in data:
+            raise ValidationError("only scale: absolute takes a ceiling", "ceiling")
 
 
 class InstanceCost(ScorePlugin):
@@ -52,13 +87,19 @@ class InstanceCost(ScorePlugin):
     facts = Facts.LABELS
     args_schema = InstanceCostArgs
 
+    @classmethod
+    def label_keys(cls, args: Mapping[str, Any]) -> Iterable[tuple[str, tuple[str, ...]]]:
+        yield "", (INSTANCE_TYPE_LABEL, LEGACY_INSTANCE_TYPE_LABEL)
+        if args["spotDiscount"]:
+            yield "spotDiscount", SPOT_LABELS
+
     def __init__(self, args: Mapping[str, Any]) -> None:
         super().__init__(args)
         prices: Mapping[str, float] = args["prices"]
         self._prices = {kind: round(price * _MICRO) for kind, price in prices.items()}
-        default = args.get("defaultPrice", max(prices.values(), default=0.0))
-        self._default = round(default * _MICRO)
+        self._default = round(args.get("defaultPrice", max(prices.values())) * _MICRO)
         self._spot_factor = 1.0 - args["spotDiscount"]
+        self._ceiling = round(args["ceiling"] * _MICRO) if args["scale"] == "absolute" else None
 
     def reuse_key(self, pod: Pod) -> Hashable:
         """A node's price does not depend on the pod."""
@@ -67,14 +108,22 @@ class InstanceCost(ScorePlugin):
     def score(self, pod: Pod, node: Node) -> int:
         labels = node.labels or {}
         kind = labels.get(INSTANCE_TYPE_LABEL) or labels.get(LEGACY_INSTANCE_TYPE_LABEL)
-        price = self._prices.get(kind, self._default) if kind is not None else self._default
+        price = self._prices.get(kind) if kind is not None else None
+        if price is None:
+            return self._default  # never discounted: an unknown type must not beat a listed one
         if "true" in map(labels.get, SPOT_LABELS):
             price = round(price * self._spot_factor)
         return price
 
     def normalize_scores(self, pod: Pod, scores: dict[str, int]) -> None:
-        """Prices in, scores out: cheapest MAX_NODE_SCORE, dearest 0, linear (rounded) between."""
+        """Prices in, scores out (rounded): against the ceiling, or cheapest MAX_NODE_SCORE and dearest 0."""
         if not scores:
+            return
+        if self._ceiling is not None:
+            ceiling = self._ceiling
+            rescale_scores(
+                scores, lambda price: max(0, (2 * (ceiling - price) * MAX_NODE_SCORE + ceiling) // (2 * ceiling))
+            )
             return
         cheapest, dearest = min(scores.values()), max(scores.values())
         spread = dearest - cheapest

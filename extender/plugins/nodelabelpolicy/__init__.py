@@ -24,7 +24,7 @@ change its labels), with a message naming the rule.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -73,6 +73,14 @@ class NodeLabelPolicy(FilterPlugin):
         super().__init__(args)
         rules: tuple[Rule, ...] = tuple(args["rules"])
         self._rules_for = PerPod(lambda pod: tuple(rule for rule in rules if rule.pods.matches(pod)))
+
+    @classmethod
+    def label_keys(cls, args: Mapping[str, Any]) -> Iterable[tuple[str, tuple[str, ...]]]:
+        for index, rule in enumerate(args["rules"]):
+            selector = f"rules[{index}].nodeSelector"
+            yield from ((f"{selector}.matchLabels.{key}", (key,)) for key, _ in rule.node_selector.match_labels)
+            for position, requirement in enumerate(rule.node_selector.match_expressions):
+                yield f"{selector}.matchExpressions[{position}].key", (requirement.key,)
 
     def reuse_key(self, pod: Pod) -> Hashable:
         """The verdict depends on the pod only through which rules apply to it (rule names are unique)."""

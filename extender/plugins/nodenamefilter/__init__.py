@@ -30,7 +30,7 @@ from marshmallow.validate import Length
 
 from extender.framework import status
 from extender.framework.args import unique_names
-from extender.framework.globs import compile_globs
+from extender.framework.globs import compile_globs, validate_glob
 from extender.framework.perpod import PerPod
 from extender.framework.plugin import FilterPlugin
 from extender.framework.status import Status
@@ -45,7 +45,7 @@ def utc_now() -> dt.datetime:
 
 
 def _globs(**kwargs: Any) -> fields.List:
-    return fields.List(fields.String(validate=Length(min=1)), **kwargs)
+    return fields.List(fields.String(validate=validate_glob), **kwargs)
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime) -> tuple[tup
     for entry in maintenance:
         until = entry.open_until(now)
         if until is not None:
-            until_text = until.isoformat(timespec="minutes")
+            until_text = until.isoformat(timespec="seconds")
             reason = f"NodeNameFilter: node is in maintenance {entry.name!r} until {until_text}"
             closed.append((entry.nodes, reason))
     return tuple(closed)

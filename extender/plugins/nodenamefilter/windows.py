@@ -4,6 +4,17 @@ Weekly windows are wall-clock times in an explicit IANA zone (UTC unless
 ``timeZone`` says otherwise), so "Saturday 22:00 in Europe/Berlin" follows
 daylight saving time. A window whose ``to`` is not after its ``from`` runs
 past midnight into the next day; ``days`` names the day it starts.
+
+Daylight saving time changes make some wall-clock times ambiguous:
+
+- spring forward (a gap, e.g. 02:00-03:00 does not exist): a ``from`` or ``to``
+  inside the gap means the first instant after it (03:00); a window lying wholly
+  inside the gap opens then, for its length in minutes;
+- fall back (a fold, e.g. 02:00-03:00 happens twice): ``from`` and ``to`` mean the
+  first occurrence, so a window inside the fold opens once, not twice.
+
+The end a window reports is that instant in the window's zone, with the
+UTC offset in force then.
 """
 
 from __future__ import annotations
@@ -47,11 +58,33 @@ class WeeklyWindow:
             if day.weekday() not in self.days:
                 continue
             # Wall-clock arithmetic on naive times, then placed in the zone: DST shifts the instant, not the hour.
-            start = dt.datetime.combine(day, self.start)
-            end = start + dt.timedelta(minutes=self.minutes)
-            if start <= local.replace(tzinfo=None) < end:
-                return end.replace(tzinfo=self.zone)
+            wall_start = dt.datetime.combine(day, self.start)
+            start = first_instant(wall_start, self.zone)
+            end = first_instant(wall_start + dt.timedelta(minutes=self.minutes), self.zone)
+            if end <= start:  # the whole window lies in a spring-forward gap: it opens after it, for its length
+                end = start + dt.timedelta(minutes=self.minutes)
+            if start <= now < end:
+                return end.astimezone(self.zone)
         return None
+
+
+def first_instant(wall: dt.datetime, zone: ZoneInfo) -> dt.datetime:
+    """The first instant (UTC) a clock in ``zone`` shows the naive time ``wall``: its first occurrence in a fall-back
+    fold, and the first instant after a spring-forward gap for a time the clock skips."""
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(dt.UTC)
+    if first.astimezone(zone).replace(tzinfo=None) == wall:
+        return first
+    # In a gap: fold=1 reads the time with the offset after the change, fold=0 with the one before, so the change
+    # lies between these two instants. Halve the interval down to the second (changes fall on whole seconds).
+    before, after = wall.replace(tzinfo=zone, fold=1).astimezone(dt.UTC), first
+    offset_after = after.astimezone(zone).utcoffset()
+    while after - before > dt.timedelta(seconds=1):
+        middle = before + (after - before) / 2
+        if middle.astimezone(zone).utcoffset() == offset_after:
+            after = middle
+        else:
+            before = middle
+    return after.replace(microsecond=0)
 
 
 Window = OneOffWindow | WeeklyWindow

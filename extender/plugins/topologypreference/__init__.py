@@ -19,7 +19,7 @@ Nodes without the label, or with an unlisted value, add 0.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -69,6 +69,10 @@ class TopologyPreference(ScorePlugin):
         self._preferences: tuple[Preference, ...] = tuple(args["preferences"])
         # The indexes of the preferences that apply to the pod: also the key its raw scores are reused under.
         self._applying = PerPod(lambda pod: tuple(i for i, p in enumerate(self._preferences) if p.pods.matches(pod)))
+
+    @classmethod
+    def label_keys(cls, args: Mapping[str, Any]) -> Iterable[tuple[str, tuple[str, ...]]]:
+        return ((f"preferences[{index}].label", (pref.label,)) for index, pref in enumerate(args["preferences"]))
 
     def reuse_key(self, pod: Pod) -> Hashable:
         return self._applying(pod)

@@ -1,16 +1,19 @@
-"""marshmallow schema of kube-scheduler's ``extenders[]`` configuration (KubeSchedulerConfiguration v1 ``Extender``).
+"""marshmallow schema of kube-scheduler's ``extenders[]`` configuration (KubeSchedulerConfiguration v1 ``Extender``),
+behind ``python -m extender check-scheduler-config``.
 
 It refuses what stops kube-scheduler from starting (strict decoding of unknown fields and wrong types, the rules of
-``pkg/scheduler/apis/config/validation``) and, beyond that, settings the scheduler accepts but that silently
-misbehave: ``enableHTTPS`` without a CA (certificate verification off), a client certificate without its key
-(dropped), both data and file of one TLS item (the file is ignored), a query string in ``urlPrefix`` (the verb lands
-in the query) and a non-positive ``httpTimeout`` (0 becomes 5s, a negative one disables the timeout).
+``pkg/scheduler/apis/config/validation`` validateExtenders), in kube-scheduler's words, and, beyond that, what the
+scheduler accepts but that fails or silently misbehaves: a ``urlPrefix`` that is not an http(s) URL (every call
+fails), ``enableHTTPS`` without a CA (certificate verification off), a client certificate without its key (dropped),
+both data and file of one TLS item (the file is ignored), a query string in ``urlPrefix`` (the verb lands in the
+query) and a non-positive ``httpTimeout`` (0 becomes 5s, a negative one disables the timeout).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -19,6 +22,7 @@ from urllib.parse import urlsplit
 from marshmallow import Schema, ValidationError, fields, pre_load, validates_schema
 
 from extender.duration import parse_go_duration
+from extender.wire.errors import entries_as_written
 
 INT64_MAX = 2**63 - 1
 
@@ -62,6 +66,11 @@ def extended_resource_name_errors(name: str) -> list[str]:
     return []
 
 
+def _go_quote(text: str) -> str:
+    """A string as Kubernetes field errors show an invalid value: double-quoted, escaped like Go's strconv.Quote."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 def _json_kind(value: Any) -> str:
     """The JSON kind Go's decoder names in "cannot unmarshal <kind> into Go value of type T"."""
     if isinstance(value, bool):
@@ -71,36 +80,51 @@ def _json_kind(value: Any) -> str:
     return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
 
 
+def _go_field(field: fields.Field) -> str:
+    """How Go's JSON decoder names a field of kube-scheduler's config types: ``Extender.extenders.weight``."""
+    schema = field.parent
+    go_struct, go_path = getattr(schema, "GO_STRUCT", "Extender"), getattr(schema, "GO_PATH", "extenders")
+    return f"{go_struct}.{go_path}.{field.data_key or field.name}"
+
+
+def _unmarshal_error(field: fields.Field, kind: str, go_type: str) -> ValidationError:
+    return ValidationError(f"json: cannot unmarshal {kind} into Go struct field {_go_field(field)} of type {go_type}")
+
+
+class GoString(fields.String):
+    """A Go ``string``: a JSON string only."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> str:
+        if not isinstance(value, str):
+            raise _unmarshal_error(self, _json_kind(value), "string")
+        return value
+
+
 class GoBool(fields.Field):
     """A Go ``bool``: JSON true/false only (no "true" strings, no 0/1)."""
 
-    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "cannot unmarshal {kind} into Go value of type bool"}
-
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> bool:
         if type(value) is not bool:
-            raise self.make_error("invalid", kind=_json_kind(value))
+            raise _unmarshal_error(self, _json_kind(value), "bool")
         return value
 
 
 class GoInt64(fields.Field):
     """A Go ``int64``. YAML configs pass through JSON floats, so an integral 2.0 is still 2; bools and 1.5 are not."""
 
-    default_error_messages: ClassVar[dict[str, str]] = {"invalid": "cannot unmarshal {kind} into Go value of type int64"}
-
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> int:
         integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         if isinstance(value, bool) or not integral or not -INT64_MAX - 1 <= value <= INT64_MAX:
             # Go names the offending number, and only the kind of anything else.
             kind = _json_kind(value)
-            raise self.make_error("invalid", kind=f"{kind} {value}" if kind == "number" else kind)
+            raise _unmarshal_error(self, f"{kind} {value}" if kind == "number" else kind, "int64")
         return int(value)
 
 
-class GoDuration(fields.String):
+class GoDuration(GoString):
     """A metav1.Duration: a string ("5s"), never a number, that time.ParseDuration accepts, and positive here."""
 
     default_error_messages: ClassVar[dict[str, str]] = {
-        "invalid": "cannot unmarshal number into Go value of type string; write a duration string such as \"5s\"",
         "duration": 'time: invalid duration "{value}" (e.g. "5s", "1500ms", "1m30s")',
         "positive": "must be positive: kube-scheduler turns 0 into 5s and a negative timeout disables it",
     }
@@ -116,11 +140,14 @@ class GoDuration(fields.String):
         return text
 
 
-class PemData(fields.String):
+class PemData(GoString):
     """A ``[]byte`` of PEM: base64 in the configuration (standard alphabet, padded), holding a block of ``kinds``."""
 
     default_error_messages: ClassVar[dict[str, str]] = {
-        "base64": "illegal base64 data: the *Data fields hold base64 of the PEM file, e.g. base64 -w0 ca.pem",
+        "base64": (
+            "illegal base64 data at input byte {offset}: the *Data fields hold base64 of the PEM file, "
+            "e.g. base64 -w0 ca.pem"
+        ),
         "pem": "unable to parse bytes as PEM block: expected base64 of a PEM {expected}",
     }
 
@@ -135,10 +162,23 @@ class PemData(fields.String):
             # Go's base64.StdEncoding skips line breaks and is otherwise strict, like validate=True.
             pem = base64.b64decode(re.sub(r"[\r\n]", "", text), validate=True)
         except (binascii.Error, ValueError):
-            raise self.make_error("base64") from None
+            raise self.make_error("base64", offset=_base64_error_offset(text)) from None
         if not any(self.kinds.fullmatch(block.group(1)) and _valid_base64(block.group(2)) for block in _PEM_BLOCK.finditer(pem)):
             raise self.make_error("pem", expected=self.expected)
         return text
+
+
+def _base64_error_offset(text: str) -> int:
+    """Where Go's base64.StdEncoding reports corrupt input: the first byte outside the alphabet (line breaks are
+    skipped), else the start of the incomplete last quantum."""
+    seen = 0  # characters of the alphabet read so far, padding included
+    for offset, char in enumerate(text):
+        if char in "\r\n":
+            continue
+        if not (char.isascii() and (char.isalnum() or char in "+/=")):
+            return offset
+        seen += 1
+    return seen - seen % 4 if seen % 4 else max(seen - 4, 0)
 
 
 def _valid_base64(body: bytes) -> bool:
@@ -164,22 +204,26 @@ class ConfigSchema(Schema):
 
 
 class ExtenderManagedResourceSchema(ConfigSchema):
-    name = fields.String(required=True)
+    GO_STRUCT, GO_PATH = "ExtenderManagedResource", "extenders.managedResources"
+
+    name = GoString(required=True)
     ignoredByScheduler = GoBool()
 
     @validates_schema
     def extended_resource_name(self, data: dict[str, Any], **kwargs: Any) -> None:
         errors = extended_resource_name_errors(data["name"])
         if errors:
-            raise ValidationError([f"Invalid value: {data['name']!r}: {error}" for error in errors], "name")
+            raise ValidationError([f"Invalid value: {_go_quote(data['name'])}: {error}" for error in errors], "name")
 
 
 class ExtenderTLSConfigSchema(ConfigSchema):
+    GO_STRUCT, GO_PATH = "ExtenderTLSConfig", "extenders.tlsConfig"
+
     insecure = GoBool()
-    serverName = fields.String()
-    certFile = fields.String()
-    keyFile = fields.String()
-    caFile = fields.String()
+    serverName = GoString()
+    certFile = GoString()
+    keyFile = GoString()
+    caFile = GoString()
     certData = _certificate()
     keyData = PemData(kinds=re.compile(rb"([A-Z]+ )?PRIVATE KEY"), expected="private key")
     caData = _certificate()
@@ -204,18 +248,18 @@ class ExtenderTLSConfigSchema(ConfigSchema):
 def _check_url_prefix(value: str) -> None:
     url = urlsplit(value)
     if url.scheme not in ("http", "https") or not url.netloc:
-        raise ValidationError("must be an http:// or https:// URL")
+        raise ValidationError("must be an http:// or https:// URL: kube-scheduler accepts it, but every call fails")
     if "?" in value or "#" in value:
         raise ValidationError('must not have a query string or fragment: the scheduler appends "/<verb>" verbatim')
 
 
 class ExtenderSchema(ConfigSchema):
-    urlPrefix = fields.String(required=True, validate=_check_url_prefix)
-    filterVerb = fields.String()
-    preemptVerb = fields.String()
-    prioritizeVerb = fields.String()
+    urlPrefix = GoString(required=True, validate=_check_url_prefix)
+    filterVerb = GoString()
+    preemptVerb = GoString()
+    prioritizeVerb = GoString()
     weight = GoInt64()
-    bindVerb = fields.String()
+    bindVerb = GoString()
     enableHTTPS = GoBool()
     tlsConfig = fields.Nested(ExtenderTLSConfigSchema)
     httpTimeout = GoDuration()
@@ -223,13 +267,17 @@ class ExtenderSchema(ConfigSchema):
     managedResources = fields.List(fields.Nested(ExtenderManagedResourceSchema))
     ignorable = GoBool()
 
-    @validates_schema
-    def weight_with_prioritize(self, data: dict[str, Any], **kwargs: Any) -> None:
+    # The checks below run beside field errors too (kube-scheduler reports every problem at once); they skip what a
+    # field error already covers.
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def weight_with_prioritize(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        if "weight" in original and "weight" not in data:
+            return
         weight = data.get("weight", 0)
         if data.get("prioritizeVerb") and weight <= 0:
             raise ValidationError(f"Invalid value: {weight}: must have a positive weight applied to it", "weight")
 
-    @validates_schema
+    @validates_schema(skip_on_field_errors=False)
     def verified_https(self, data: dict[str, Any], **kwargs: Any) -> None:
         tls = data.get("tlsConfig", {})
         if data.get("enableHTTPS") and not (tls.get("caData") or tls.get("caFile")) and not tls.get("insecure"):
@@ -239,21 +287,17 @@ class ExtenderSchema(ConfigSchema):
                 "enableHTTPS",
             )
 
-    @validates_schema
-    def unique_managed_resources(self, data: dict[str, Any], **kwargs: Any) -> None:
-        duplicates = _duplicate_resources([data])
-        if duplicates:
-            raise ValidationError(duplicates[0], "managedResources")
-
 
 def _duplicate_resources(extenders: list[dict[str, Any]]) -> dict[int, dict[int, dict[str, list[str]]]]:
     """{extender index: {resource index: errors}}: a managed resource name may appear once across all extenders."""
     seen: set[str] = set()
     found: dict[int, dict[int, dict[str, list[str]]]] = {}
-    for index, extender in enumerate(extenders):
-        for position, resource in enumerate(extender.get("managedResources", [])):
+    for index, extender in entries_as_written(extenders):
+        for position, resource in entries_as_written(extender.get("managedResources")):
+            if not isinstance(resource.get("name"), str):
+                continue  # a field error of its own
             if resource["name"] in seen:
-                message = f"Invalid value: {resource['name']!r}: duplicate extender managed resource name"
+                message = f"Invalid value: {_go_quote(resource['name'])}: duplicate extender managed resource name"
                 found.setdefault(index, {})[position] = {"name": [message]}
             seen.add(resource["name"])
     return found
@@ -264,12 +308,14 @@ class ExtendersSchema(ConfigSchema):
 
     extenders = fields.List(fields.Nested(ExtenderSchema), required=True)
 
-    @validates_schema
-    def across_extenders(self, data: dict[str, Any], **kwargs: Any) -> None:
-        extenders = data["extenders"]
-        binders = sum(1 for extender in extenders if extender.get("bindVerb"))
-        if binders > 1:
-            raise ValidationError(f'Invalid value: "found {binders} extenders implementing bind": only one extender can implement bind', "extenders")
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def across_extenders(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        extenders = original.get("extenders") if isinstance(original, dict) else None
+        binders = sum(1 for _, extender in entries_as_written(extenders) if extender.get("bindVerb"))
         duplicates = _duplicate_resources(extenders)
-        if duplicates:
-            raise ValidationError({index: {"managedResources": errors} for index, errors in duplicates.items()}, "extenders")
+        errors: dict[Any, Any] = {index: {"managedResources": found} for index, found in duplicates.items()}
+        if binders > 1:
+            found = f'"found {binders} extenders implementing bind"'
+            errors["_schema"] = [f"Invalid value: {found}: only one extender can implement bind"]
+        if errors:
+            raise ValidationError(errors, "extenders")

@@ -1,0 +1,75 @@
+"""What healthz tells about the node source, so that an uptime check catches a source that stopped listing.
+
+A source that lists nodes (kubernetes) is healthy once it has listed and while
+its last successful list is younger than ``EXTENDER_NODE_SOURCE_MAX_AGE``
+(a Go duration, default 5m): a rotated-out token or revoked RBAC shows as 503
+with the API server's error, instead of a function that answers 200 while
+every label rule fails (or, under failurePolicy Ignore, passes). Sources that
+work from the policy alone (static, names, none) are always healthy.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from extender.duration import parse_go_duration
+from extender.errors import ConfigError
+
+MAX_AGE_ENV = "EXTENDER_NODE_SOURCE_MAX_AGE"
+DEFAULT_MAX_AGE = 300.0
+
+
+def max_age_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """The bound on the last successful list's age, checked at start-up like every setting."""
+    raw = environ.get(MAX_AGE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_AGE
+    try:
+        seconds = parse_go_duration(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{MAX_AGE_ENV}: {exc} (e.g. 5m)") from None
+    if seconds <= 0:
+        raise ConfigError(f"{MAX_AGE_ENV} must be positive, got {raw!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class SourceHealth:
+    kind: str
+    # Nodes in the last list; None for sources that do not list.
+    nodes: int | None = None
+    # Seconds since the last successful list started; None before the first (or for sources that do not list).
+    age: float | None = None
+    max_age: float | None = None
+    # Why the latest list failed (the API server's answer, e.g. 401 Unauthorized); empty when it succeeded.
+    last_error: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        if self.max_age is None:
+            return True
+        return self.age is not None and self.age <= self.max_age
+
+    def as_json(self) -> dict[str, object]:
+        body: dict[str, object] = {"kind": self.kind or "none", "healthy": self.healthy}
+        if self.max_age is None:
+            return body
+        listed = None if self.age is None else datetime.fromtimestamp(time.time() - self.age, UTC)
+        body |= {
+            "nodes": self.nodes,
+            "lastSuccessfulList": listed.isoformat(timespec="seconds").replace("+00:00", "Z") if listed else None,
+            "ageSeconds": None if self.age is None else round(self.age, 1),
+            "maxAgeSeconds": self.max_age,
+            "lastError": self.last_error,
+        }
+        return body
+
+
+def source_health(source: object, kind: str) -> SourceHealth:
+    """The source's own report when it lists nodes, else a healthy one."""
+    report = getattr(source, "health", None)
+    return report() if callable(report) else SourceHealth(kind)
