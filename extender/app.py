@@ -12,7 +12,7 @@ import orjson
 from flask import Request, Response
 
 from extender import __version__
-from extender.admission import BUDGET_ENV, DEFAULT_BUDGET_BYTES, BodyBudget
+from extender.body_budget import BUDGET_ENV, DEFAULT_BUDGET_BYTES, BodyBudget
 from extender.body import discard_body, read_json
 from extender.decision import log_decision
 from extender.duration import DEFAULT_HTTP_TIMEOUT, http_timeout_seconds

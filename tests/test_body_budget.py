@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from extender.admission import BodyBudget
+from extender.body_budget import BodyBudget
 from extender.errors import RequestError
 from tests.recordings import exchanges
 
