@@ -1,4 +1,4 @@
-"""A deadline for reading a request body: when it passes, the connection's reading side is shut down.
+"""Deadlines for reading from a connection: when one passes, the connection's reading side is shut down.
 
 A socket timeout bounds each ``recv``, not the read: the server's body reader
 loops over ``recv`` until it has the bytes it was asked for, so a client
@@ -7,24 +7,27 @@ long as it likes. Shutting down reading wakes the blocked ``recv`` (it sees the
 end of the stream) whatever the server's read loop does, and the answer can
 still be written; the connection is not reused after that.
 
-One watchdog thread keeps the deadlines of every body being read; arming one
-costs a heap push, not a thread.
+One watchdog thread keeps the deadlines of every body being read (request
+bodies, the Kubernetes API's answers); arming one costs a heap push, not a
+thread.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 _changed = threading.Condition()
 # (deadline, alarm number): the earliest first.
 _deadlines: list[tuple[float, int]] = []
-# Alarm number -> the socket to stop reading, while armed.
-_armed: dict[int, socket.socket] = {}
+# Alarm number -> what to do when it goes off, while armed.
+_armed: dict[int, Callable[[], None]] = {}
 _numbers = itertools.count()
 # The process the watchdog thread runs in: a forked worker starts its own.
 _watchdog_pid: int | None = None
@@ -32,6 +35,11 @@ _watchdog_pid: int | None = None
 
 def arm(sock: socket.socket, seconds: float) -> int:
     """Stop reading ``sock`` in ``seconds`` unless ``disarm`` comes first; the alarm's number."""
+    return arm_action(functools.partial(stop_reading, sock), seconds)
+
+
+def arm_action(action: Callable[[], None], seconds: float) -> int:
+    """Call ``action`` (on the watchdog thread: it must be quick and never raise) in ``seconds`` unless disarmed."""
     global _watchdog_pid
     with _changed:
         if _watchdog_pid != os.getpid():
@@ -40,7 +48,7 @@ def arm(sock: socket.socket, seconds: float) -> int:
             threading.Thread(target=_watch, name="read-deadline", daemon=True).start()
             _watchdog_pid = os.getpid()
         number = next(_numbers)
-        _armed[number] = sock
+        _armed[number] = action
         heapq.heappush(_deadlines, (time.monotonic() + seconds, number))
         _changed.notify()
     return number
@@ -78,6 +86,6 @@ def _watch() -> None:
             while not _deadlines or _deadlines[0][0] > time.monotonic():
                 _changed.wait(_deadlines[0][0] - time.monotonic() if _deadlines else None)
             _, number = heapq.heappop(_deadlines)
-            sock = _armed.pop(number, None)
-        if sock is not None:
-            stop_reading(sock)
+            action = _armed.pop(number, None)
+        if action is not None:
+            action()

@@ -19,6 +19,9 @@ def credential_base_url(url: str, *, what: str, example: str, credential: str) -
         raise ConfigError(f"{what} must be an https:// URL such as {example}")
     if parts.query or parts.fragment:
         raise ConfigError(f"{what} must not have a query or fragment: paths are appended to it")
+    if parts.username is not None or parts.password is not None:
+        # Credentials in a URL end up in error messages, and from there in pod events and logs.
+        raise ConfigError(f"{what} must not carry a user or password (user:password@): pass credentials separately")
     if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise ConfigError(f"{what} must use https: {credential} would cross the network in clear text")
     return url.rstrip("/")
