@@ -34,3 +34,17 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def failure_cause(exc: BaseException) -> str:
+    """Why a call failed (refused, TLS verification, name resolution), without urllib3's wrappers.
+
+    The wrappers' text names the URL, path included, which may carry a token: the innermost reason does not.
+    """
+    reason: object = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
+    reason = getattr(reason, "reason", None) or reason  # urllib3's MaxRetryError wraps the real one
+    while isinstance(reason, Exception) and reason.args and isinstance(reason.args[0], BaseException):
+        reason = reason.args[0]
+    text = str(reason)
+    # NewConnectionError reads "<HTTPSConnection object at 0x..>: Failed to establish a new connection: ...".
+    return text.split(">: ", 1)[1] if text.startswith("<") and ">: " in text else text

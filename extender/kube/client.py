@@ -28,6 +28,7 @@ from extender import __version__, read_deadline
 from extender.errors import bounded
 from extender.kube.config import TOKEN_ENV, TOKEN_FILE_ENV, KubeConfig
 from extender.kube.errors import KubeError
+from extender.urls import failure_cause
 from extender.wire.lean import decode_node_list
 
 # Metadata-only lists (names and labels): a GKE node's metadata is about a third of its ~18 kB (status.images).
@@ -164,7 +165,7 @@ class KubeClient:
         except requests.Timeout:
             raise KubeError(f"the Kubernetes API did not answer {method} {path} within {seconds:g} s") from None
         except requests.RequestException as exc:
-            raise KubeError(f"cannot reach the Kubernetes API at {self.config.url}: {_cause(exc)}") from None
+            raise KubeError(f"cannot reach the Kubernetes API at {self.config.url}: {failure_cause(exc)}") from None
         if response.status_code >= 300:
             raise _status_error(response, content)
         try:
@@ -258,17 +259,6 @@ def _status_error(response: requests.Response, content: bytes) -> KubeError:
     reason = response.reason or ""
     message = bounded(message, _MESSAGE_CHARS)
     return KubeError(f"the Kubernetes API answered {code} {reason}: {message}{_HINTS.get(code, '')}".rstrip(": "), code)
-
-
-def _cause(exc: requests.RequestException) -> str:
-    """The reason (refused, TLS verification, name resolution) without urllib3's retry wrapper."""
-    reason = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
-    reason = getattr(reason, "reason", None) or reason  # urllib3's MaxRetryError wraps the real one
-    while isinstance(reason, Exception) and reason.args and isinstance(reason.args[0], BaseException):
-        reason = reason.args[0]
-    text = str(reason)
-    # NewConnectionError reads "<HTTPSConnection object at 0x..>: Failed to establish a new connection: ...".
-    return text.split(">: ", 1)[1] if text.startswith("<") and ">: " in text else text
 
 
 def _ca_bundle(config: KubeConfig) -> str | bool:
