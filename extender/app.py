@@ -106,10 +106,10 @@ class Extender:
             where = self.router.route(request.path, request.method)
             answer = self._answer(where, request)
         except RequestError as exc:
-            answer = self._failed(where, exc.message, exc.status, exc.headers)
+            answer = self._failed(where, request, exc.message, exc.status, exc.headers)
         except Exception as exc:  # a bug must still answer JSON that names it, never an HTML traceback
             logger.exception("unexpected failure serving %s", self.router.redact(request.path))
-            answer = self._failed(where, f"internal error: {type(exc).__name__}: {exc}", 500)
+            answer = self._failed(where, request, f"internal error: {type(exc).__name__}: {exc}", 500)
         finish_body(request)
         return where, answer
 
@@ -129,15 +129,22 @@ class Extender:
             verb = {"filter": filter, "prioritize": prioritize}[where.verb]
             return verb.handle(payload, profile, self.source)
 
-    def _failed(self, where: Route | None, message: str, status: int, headers: dict[str, str] | None = None) -> Answer:
+    def _failed(
+        self, where: Route | None, request: Request, message: str, status: int, headers: dict[str, str] | None = None
+    ) -> Answer:
         """A failure as the verb's 200 with ``Error`` on a path that carries the caller token, else as ``status``.
 
         kube-scheduler puts any non-200 answer into the pod's events as
         ``failed <verb> with extender at URL <url>``: with a token in the URL,
         anyone who reads events would read the token; a 200 shows the reason.
+        A POST past the token that does not route (an unknown profile in the
+        scheduler's urlPrefix) is the scheduler's call too.
         """
-        if where is not None and self.router.guarded and where.verb in FAILED:
-            return Answer(FAILED[where.verb](message), headers={"X-Extender-Error": message}, error=message)
+        verb = where.verb if where is not None else None
+        if verb is None and request.method == "POST":
+            verb = self.router.verb_past_token(request.path)
+        if self.router.guarded and verb in FAILED:
+            return Answer(FAILED[verb](message), headers={"X-Extender-Error": message}, error=message)
         return Answer({"Error": message}, status=status, headers=headers or {}, error=message)
 
     def health(self) -> dict[str, object]:

@@ -79,6 +79,15 @@ class Router:
             prefixes = ()  # the function's own name comes before the token, never after
         return _route(segments, method, self.profiles, prefixes)
 
+    def verb_past_token(self, path: str) -> str | None:
+        """The verb a path that carries the caller token ends in, even when the rest of it does not route."""
+        segments = [segment for segment in path.split("/") if segment]
+        try:
+            rest = self._past_token(segments) if self._tokens else []
+        except RequestError:
+            return None
+        return rest[-1] if rest and rest[-1] in VERBS else None
+
     def redact(self, path: str) -> str:
         """``path`` fit for a log line: with a token configured, only segments that are public names stay."""
         if not self._tokens:
