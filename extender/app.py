@@ -36,7 +36,9 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 LEAN_VERBS = ("filter", "prioritize")
 # What each verb answers for a failure the scheduler must see as a reason (HTTP 200), not as its URL (any other status).
 FAILED = {
-    "filter": lambda message: {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message},
+    "filter": lambda message: {
+        "Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message
+    },
     "bind": lambda message: {"Error": message},
     # No Error field in the preemption result: no candidate (evicting nothing) is the safe side; Error is for people.
     "preempt": lambda message: {"NodeNameToMetaVictims": {}, "Error": message},
@@ -65,7 +67,9 @@ class Extender:
 
     def __post_init__(self) -> None:
         if self.previous_caller_token and not self.caller_token:
-            raise ConfigError(f"{PREVIOUS_CALLER_TOKEN_ENV} is set without {CALLER_TOKEN_ENV}: set the current token too")
+            raise ConfigError(
+                f"{PREVIOUS_CALLER_TOKEN_ENV} is set without {CALLER_TOKEN_ENV}: set the current token too"
+            )
         tokens = [token for token in (self.caller_token, self.previous_caller_token) if token]
         self.router = Router(self.policy.profiles, function_names(), tokens)
         self.budget = BodyBudget(self.max_body_bytes_in_flight)

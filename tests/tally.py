@@ -18,9 +18,15 @@ class Tally:
 
     def report(self) -> list[str]:
         total = sum(sum(counts.values()) for counts in self.by_suite.values())
-        errors = sum(n for counts in self.by_suite.values() for status, n in counts.items() if isinstance(status, int) and status >= 500)
+        errors = sum(
+            n
+            for counts in self.by_suite.values()
+            for status, n in counts.items()
+            if isinstance(status, int) and status >= 500
+        )
         lines = [f"{self.title}: {total} requests, {errors} answered 5xx"]
         for suite, counts in self.by_suite.items():
-            statuses = ", ".join(f"{status}: {n}" for status, n in sorted(counts.items(), key=lambda item: str(item[0])))
+            ordered = sorted(counts.items(), key=lambda item: str(item[0]))
+            statuses = ", ".join(f"{status}: {n}" for status, n in ordered)
             lines.append(f"  {suite}: {sum(counts.values())} ({statuses})")
         return lines

@@ -170,6 +170,11 @@ def test_a_length_declared_short_leaves_the_rest_to_the_next_request_not_to_this
     assert reply.status == 200 and orjson.loads(reply.body)
 
 
+def scores(port: int) -> Reply:
+    """A normal node-name prioritize call, as the scheduler sends it."""
+    return exchange(port, post(f"/{TOKEN}/prioritize", f"Content-Length: {len(NAMES)}") + NAMES)
+
+
 def stall(port: int, path: str) -> socket.socket:
     """An upload that declares 1000 bytes, sends one and waits."""
     sock = connect(port, timeout=DEADLINE * 4)
@@ -185,8 +190,8 @@ def test_stalled_uploads_do_not_stop_the_instance_answering(port):
         for _ in range(3):
             health = tally("next to stalls", exchange(port, head("GET", f"/{TOKEN}/healthz")))
             assert health.status == 200 and health.seconds < 1.0
-            scores = tally("next to stalls", exchange(port, post(f"/{TOKEN}/prioritize", f"Content-Length: {len(NAMES)}") + NAMES))
-            assert scores.status == 200 and orjson.loads(scores.body) and scores.seconds < 1.0
+            scored = tally("next to stalls", scores(port))
+            assert scored.status == 200 and orjson.loads(scored.body) and scored.seconds < 1.0
         answers = [tally("stalled", read_reply(sock)) for sock in stalled]
     finally:
         for sock in stalled:
@@ -223,7 +228,7 @@ def test_slow_uploads_hold_only_the_bytes_they_sent_of_the_body_budget(port):
         for sock in slow:
             sock.sendall(post(f"/{TOKEN}/filter", "Transfer-Encoding: chunked") + b"1\r\n{\r\n")
         time.sleep(0.2)
-        reply = tally("next to slow uploads", exchange(port, post(f"/{TOKEN}/prioritize", f"Content-Length: {len(NAMES)}") + NAMES))
+        reply = tally("next to slow uploads", scores(port))
         assert reply.status == 200 and orjson.loads(reply.body) and reply.seconds < 1.0
     finally:
         for sock in slow:
@@ -271,7 +276,8 @@ def draw_case(rng: random.Random) -> tuple[str, list[bytes], float, str]:
         pause = rng.uniform(0.0, 0.3)
     else:
         header = rng.choice(["Content-Length: 5\r\nContent-Length: 6", "Transfer-Encoding: gzip, chunked",
-                             "X: " + "y" * rng.randrange(10, 20_000), "Content-Type: application/json\x00"])  # fmt: skip
+                             "X: " + "y" * rng.randrange(10, 20_000),
+                             "Content-Type: application/json\x00"])  # fmt: skip
         pieces = [post(path, header), body]
     return kind, pieces, pause, ending
 

@@ -56,7 +56,8 @@ class HandshakeDeadlineContext(ssl.SSLContext):
         except TimeoutError:
             sock.close()
             # gunicorn logs a reset at debug level; any other socket error would be an ERROR with a traceback.
-            raise ConnectionResetError(errno.ECONNRESET, f"TLS handshake not complete within {HANDSHAKE_SECONDS:g} s") from None
+            problem = f"TLS handshake not complete within {HANDSHAKE_SECONDS:g} s"
+            raise ConnectionResetError(errno.ECONNRESET, problem) from None
         wrapped.settimeout(None)
         return wrapped
 
@@ -78,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
 
     app = functions_framework.create_app(target="extender", source=str(MAIN))
     # certfile and keyfile tell gunicorn to serve TLS at all; the context is the one loaded above.
-    tls: dict[str, object] = {"certfile": args.cert, "keyfile": args.key, "ssl_context": lambda config, default: context}
+    tls: dict[str, object] = {
+        "certfile": args.cert, "keyfile": args.key, "ssl_context": lambda config, default: context
+    }
     clients = f", client certificates required (CA {args.client_ca})" if args.client_ca else ""
     print(f"serving https://{args.host}:{args.port}{clients}", file=sys.stderr, flush=True)
     create_server(app, False, **tls, **LIMITS).run(args.host, args.port)

@@ -196,7 +196,8 @@ class KubeClient:
             for piece in response.iter_content(_READ_CHUNK):
                 size += len(piece)
                 if size > self.max_answer_bytes:
-                    raise KubeError(f"the Kubernetes API answered {call} with more than {self.max_answer_bytes} bytes: not read")
+                    cap = self.max_answer_bytes
+                    raise KubeError(f"the Kubernetes API answered {call} with more than {cap} bytes: not read")
                 pieces.append(piece)
         except (KubeError, requests.RequestException) as exc:
             failure = exc

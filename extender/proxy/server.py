@@ -123,7 +123,8 @@ class Forwarder:
         Each path is looked for as sent and as requests or urllib3 may have re-encoded it.
         """
         paths = {self._target_path + path, path, self._target_path}
-        forms = {form for each in paths for form in (each, requests.utils.requote_uri(each), quote(each), quote(unquote(each)))}
+        encodings = (requests.utils.requote_uri, quote, lambda each: quote(unquote(each)))
+        forms = paths | {encode(each) for each in paths for encode in encodings}
         for secret in sorted(forms, key=len, reverse=True):
             if secret.strip("/"):
                 text = text.replace(secret, "/<path>")
@@ -185,7 +186,7 @@ class _Handler(BaseHTTPRequestHandler):
             return failure(400, f"expected a path, got {self.path[:100]!r}")
         if leaves_prefix(self.path):
             self.close_connection = True
-            return failure(400, "the path holds a dot-segment (. or .., maybe percent-encoded): it would leave the target")
+            return failure(400, "the path holds a dot-segment (. or .., maybe encoded): it would leave the target")
         if self.headers.get_all("Transfer-Encoding"):
             self.close_connection = True
             return failure(411, "send a Content-Length: bodies with a Transfer-Encoding are not forwarded")
