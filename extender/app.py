@@ -12,15 +12,15 @@ import orjson
 from flask import Request, Response
 
 from extender import __version__
-from extender.admission import BUDGET_ENV, DEFAULT_BUDGET_BYTES, BodyBudget
-from extender.body import discard_body, read_json
+from extender.body import check_headers, decode_json, finish_body, hang_up_after, read_body
+from extender.body_budget import BUDGET_ENV, DEFAULT_BUDGET_BYTES, BodyBudget
 from extender.decision import log_decision
 from extender.duration import DEFAULT_HTTP_TIMEOUT, http_timeout_seconds
 from extender.errors import ConfigError, RequestError, bounded
 from extender.kube import client_from_environment
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
-from extender.routing import CALLER_TOKEN_ENV, Route, Router, function_names
+from extender.routing import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Route, Router, function_names
 from extender.verbs import Answer, bind, filter, preempt, prioritize
 from extender.wire.lean import decode_extender_args
 
@@ -34,6 +34,17 @@ MAX_BODY_ENV = "EXTENDER_MAX_BODY_BYTES"
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 # Verbs whose ExtenderArgs body can carry thousands of full node objects.
 LEAN_VERBS = ("filter", "prioritize")
+# What each verb answers for a failure the scheduler must see as a reason (HTTP 200), not as its URL (any other status).
+FAILED = {
+    "filter": lambda message: {
+        "Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message
+    },
+    "bind": lambda message: {"Error": message},
+    # No Error field in the preemption result: no candidate (evicting nothing) is the safe side; Error is for people.
+    "preempt": lambda message: {"NodeNameToMetaVictims": {}, "Error": message},
+    # Ignored by the scheduler whatever it holds: no scores at all, the reason in the header.
+    "prioritize": lambda message: [],
+}
 
 
 @dataclass
@@ -45,16 +56,23 @@ class Extender:
     http_timeout: float = DEFAULT_HTTP_TIMEOUT
     # The secret first path segment; None serves every path openly.
     caller_token: str | None = field(default=None, repr=False)
+    # The token before a rotation, accepted too until the scheduler's urlPrefix carries the new one.
+    previous_caller_token: str | None = field(default=None, repr=False)
     # The Kubernetes API (KUBERNETES_API_URL), for binding and node-name preemption; None when not configured.
     kube: KubeClient | None = field(default=None, repr=False)
     # Bodies of requests served at once, in bytes, before more wait (EXTENDER_MAX_BODY_BYTES_IN_FLIGHT).
     max_body_bytes_in_flight: int = DEFAULT_BUDGET_BYTES
     router: Router = field(init=False, repr=False)
-    admission: BodyBudget = field(init=False, repr=False)
+    budget: BodyBudget = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.router = Router(self.policy.profiles, function_names(), self.caller_token)
-        self.admission = BodyBudget(self.max_body_bytes_in_flight)
+        if self.previous_caller_token and not self.caller_token:
+            raise ConfigError(
+                f"{PREVIOUS_CALLER_TOKEN_ENV} is set without {CALLER_TOKEN_ENV}: set the current token too"
+            )
+        tokens = [token for token in (self.caller_token, self.previous_caller_token) if token]
+        self.router = Router(self.policy.profiles, function_names(), tokens)
+        self.budget = BodyBudget(self.max_body_bytes_in_flight)
 
     @classmethod
     def from_environment(cls, policy_path: str | None = None) -> Extender:
@@ -70,6 +88,7 @@ class Extender:
             http_timeout=http_timeout_seconds(),
             # Secret Manager values often end in a newline; whitespace is never part of a token.
             caller_token=os.environ.get(CALLER_TOKEN_ENV, "").strip() or None,
+            previous_caller_token=os.environ.get(PREVIOUS_CALLER_TOKEN_ENV, "").strip() or None,
         )
 
     def handle(self, request: Request) -> Response:
@@ -80,7 +99,9 @@ class Extender:
         path = self.router.redact(request.path)
         log_decision(where, answer, seconds, self.http_timeout, method=request.method, path=path)
         headers = {name: _header_value(value) for name, value in answer.headers.items()}
-        return Response(body, status=answer.status, headers=headers, mimetype="application/json")
+        response = Response(body, status=answer.status, headers=headers, mimetype="application/json")
+        hang_up_after(request, response)
+        return response
 
     def decide(self, request: Request) -> tuple[Route | None, Answer]:
         """Route and answer ``request``, never raising; ``explain`` calls this too, to show the plugins' results."""
@@ -89,23 +110,21 @@ class Extender:
             where = self.router.route(request.path, request.method)
             answer = self._answer(where, request)
         except RequestError as exc:
-            answer = Answer({"Error": exc.message}, status=exc.status, headers=exc.headers, error=exc.message)
+            answer = self._failed(where, request, exc.message, exc.status, exc.headers)
         except Exception as exc:  # a bug must still answer JSON that names it, never an HTML traceback
             logger.exception("unexpected failure serving %s", self.router.redact(request.path))
-            message = f"internal error: {type(exc).__name__}: {exc}"
-            answer = Answer({"Error": message}, status=500, error=message)
-        discard_body(request)
+            answer = self._failed(where, request, f"internal error: {type(exc).__name__}: {exc}", 500)
+        finish_body(request)
         return where, answer
 
     def _answer(self, where: Route, request: Request) -> Answer:
         if where.verb == "healthz":
             return self.health()
-        # A body of unknown length is counted as the largest accepted.
-        declared = request.content_length
-        size = self.max_body_bytes if declared is None else min(declared, self.max_body_bytes)
-        with self.admission.admit(size, wait_seconds=self.http_timeout / 2):
-            lean = decode_extender_args if where.verb in LEAN_VERBS else None
-            payload = read_json(request, self.max_body_bytes, lean)
+        check_headers(request, self.max_body_bytes)
+        with self.budget.hold(wait_seconds=self.http_timeout / 2) as holding:
+            # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
+            body = read_body(request, self.max_body_bytes, self.http_timeout, holding)
+            payload = decode_json(body, decode_extender_args if where.verb in LEAN_VERBS else None)
             if where.verb == "bind":
                 return bind.handle(payload, self.kube)
             profile = self.policy.profiles[where.profile]
@@ -113,6 +132,24 @@ class Extender:
                 return preempt.handle(payload, profile, self.source, self.kube)
             verb = {"filter": filter, "prioritize": prioritize}[where.verb]
             return verb.handle(payload, profile, self.source)
+
+    def _failed(
+        self, where: Route | None, request: Request, message: str, status: int, headers: dict[str, str] | None = None
+    ) -> Answer:
+        """A failure as the verb's 200 with ``Error`` on a path that carries the caller token, else as ``status``.
+
+        kube-scheduler puts any non-200 answer into the pod's events as
+        ``failed <verb> with extender at URL <url>``: with a token in the URL,
+        anyone who reads events would read the token; a 200 shows the reason.
+        A POST past the token that does not route (an unknown profile in the
+        scheduler's urlPrefix) is the scheduler's call too.
+        """
+        verb = where.verb if where is not None else None
+        if verb is None and request.method == "POST":
+            verb = self.router.verb_past_token(request.path)
+        if self.router.guarded and verb in FAILED:
+            return Answer(FAILED[verb](message), headers={"X-Extender-Error": message}, error=message)
+        return Answer({"Error": message}, status=status, headers=headers or {}, error=message)
 
     def health(self) -> Answer:
         """200 with the policy and the node source's state; 503 while the node source has no recent list."""

@@ -3,20 +3,32 @@
 The scheduler sends compact, uncompressed JSON with ``Content-Type:
 application/json``; anything else is answered with a 4xx that says what was
 wrong. The limits bound the work one request can cause before any schema
-looks at it: bytes (413), nesting depth (400) and node count (413).
+looks at it: bytes (413, by the declared length before reading), time (408),
+nesting depth (400) and node count (413).
 """
 
 from __future__ import annotations
 
+import io
+import socket
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 import orjson
-from flask import Request
+from flask import Request, Response
 
+from extender import read_deadline
+from extender.body_budget import Holding
 from extender.errors import RequestError
 
 _CHUNK = 1 << 16
+# Set in the WSGI environ once the whole body was read: the connection can serve the next request.
+_COMPLETE = "extender.body_complete"
+# The body's stream, in the WSGI environ, when the answer goes out with the body unread.
+_UNREAD = "extender.unread_body"
+# What of an unread body is taken in after the answer, so that the connection can serve the next request.
+_DRAIN_BYTES = 1 << 16
+_DRAIN_SECONDS = 0.5
 
 # Far deeper than Kubernetes objects nest (the recorded requests reach 15 levels), far below
 # orjson's own limits (1024 to decode; 254 to encode the node objects a filter answer echoes).
@@ -29,8 +41,8 @@ _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 _SCALARS = {str, int, float, bool, type(None)}
 
 
-def read_json(request: Request, max_bytes: int, lean: Callable[[bytes], Any | None] | None = None) -> Any:
-    """The decoded body; ``lean`` may decode it faster, returning None for anything it leaves to the full decoder."""
+def check_headers(request: Request, max_bytes: int) -> None:
+    """What can be refused before a byte of the body is read: its type, encoding and declared size."""
     if request.mimetype != "application/json":
         got = request.content_type or "none"
         raise RequestError(415, f"Content-Type must be application/json, got {got}")
@@ -40,12 +52,46 @@ def read_json(request: Request, max_bytes: int, lean: Callable[[bytes], Any | No
         raise RequestError(415, f"Content-Encoding {encoding!r} is not supported: send the JSON uncompressed")
     declared = request.content_length
     if declared is not None and declared > max_bytes:
-        raise RequestError(413, _too_large(max_bytes, f"{declared} bytes"))
-    body = request.stream.read(max_bytes + 1)
-    if len(body) > max_bytes:
-        raise RequestError(413, _too_large(max_bytes, "more"))
-    if not body:
+        raise RequestError(413, _too_large(max_bytes, f"{declared} bytes declared"))
+
+
+def read_body(request: Request, max_bytes: int, seconds: float, holding: Holding) -> bytes:
+    """The whole body, charged to ``holding`` as it arrives, within ``seconds``.
+
+    A body cut off, with broken chunked framing, or not complete in time is a
+    4xx naming the problem: the client's fault, never a server error.
+    """
+    sock = _socket(request)
+    alarm = read_deadline.arm(sock, seconds) if sock is not None else None
+    pieces: list[bytes] = []
+    size = 0
+    failure: Exception | None = None
+    try:
+        while piece := request.stream.read(_CHUNK):
+            size += len(piece)
+            if size > max_bytes:
+                raise RequestError(413, _too_large(max_bytes, f"more than {max_bytes} bytes sent"))
+            holding.take(len(piece))
+            pieces.append(piece)
+    except Exception as exc:  # the server's framing errors, a reset connection, werkzeug's ClientDisconnected
+        failure = exc
+    if alarm is not None and read_deadline.disarm(alarm):
+        raise _too_slow(seconds, size)
+    if isinstance(failure, RequestError):
+        raise failure
+    if failure is not None:
+        raise RequestError(400, f"broken upload after {size} bytes: {type(failure).__name__}: {failure}")
+    declared = request.content_length
+    if declared is not None and size != declared:
+        raise RequestError(400, f"broken upload: the body ended after {size} of the {declared} bytes declared")
+    request.environ[_COMPLETE] = True
+    if not size:
         raise RequestError(400, "empty body: expected a JSON object")
+    return b"".join(pieces)
+
+
+def decode_json(body: bytes, lean: Callable[[bytes], Any | None] | None = None) -> Any:
+    """The decoded body; ``lean`` may decode it faster, returning None for anything it leaves to the full decoder."""
     if lean is not None and (payload := lean(body)) is not None:
         return payload
     try:
@@ -59,19 +105,69 @@ def read_json(request: Request, max_bytes: int, lean: Callable[[bytes], Any | No
     return payload
 
 
-def discard_body(request: Request) -> None:
-    """Consume what is left of the body in small chunks.
+def finish_body(request: Request) -> None:
+    """Read nothing more of a body left unread until the answer is out; never raises.
 
-    functions-framework reads the whole body into memory after the answer
-    otherwise, whatever its size; an answer given before reading (404, 413,
-    415) must not let a huge body through that way.
+    functions-framework reads whatever is left of the body after the answer,
+    whatever its size and however slowly it comes; an answer given before the
+    body (404, 405, 413, 415, a budget, deadline or framing error) must not
+    wait for it. So the request's stream is replaced by an empty one, and
+    ``hang_up_after`` deals with the rest once the answer is sent.
     """
-    while request.stream.read(_CHUNK):
-        pass
+    if request.environ.get(_COMPLETE) or not _has_body(request):
+        return
+    request.environ[_UNREAD] = request.stream
+    request.stream = io.BytesIO()
+
+
+def hang_up_after(request: Request, response: Response) -> None:
+    """After ``response`` is sent, take in what is left of an unread body, or close the connection.
+
+    A client that sent its whole body at once (a keep-alive client such as
+    kube-scheduler) keeps its connection: the rest arrives within moments and
+    the next request starts where it ends. A body larger than a little, slower
+    than a moment, or broken ends the connection instead: where the next
+    request would start is unknown, and waiting for it would hold a thread.
+    """
+    sock = _socket(request)
+    unread = request.environ.get(_UNREAD)
+    if sock is not None and unread is not None:
+        response.call_on_close(lambda: _drain_or_hang_up(sock, unread))
+
+
+def _drain_or_hang_up(sock: socket.socket, stream: IO[bytes]) -> None:
+    alarm = read_deadline.arm(sock, _DRAIN_SECONDS)
+    drained = 0
+    ended = False
+    try:
+        while drained <= _DRAIN_BYTES and not ended:
+            piece = stream.read(_CHUNK)
+            drained += len(piece)
+            ended = not piece
+    except Exception:  # framing errors, resets: the connection is done for
+        ended = False
+    if read_deadline.disarm(alarm) or not ended:
+        read_deadline.hang_up(sock)
+
+
+def _has_body(request: Request) -> bool:
+    return bool(request.content_length) or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+
+
+def _socket(request: Request) -> socket.socket | None:
+    """The client connection under gunicorn (functions-framework's server) or werkzeug's development server."""
+    sock = request.environ.get("gunicorn.socket") or request.environ.get("werkzeug.socket")
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _too_slow(seconds: float, size: int) -> RequestError:
+    return RequestError(
+        408, f"body not received within {seconds:g} s (EXTENDER_HTTP_TIMEOUT): {size} bytes arrived in that time"
+    )
 
 
 def _too_large(limit: int, got: str) -> str:
-    return f"body too large: {got} over the {limit}-byte limit (EXTENDER_MAX_BODY_BYTES)"
+    return f"body too large: {got}, over the {limit}-byte limit (EXTENDER_MAX_BODY_BYTES)"
 
 
 def _check_depth(payload: Any) -> None:

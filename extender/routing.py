@@ -33,6 +33,8 @@ VERBS: dict[str, tuple[str, ...]] = {
 }
 
 CALLER_TOKEN_ENV = "EXTENDER_CALLER_TOKEN"
+# Accepted beside the current token during a rotation: the scheduler's urlPrefix changes after the function's setting.
+PREVIOUS_CALLER_TOKEN_ENV = "EXTENDER_CALLER_TOKEN_PREVIOUS"
 # URL-unreserved characters only, so the token needs no escaping in urlPrefix; 16 of them carry ~96 bits.
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9._~-]{16,}")
 # The one answer for every path that does not start with the token.
@@ -56,43 +58,62 @@ def function_names() -> frozenset[str]:
 
 
 class Router:
-    def __init__(self, profiles: Collection[str], prefixes: Collection[str], caller_token: str | None = None) -> None:
+    def __init__(self, profiles: Collection[str], prefixes: Collection[str], caller_tokens: Sequence[str] = ()) -> None:
+        """``caller_tokens``: the current token, then the previous one while a rotation is under way."""
         self.profiles = profiles
         self.prefixes = prefixes
-        self._token = _check_token(caller_token, {*VERBS, *profiles, *prefixes}).encode() if caller_token else None
+        names = (CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV)
+        public = {*VERBS, *profiles, *prefixes}
+        self._tokens = [_check_token(token, name, public).encode() for name, token in zip(names, caller_tokens)]
+
+    @property
+    def guarded(self) -> bool:
+        """Whether paths carry a caller token (a secret, then, that no answer may put into a pod's events)."""
+        return bool(self._tokens)
 
     def route(self, path: str, method: str) -> Route:
         segments = [segment for segment in path.split("/") if segment]
         prefixes = self.prefixes
-        if self._token is not None:
+        if self._tokens:
             segments = self._past_token(segments)
             prefixes = ()  # the function's own name comes before the token, never after
         return _route(segments, method, self.profiles, prefixes)
 
+    def verb_past_token(self, path: str) -> str | None:
+        """The verb a path that carries the caller token ends in, even when the rest of it does not route."""
+        segments = [segment for segment in path.split("/") if segment]
+        try:
+            rest = self._past_token(segments) if self._tokens else []
+        except RequestError:
+            return None
+        return rest[-1] if rest and rest[-1] in VERBS else None
+
     def redact(self, path: str) -> str:
         """``path`` fit for a log line: with a token configured, only segments that are public names stay."""
-        if self._token is None:
+        if not self._tokens:
             return path
         public = {*VERBS, *self.profiles, *self.prefixes}
         return "/".join(segment if not segment or segment in public else REDACTED for segment in path.split("/"))
 
     def _past_token(self, segments: list[str]) -> list[str]:
-        assert self._token is not None
         at = 1 if segments and segments[0] in self.prefixes else 0
-        # The token must be followed by at least the verb; the comparison takes the same time wherever they differ.
-        if len(segments) > at + 1 and hmac.compare_digest(segments[at].encode("utf-8", "surrogatepass"), self._token):
-            return segments[at + 1 :]
+        # The token must be followed by at least the verb. Every token is compared, each in the same time wherever
+        # they differ: the answer's timing tells nothing about either.
+        if len(segments) > at + 1:
+            given = segments[at].encode("utf-8", "surrogatepass")
+            if sum(hmac.compare_digest(given, token) for token in self._tokens):
+                return segments[at + 1 :]
         raise RequestError(404, NOT_FOUND)
 
 
-def _check_token(token: str, public: Collection[str]) -> str:
+def _check_token(token: str, name: str, public: Collection[str]) -> str:
     # Never echo the value: it is a secret, and these messages reach the deployment log.
     if not _TOKEN_SHAPE.fullmatch(token):
         raise ConfigError(
-            f"{CALLER_TOKEN_ENV} must be at least 16 characters from A-Z a-z 0-9 . _ ~ - (got {len(token)} characters)"
+            f"{name} must be at least 16 characters from A-Z a-z 0-9 . _ ~ - (got {len(token)} characters)"
         )
     if token in public:
-        raise ConfigError(f"{CALLER_TOKEN_ENV} must not be a verb, profile or function name: paths would be ambiguous")
+        raise ConfigError(f"{name} must not be a verb, profile or function name: paths would be ambiguous")
     return token
 
 

@@ -5,7 +5,10 @@ and ``items`` (paged with ``limit``/``continue``; node lists in the metadata-onl
 ``PartialObjectMetadataList`` form when asked), ``Status`` objects with ``code``,
 ``reason`` and ``message`` for errors, bearer-token authentication (401) and
 per-resource authorization (403). Knobs make it slow (``delay``), refuse
-(``forbidden``) or fall back to full lists (``metadata_lists = False``).
+(``forbidden``) or fall back to full lists (``metadata_lists = False``), and
+hostile: an answer dripped byte by byte (``drip``), padded to any size
+(``padding``), node lists whose ``continue`` token never changes
+(``repeat_continue``), pod lists whose items are any JSON (``pod_items``).
 
     GET  /api/v1/nodes                                   list nodes
     GET  /api/v1/pods?fieldSelector=spec.nodeName=NODE   list one node's pods
@@ -67,6 +70,14 @@ class FakeApiServer:
         self.forbidden: set[tuple[str, str]] = set()
         # False: answer node lists in full even when the metadata-only form is asked for (as a proxy might).
         self.metadata_lists = True
+        # Seconds between the bytes of every answer's body: an answer that drips in.
+        self.drip = 0.0
+        # Bytes of padding added to every answer: an answer of any size.
+        self.padding = 0
+        # True: every node list page carries the same continue token, so the list never ends.
+        self.repeat_continue = False
+        # Not None: the items of every pod list, whatever their shape.
+        self.pod_items: Any = None
         self.requests: list[Recorded] = []
         self.resource_version = 1000
         self._lock = threading.Lock()
@@ -180,7 +191,9 @@ class FakeApiServer:
         start = int(base64.b64decode(query["continue"][0])) if "continue" in query else 0
         page = nodes[start : start + limit]
         metadata: dict[str, Any] = {"resourceVersion": version}
-        if start + limit < len(nodes):
+        if self.repeat_continue:
+            metadata["continue"] = base64.b64encode(b"0").decode()  # the first page, again and again
+        elif start + limit < len(nodes):
             metadata["continue"] = base64.b64encode(str(start + limit).encode()).decode()
             metadata["remainingItemCount"] = len(nodes) - start - limit
         if self.metadata_lists and _METADATA_ACCEPT in accept:
@@ -196,7 +209,8 @@ class FakeApiServer:
         with self._lock:
             pods = [pod for pod in self.pods if pod.get("spec", {}).get("nodeName") == node.lstrip("=")]
             version = str(self.resource_version)
-        return {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": version}, "items": pods}
+        items = pods if self.pod_items is None else self.pod_items
+        return {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": version}, "items": items}
 
     def _bind(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or body.get("kind") != "Binding" or not (body.get("target") or {}).get("name"):
@@ -274,12 +288,25 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             headers = {key.lower(): value for key, value in self.headers.items()}
             code, body = server.answer(self.command, self.path, headers, raw)
+            if server.padding:
+                body = {**body, "padding": "x" * server.padding}
             payload = json.dumps(body).encode()
             self.send_response(code, HTTPStatus(code).phrase)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload)
+            if not server.drip:
+                self.wfile.write(payload)
+                return
+            for at in range(len(payload)):
+                if server._stopped.wait(server.drip):
+                    return
+                try:
+                    self.wfile.write(payload[at : at + 1])
+                    self.wfile.flush()
+                except OSError:  # the client gave up on the answer
+                    self.close_connection = True
+                    return
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

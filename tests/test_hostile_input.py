@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import gzip
-from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
@@ -44,6 +43,7 @@ from schemathesis.specs.openapi.checks import (
 
 from extender.body import MAX_DEPTH, MAX_NODES
 from tests.conftest import ROOT, serving
+from tests.tally import Tally
 from tests.recordings import exchanges
 from testkit.scheduler_checks import check_answer
 from tests.test_limits import nested
@@ -80,25 +80,6 @@ def settings_for(examples: int) -> settings:
         phases=[Phase.explicit, Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-
-
-class Tally:
-    """Requests sent per suite and answer status: the counts the fuzzing is reported by."""
-
-    def __init__(self) -> None:
-        self.by_suite: defaultdict[str, Counter[int]] = defaultdict(Counter)
-
-    def add(self, suite: str, status: int) -> None:
-        self.by_suite[suite][status] += 1
-
-    def report(self) -> list[str]:
-        total = sum(sum(counts.values()) for counts in self.by_suite.values())
-        errors = sum(n for counts in self.by_suite.values() for status, n in counts.items() if status >= 500)
-        lines = [f"hostile input: {total} requests, {errors} answered 5xx"]
-        for suite, counts in self.by_suite.items():
-            statuses = ", ".join(f"{status}: {n}" for status, n in sorted(counts.items()))
-            lines.append(f"  {suite}: {sum(counts.values())} ({statuses})")
-        return lines
 
 
 TALLY = Tally()

@@ -37,6 +37,8 @@ def test_no_url_means_no_client():
         ({"KUBERNETES_API_URL": "ftp://api"}, "must be an https:// URL"),
         ({"KUBERNETES_API_URL": "http://10.0.0.1"}, "must use https"),
         ({"KUBERNETES_API_URL": "https://api?x=1"}, "must not have a query"),
+        ({"KUBERNETES_API_URL": "https://admin:hunter2@api"}, "must not carry a user or password"),
+        ({"KUBERNETES_API_URL": "https://admin@api"}, "must not carry a user or password"),
         ({"KUBERNETES_API_URL": "https://api", "KUBERNETES_TOKEN": "t", "KUBERNETES_TOKEN_FILE": "/f"}, "not both"),
         ({"KUBERNETES_API_URL": "https://api", "KUBERNETES_TOKEN_FILE": "/nonexistent/token"}, "KUBERNETES_TOKEN_FILE: cannot read"),
         ({"KUBERNETES_API_URL": "https://api", "KUBERNETES_CA_DATA": "not base64!"}, "must be PEM or base64 of PEM"),
@@ -45,8 +47,9 @@ def test_no_url_means_no_client():
     ],
 )
 def test_bad_settings_are_named_at_start_up(env, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as raised:
         client_from_environment(env)
+    assert "hunter2" not in str(raised.value)
 
 
 def test_ca_as_pem_or_base64_and_http_only_to_loopback(test_ca):
@@ -165,3 +168,70 @@ def test_parallel_pod_lists_share_one_budget(apiserver):
     found = kube.pods_on_nodes([f"node-{index}" for index in range(20)], budget=0.4)
     assert time.monotonic() - started < 1.5
     assert all(isinstance(result, KubeError) for result in found.values())
+
+
+# --- a hostile API server: the client trusts it with the cluster, not with this process -----------------
+
+
+def test_a_dripping_answer_costs_at_most_the_call_time_not_a_timeout_per_read(apiserver):
+    apiserver.set_pods([pod("p", "u-p", "node-a")])
+    apiserver.drip = 0.05  # a byte every 50 ms: never a read timeout, hundreds of seconds in all
+    kube = client(apiserver, EXTENDER_HTTP_TIMEOUT="1s")
+    started = time.monotonic()
+    with pytest.raises(KubeError, match=r"did not answer GET /api/v1/pods within 0.5 s"):
+        kube.pods_on_node("node-a")
+    assert time.monotonic() - started < 1.2
+
+
+def test_a_dripping_bind_answer_fails_in_time(apiserver):
+    apiserver.set_pods([pod("p", "u-p", "")])
+    apiserver.drip = 0.05
+    kube = client(apiserver, EXTENDER_HTTP_TIMEOUT="1s")
+    started = time.monotonic()
+    with pytest.raises(KubeError, match="did not answer POST"):
+        kube.bind("default", "p", "u-p", "node-a")
+    assert time.monotonic() - started < 1.2
+
+
+def test_an_answer_over_the_size_cap_is_not_read(apiserver):
+    apiserver.padding = 3_000_000
+    kube = client(apiserver)
+    kube.max_answer_bytes = 1_000_000
+    with pytest.raises(KubeError, match="answered GET /api/v1/nodes with more than 1000000 bytes"):
+        kube.list_nodes()
+
+
+def test_a_continue_token_that_repeats_ends_the_list(apiserver):
+    apiserver.set_nodes([node("node-a")])
+    apiserver.repeat_continue = True
+    with pytest.raises(KubeError, match="repeated a continue token"):
+        client(apiserver).list_nodes()
+    assert apiserver.count("GET", "/api/v1/nodes") == 2
+
+
+def test_pages_are_capped(apiserver, monkeypatch):
+    import extender.kube.client as module
+
+    monkeypatch.setattr(module, "MAX_PAGES", 3)
+    apiserver.set_nodes([node(f"node-{index}") for index in range(PAGE_SIZE * 4)])
+    with pytest.raises(KubeError, match="more than 3 pages"):
+        client(apiserver).list_nodes()
+
+
+@pytest.mark.parametrize("items", [[1, "x", None], "not a list", {"a": 1}, [[]]])
+def test_pod_list_items_that_are_not_objects_are_named(apiserver, items):
+    apiserver.pod_items = items
+    with pytest.raises(KubeError, match="listed pods on node node-a that are not objects"):
+        client(apiserver).pods_on_node("node-a")
+
+
+@pytest.mark.parametrize("message", [["a", "list"], {"an": "object"}, 7, None])
+def test_a_status_message_that_is_not_text_is_never_shown_as_a_python_repr(apiserver, message, monkeypatch):
+    from testkit import fake_apiserver
+
+    apiserver.set_pods([pod("p", "u-p", "")])
+    shaped = lambda code, reason, _message: {"kind": "Status", "code": code, "reason": reason, "message": message}  # noqa: E731
+    monkeypatch.setattr(fake_apiserver, "status", shaped)
+    with pytest.raises(KubeError) as raised:
+        client(apiserver).bind("default", "missing", "u-x", "node-a")
+    assert raised.value.message == "the Kubernetes API answered 404 Not Found: NotFound"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 
@@ -116,3 +117,25 @@ def test_plugins_that_read_uids_only_cause_no_lookup(client_factory, apiserver, 
     answer = preempt(client_factory(path, **apiserver.environment()), meta_request({"node-a": ["u-dns"], "node-b": ["u-web"]}))
     assert list(answer["NodeNameToMetaVictims"]) == ["node-b"]
     assert apiserver.requests == []
+
+
+@pytest.mark.parametrize("items", [[1, "x", None], "not a list", [[]]])
+def test_pod_lists_of_the_wrong_shape_are_a_clear_answer_never_a_500(make_client, apiserver, caplog, items):
+    apiserver.pod_items = items
+    with caplog.at_level(logging.WARNING, logger="extender"):
+        answer = preempt(make_client(), meta_request({"node-b": ["u-web"]}))
+    assert answer["NodeNameToMetaVictims"] == {} and "only their UIDs are known" in answer["Error"]
+    assert any("listed pods on node node-b that are not objects" in record.getMessage() for record in caplog.records)
+
+
+def test_thousands_of_made_up_candidates_cost_a_bounded_number_of_calls_and_a_small_log_entry(make_client, apiserver, caplog):
+    from extender.verbs.preempt import MAX_POD_LISTS
+
+    candidates = {f"made-up-node-{index}-" + "x" * 50: ["u-web"] for index in range(20_000)}
+    with caplog.at_level(logging.WARNING, logger="extender"):
+        answer = preempt(make_client(), meta_request(candidates))
+    assert apiserver.count("GET", "/api/v1/pods") == MAX_POD_LISTS
+    assert answer["NodeNameToMetaVictims"] == {}
+    logged = [record.getMessage() + json.dumps(getattr(record, "json_fields", {})) for record in caplog.records]
+    assert max(map(len, logged)) < 64_000  # Cloud Logging refuses entries over 256 KB
+    assert any(re.search(r"and 199\d\d more node\(s\)", message) for message in logged)

@@ -319,3 +319,116 @@ def test_a_failed_renewal_keeps_the_current_token_until_it_expires(token_source,
     clock.now = expiry + 1
     with pytest.raises(google.auth.exceptions.RefreshError, match="invalid_grant"):
         source.token()
+
+
+# --- a proxy that lends its identity only for what is unambiguous ---------------------------------------
+
+
+class EchoTarget:
+    """A target that answers with what reached it (path, headers, cookies) and sets a cookie each time."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+        @Request.application
+        def app(request: Request) -> Response:
+            self.seen.append({"path": request.path, "headers": dict(request.headers), "cookies": dict(request.cookies)})
+            response = Response(json.dumps({"path": request.path}), mimetype="application/json")
+            response.set_cookie("session", f"caller-{len(self.seen)}")
+            return response
+
+        self._server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self._server.server_port}/fn-a"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture(scope="module")
+def echo(fake_google: FakeGoogle) -> Iterator[tuple[EchoTarget, str]]:
+    target = EchoTarget()
+    with running_proxy(target.url, fake_google.key_file) as url:
+        yield target, url
+    target.close()
+
+
+def raw_call(proxy_url: str, request: bytes) -> bytes:
+    import socket
+
+    host, port = proxy_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while piece := sock.recv(65536):
+            answer += piece
+    return answer
+
+
+def test_no_cookie_set_for_one_caller_is_sent_for_another(echo):
+    target, url = echo
+    first = requests.get(f"{url}/healthz", timeout=10)
+    assert "session=caller-" in first.headers["Set-Cookie"]  # passed back to its caller, as the target answered
+    requests.get(f"{url}/healthz", timeout=10)
+    assert target.seen[-1]["cookies"] == {}
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/../fn-b/healthz", "/a/../../fn-b", "/%2e%2e/fn-b", "/%2E%2e/fn-b", "/.%2e/fn-b", "/%252e%252e/fn-b",
+     "/..%2ffn-b", "/..\\fn-b", "/./healthz", "/%25252e%25252e/x", "/%252525252e%252525252e/x"],
+)  # fmt: skip
+def test_dot_segments_that_could_leave_the_target_prefix_are_refused(echo, path):
+    target, url = echo
+    before = len(target.seen)
+    answer = raw_call(url, f"GET {path} HTTP/1.1\r\nHost: proxy\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"dot-segment" in answer
+    assert len(target.seen) == before
+
+
+def test_dots_inside_segments_are_not_dot_segments(echo):
+    target, url = echo
+    assert requests.get(f"{url}/v1.2/..x/healthz", timeout=10).json() == {"path": "/fn-a/v1.2/..x/healthz"}
+
+
+def test_hop_by_hop_headers_and_those_named_in_connection_are_not_forwarded(echo):
+    target, url = echo
+    answer = raw_call(
+        url,
+        b"GET /healthz HTTP/1.1\r\nHost: proxy\r\nConnection: close, X-Internal-Secret\r\n"
+        b"X-Internal-Secret: 42\r\nKeep-Alive: timeout=5\r\nX-Kept: yes\r\n\r\n",
+    )
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    headers = {name.lower() for name in target.seen[-1]["headers"]}
+    assert "x-kept" in headers
+    assert not headers & {"x-internal-secret", "keep-alive"}
+
+
+@pytest.mark.parametrize(
+    ("framing", "problem"),
+    [
+        (b"Content-Length: 5\r\nContent-Length: 5\r\n\r\n{}{}{", b"more than one Content-Length"),
+        (b"Content-Length: 5\r\nContent-Length: 6\r\n\r\n{}{}{}", b"more than one Content-Length"),
+        (b"Content-Length: 100\r\n\r\n{\"short\": 1}", b"the body ended after 12 of the 100 bytes declared"),
+        (b"Transfer-Encoding: gzip\r\n\r\n{}", b"Transfer-Encoding"),
+        (b"Content-Length: +5\r\n\r\n{}{}{", b"Content-Length must be"),
+    ],
+)
+def test_ambiguous_or_truncated_framing_is_refused_and_not_forwarded(echo, framing, problem):
+    target, url = echo
+    before = len(target.seen)
+    answer = raw_call(url, b"POST /filter HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\n" + framing)
+    assert answer.split(b" ", 2)[1] in (b"400", b"411") and problem in answer, answer
+    assert len(target.seen) == before
+
+
+def test_errors_redact_the_path_also_as_re_encoded(fake_google):
+    target = f"http://127.0.0.1:{free_port()}/my extender/ünïcode"
+    with running_proxy(target, fake_google.key_file) as url:
+        response = requests.get(f"{url}/secret token ü/healthz", timeout=10)
+    assert response.status_code == 502
+    error = response.json()["Error"]
+    for fragment in ("my extender", "my%20extender", "secret", "%C3%BC", "ünïcode"):
+        assert fragment not in error, error

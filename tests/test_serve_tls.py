@@ -144,3 +144,30 @@ def test_unusable_certificate_files_stop_serve_with_their_problem(pki, tmp_path:
     )  # fmt: skip
     assert result.returncode == 2
     assert "serve: cannot use the certificate files" in result.stderr
+
+
+def test_partial_tls_handshakes_do_not_freeze_serve(pki):
+    """Clients that send 6 bytes of a ClientHello and wait, more of them than serving threads."""
+    from extender.cli.serve import HANDSHAKE_SECONDS
+
+    with serving(pki) as url:
+        port = int(url.rsplit(":", 1)[1])
+        stalled = [socket.create_connection(("127.0.0.1", port)) for _ in range(12)]
+        try:
+            for sock in stalled:
+                sock.sendall(b"\x16\x03\x01\x02\x00\x01")
+            time.sleep(0.3)
+            started = time.monotonic()
+            assert requests.get(f"{url}/healthz", verify=str(pki.ca), timeout=30).status_code == 200
+            assert time.monotonic() - started < HANDSHAKE_SECONDS + 1.5
+        finally:
+            for sock in stalled:
+                sock.close()
+
+
+def test_serve_bounds_the_request_line_and_headers(tls_url, pki):
+    long_path = requests.get(f"{tls_url}/{'x' * 20_000}/healthz", verify=str(pki.ca), timeout=10)
+    assert long_path.status_code == 414
+    huge_header = requests.get(f"{tls_url}/healthz", headers={"X-Big": "y" * 20_000}, verify=str(pki.ca), timeout=10)
+    assert huge_header.status_code in (400, 431)
+    assert requests.get(f"{tls_url}/healthz", verify=str(pki.ca), timeout=10).status_code == 200

@@ -1,8 +1,12 @@
 """A small Kubernetes API client for the three calls the extender makes: list nodes, list a node's pods, bind.
 
-Every call has a bounded timeout and fails with a KubeError whose message
-can go into a pod's events as it is: the API server's own Status message,
-plus a hint for the two errors that mean "fix the deployment" (401, 403).
+Every call has a bounded time, a bounded answer size and, for lists, a
+bounded number of pages, and fails with a KubeError whose message can go
+into a pod's events as it is: the API server's own Status message, plus a
+hint for the two errors that mean "fix the deployment" (401, 403). The API
+server is trusted with the cluster, not with this process: an answer that
+drips, grows without end, pages forever or has the wrong shape is an error,
+never a stalled thread, an exhausted instance or a traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 import tempfile
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -19,9 +24,11 @@ from urllib.parse import quote
 import orjson
 import requests
 
-from extender import __version__
+from extender import __version__, read_deadline
+from extender.errors import bounded
 from extender.kube.config import TOKEN_ENV, TOKEN_FILE_ENV, KubeConfig
 from extender.kube.errors import KubeError
+from extender.urls import failure_cause
 from extender.wire.lean import decode_node_list
 
 # Metadata-only lists (names and labels): a GKE node's metadata is about a third of its ~18 kB (status.images).
@@ -34,7 +41,13 @@ PAGE_SIZE = 500
 _READ_CHUNK = 1 << 20
 # Preemption may offer dozens of candidate nodes; their pods are listed in parallel, this many at a time.
 _MAX_PARALLEL_LISTS = 8
+# Largest answer read from one call: a page of 500 full nodes is ~10 MB, one node's pods ~2 MB.
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+# Pages of one list: 65,536 nodes (past GKE's largest cluster) in pages of PAGE_SIZE, twice over.
+MAX_PAGES = 2 * 65_536 // PAGE_SIZE
 
+# Longest API message quoted: it goes into a pod's events.
+_MESSAGE_CHARS = 1000
 _HINTS = {
     401: f" (check {TOKEN_ENV} / {TOKEN_FILE_ENV})",
     403: " (grant the extender the RBAC in deploy/kubernetes/extender-rbac.yaml)",
@@ -44,10 +57,11 @@ _HINTS = {
 class KubeClient:
     """Thread-safe: one pooled session serves the request threads and the background node refresh."""
 
-    def __init__(self, config: KubeConfig, timeout: float) -> None:
+    def __init__(self, config: KubeConfig, timeout: float, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.config = config
-        # Default for each call (connect, then each read): calls made while the scheduler waits must fit its budget.
+        # Default for each whole call, answer included: calls made while the scheduler waits must fit its budget.
         self.timeout = timeout
+        self.max_answer_bytes = max_answer_bytes
         self._verify: str | bool = _ca_bundle(config)
         self._session = _session()
         _LIVE.add(self)
@@ -57,7 +71,7 @@ class KubeClient:
         self._session = _session()
 
     def list_nodes(self, timeout: float | None = None, labels_only: bool = False) -> list[dict[str, Any]]:
-        """Every node's metadata, in pages; ``timeout`` bounds each page's call.
+        """Every node's metadata, in at most MAX_PAGES pages; ``timeout`` bounds each page's call.
 
         ``labels_only`` decodes just each node's name and labels: a 5000-node list
         is ~45 MB of metadata, mostly managedFields, that the node source never reads.
@@ -65,19 +79,24 @@ class KubeClient:
         decode = _names_and_labels if labels_only else orjson.loads
         items: list[dict[str, Any]] = []
         params: dict[str, Any] = {"limit": PAGE_SIZE}
-        while True:
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
             page = self._call(
                 "GET", "/api/v1/nodes", params=params, accept=_METADATA_LIST, timeout=timeout, decode=decode
             )
-            items.extend(page.get("items") or ())
+            items.extend(_items(page, "nodes"))
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
+            if not isinstance(token, str) or token in seen:
+                raise KubeError("the Kubernetes API repeated a continue token while listing nodes: the list never ends")
+            seen.add(token)
             params = {"limit": PAGE_SIZE, "continue": token}
+        raise KubeError(f"the Kubernetes API listed nodes in more than {MAX_PAGES} pages of {PAGE_SIZE}: stopped there")
 
     def pods_on_node(self, node: str, timeout: float | None = None) -> list[dict[str, Any]]:
         page = self._call("GET", "/api/v1/pods", params={"fieldSelector": f"spec.nodeName={node}"}, timeout=timeout)
-        return list(page.get("items") or ())
+        return _items(page, f"pods on node {node}")
 
     def pods_on_nodes(self, nodes: Sequence[str], budget: float | None = None) -> dict[str, list[dict[str, Any]] | KubeError]:
         """Each node's pods, listed in parallel; a node not answered within ``budget`` seconds gets a KubeError."""
@@ -128,6 +147,7 @@ class KubeClient:
         if body is not None:
             data = orjson.dumps(body)
             headers["Content-Type"] = _JSON
+        started = time.monotonic()
         try:
             response = self._session.request(
                 method,
@@ -141,11 +161,11 @@ class KubeClient:
                 stream=True,
             )
             with response:
-                content = b"".join(response.iter_content(_READ_CHUNK))
+                content = self._read(response, seconds - (time.monotonic() - started), f"{method} {path}")
         except requests.Timeout:
             raise KubeError(f"the Kubernetes API did not answer {method} {path} within {seconds:g} s") from None
         except requests.RequestException as exc:
-            raise KubeError(f"cannot reach the Kubernetes API at {self.config.url}: {_cause(exc)}") from None
+            raise KubeError(f"cannot reach the Kubernetes API at {self.config.url}: {failure_cause(exc)}") from None
         if response.status_code >= 300:
             raise _status_error(response, content)
         try:
@@ -155,6 +175,47 @@ class KubeClient:
         if not isinstance(answer, dict):
             raise KubeError(f"the Kubernetes API answered {method} {path} with JSON that is not an object", response.status_code)
         return answer
+
+
+    def _read(self, response: requests.Response, seconds: float, call: str) -> bytes:
+        """The answer's body, within what is left of the call's time and within the size cap.
+
+        Past the deadline the connection's reading side is shut down: the read
+        ends whether the server stalls or drips a byte just inside each socket
+        read's timeout.
+        """
+        if seconds <= 0:
+            raise requests.Timeout()
+        # None once urllib3 has read an empty body and handed the connection back: nothing left to wait for.
+        sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+        alarm = read_deadline.arm(sock, seconds) if sock is not None else None
+        pieces: list[bytes] = []
+        size = 0
+        failure: Exception | None = None
+        try:
+            for piece in response.iter_content(_READ_CHUNK):
+                size += len(piece)
+                if size > self.max_answer_bytes:
+                    cap = self.max_answer_bytes
+                    raise KubeError(f"the Kubernetes API answered {call} with more than {cap} bytes: not read")
+                pieces.append(piece)
+        except (KubeError, requests.RequestException) as exc:
+            failure = exc
+        if alarm is not None and read_deadline.disarm(alarm):
+            raise requests.Timeout()
+        if failure is not None:
+            raise failure
+        return b"".join(pieces)
+
+
+def _items(page: dict[str, Any], what: str) -> list[dict[str, Any]]:
+    """A list answer's items, each an object: anything else is named, never half-used."""
+    items = page.get("items")
+    if items is None:
+        return []
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise KubeError(f"the Kubernetes API listed {what} that are not objects")
+    return items
 
 
 def _session() -> requests.Session:
@@ -189,22 +250,16 @@ def _status_error(response: requests.Response, content: bytes) -> KubeError:
     code = response.status_code
     try:
         status = orjson.loads(content)
-        message = status.get("message") or status.get("reason") or ""
-    except (orjson.JSONDecodeError, AttributeError):
-        message = content.decode(errors="replace").strip()[:200]
+    except orjson.JSONDecodeError:
+        status = None
+    fields = [status.get(key) for key in ("message", "reason")] if isinstance(status, dict) else []
+    # Text only: a message of another JSON type would reach the pod's events as a Python repr.
+    message = next((field for field in fields if isinstance(field, str) and field), None)
+    if message is None:
+        message = content.decode(errors="replace").strip()[:200] if status is None else ""
     reason = response.reason or ""
+    message = bounded(message, _MESSAGE_CHARS)
     return KubeError(f"the Kubernetes API answered {code} {reason}: {message}{_HINTS.get(code, '')}".rstrip(": "), code)
-
-
-def _cause(exc: requests.RequestException) -> str:
-    """The reason (refused, TLS verification, name resolution) without urllib3's retry wrapper."""
-    reason = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else exc
-    reason = getattr(reason, "reason", None) or reason  # urllib3's MaxRetryError wraps the real one
-    while isinstance(reason, Exception) and reason.args and isinstance(reason.args[0], BaseException):
-        reason = reason.args[0]
-    text = str(reason)
-    # NewConnectionError reads "<HTTPSConnection object at 0x..>: Failed to establish a new connection: ...".
-    return text.split(">: ", 1)[1] if text.startswith("<") and ">: " in text else text
 
 
 def _ca_bundle(config: KubeConfig) -> str | bool:

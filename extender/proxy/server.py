@@ -1,20 +1,32 @@
-"""Forward each call to the function with an ID token and hand its answer back unchanged."""
+"""Forward each call to the function with an ID token and hand its answer back unchanged.
+
+The proxy lends its identity to whoever reaches its port, so it forwards
+only what is unambiguous and stays under the target: no cookies kept between
+callers (one caller's session must not become another's), no path that
+leaves the target's prefix by dot-segments (plain or percent-encoded: on a
+``cloudfunctions.net`` host the ID token would reach other functions), no
+hop-by-hop headers nor those the caller names in ``Connection``, and no body
+whose length is in doubt (duplicate Content-Length, any Transfer-Encoding, a
+body shorter than declared).
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from http.cookiejar import DefaultCookiePolicy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import google.auth.exceptions
 import orjson
 import requests
 
 from extender.proxy.tokens import IdTokenSource
-from extender.urls import credential_base_url
+from extender.urls import credential_base_url, failure_cause
 
 logger = logging.getLogger("extender.proxy")
 
@@ -35,6 +47,10 @@ HOP_BY_HOP = frozenset(
 )
 # Headers the proxy sets itself on the way out.
 REPLACED = frozenset({"host", "content-length", "authorization"})
+# Path segments that climb out of where they are: ".", "..", once percent-decoded (as often as it takes).
+_DOT_SEGMENT = re.compile(r"^\.{1,2}$")
+# Rounds of percent-decoding looked through: %252e%252e is ".." after two.
+_DECODING_ROUNDS = 4
 
 
 def check_target(target: str) -> str:
@@ -68,13 +84,16 @@ class Forwarder:
         self._session = requests.Session()
         # Forward the caller's headers only, not requests' defaults (an Accept-Encoding it never sent, say).
         self._session.headers.clear()
+        # No cookie jar shared by every caller: a Set-Cookie from the target is passed back, never kept.
+        self._session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
 
     def forward(self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes) -> Reply:
         try:
             token = self.tokens.token()
         except google.auth.exceptions.GoogleAuthError as exc:
             return failure(502, f"no ID token for audience {self.tokens.audience}: {exc}")
-        outgoing = {name: value for name, value in headers if name.lower() not in HOP_BY_HOP | REPLACED}
+        headers = list(headers)
+        outgoing = {name: value for name, value in headers if name.lower() not in _per_hop(headers) | REPLACED}
         outgoing["Authorization"] = f"Bearer {token}"
         try:
             response = self._session.request(
@@ -87,27 +106,60 @@ class Forwarder:
         except requests.Timeout:
             return failure(504, f"{self._origin} did not answer within {self.timeout:g} s")
         except requests.RequestException as exc:
-            return failure(502, f"cannot reach {self._origin}: {self._redact(str(exc), path)}")
+            return failure(502, f"cannot reach {self._origin}: {self._redact(failure_cause(exc), path)}")
         if response.status_code in (401, 403):
             logger.warning(
                 "%s refused the ID token (%d): does the proxy's service account have roles/run.invoker, "
                 "and is %s the function's URL or one of its custom audiences?",
                 self._origin, response.status_code, self.tokens.audience,
             )  # fmt: skip
-        kept = [(name, value) for name, value in response.headers.items() if name.lower() not in HOP_BY_HOP]
+        answered = list(response.headers.items())
+        kept = [(name, value) for name, value in answered if name.lower() not in _per_hop(answered)]
         return Reply(response.status_code, content, kept)
 
     def _redact(self, text: str, path: str) -> str:
-        """Errors name the host only: the target's path and the scheduler's may both carry a caller token."""
-        for secret in sorted({self._target_path + path, path, self._target_path}, key=len, reverse=True):
+        """Errors name the host only: the target's path and the scheduler's may both carry a caller token.
+
+        Each path is looked for as sent and as requests or urllib3 may have re-encoded it.
+        """
+        paths = {self._target_path + path, path, self._target_path}
+        encodings = (requests.utils.requote_uri, quote, lambda each: quote(unquote(each)))
+        forms = paths | {encode(each) for each in paths for encode in encodings}
+        for secret in sorted(forms, key=len, reverse=True):
             if secret.strip("/"):
                 text = text.replace(secret, "/<path>")
         return text
 
 
+def _per_hop(headers: list[tuple[str, str]]) -> frozenset[str]:
+    """Hop-by-hop header names, lower-case: the standard ones and every one the message names in Connection."""
+    named = {
+        option.strip().lower()
+        for name, value in headers
+        if name.lower() == "connection"
+        for option in value.split(",")
+    }
+    return HOP_BY_HOP | named
+
+
+def leaves_prefix(path: str) -> bool:
+    """Whether the path part of ``path`` holds a dot-segment, plainly or percent-encoded (any depth up to a few)."""
+    target = path.split("?", 1)[0]
+    for _ in range(_DECODING_ROUNDS):
+        if any(_DOT_SEGMENT.match(segment) for segment in re.split(r"[/\\]", target)):
+            return True
+        decoded = unquote(target)
+        if decoded == target:
+            return False
+        target = decoded
+    return True  # still encoded after every round: too deep to tell, so refused
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the scheduler reuses its connection
     server: ProxyServer
+    # Seconds each read of a request may wait: a caller that stops sending frees its thread.
+    timeout = 30
 
     def _serve(self) -> None:
         reply = self._read_and_forward()
@@ -132,17 +184,25 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.startswith("/"):
             self.close_connection = True
             return failure(400, f"expected a path, got {self.path[:100]!r}")
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+        if leaves_prefix(self.path):
             self.close_connection = True
-            return failure(411, "send a Content-Length: chunked bodies are not forwarded")
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
+            return failure(400, "the path holds a dot-segment (. or .., maybe encoded): it would leave the target")
+        if self.headers.get_all("Transfer-Encoding"):
+            self.close_connection = True
+            return failure(411, "send a Content-Length: bodies with a Transfer-Encoding are not forwarded")
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1:
+            self.close_connection = True  # which one frames the body is ambiguous
+            return failure(400, "more than one Content-Length")
+        declared = lengths[0].strip() if lengths else "0"
+        length = int(declared) if declared.isascii() and declared.isdigit() else -1
         if not 0 <= length <= MAX_BODY_BYTES:
             self.close_connection = True  # the unread body would be taken for the next request
             return failure(413 if length > 0 else 400, f"Content-Length must be 0..{MAX_BODY_BYTES}")
         body = self.rfile.read(length)
+        if len(body) != length:
+            self.close_connection = True
+            return failure(400, f"the body ended after {len(body)} of the {length} bytes declared: not forwarded")
         return self.server.forwarder.forward(self.command, self.path, self.headers.items(), body)
 
     def log_message(self, format: str, *args: object) -> None:

@@ -8,7 +8,11 @@ Node-name requests (nodeCacheCapable: true) name victims by UID only. When a
 preempt plugin reads victim pods, they are listed from the Kubernetes API per
 candidate node; a candidate whose victim is no longer there is vetoed (the
 scheduler's view is stale), and one whose pods cannot be listed keeps UID-only
-victims, so the failurePolicy decides.
+victims, so the failurePolicy decides. At most MAX_POD_LISTS candidates are
+listed per request (the scheduler offers a few dozen; a request naming
+thousands must not turn into thousands of API calls): the others are treated
+as unlisted. Warnings name a bounded number of nodes: one log entry stays far
+below Cloud Logging's 256 KB entry limit.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from marshmallow import ValidationError
 
+from extender.errors import bounded
 from extender.framework import status
 from extender.framework.profile import Profile
 from extender.framework.status import Status
@@ -26,6 +31,7 @@ from extender.framework.types import Facts, VictimFacts, Victims
 from extender.kube.errors import KubeError
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
+from extender.wire.errors import flatten_errors
 from extender.wire.schemas import ExtenderPreemptionArgsSchema, ExtenderPreemptionResultSchema, PodSchema
 
 if TYPE_CHECKING:
@@ -36,6 +42,11 @@ logger = logging.getLogger("extender")
 _args = ExtenderPreemptionArgsSchema()
 _result = ExtenderPreemptionResultSchema()
 _pods = PodSchema(many=True)
+# Candidates whose pods are listed per request.
+MAX_POD_LISTS = 64
+# Nodes named in one warning, each in at most so many characters; the rest are counted.
+_NAMED_IN_LOG = 10
+_ENTRY_CHARS = 300
 
 
 def handle(payload: Any, profile: Profile, source: NodeSource, kube: KubeClient | None) -> Answer:
@@ -63,7 +74,10 @@ def _with_victim_pods(
     """Candidates with full victim pods where the API lists them, and the candidates vetoed as stale."""
     if kube is None or not candidates:
         return dict(candidates), {}
-    listed = kube.pods_on_nodes(list(candidates))
+    nodes = list(candidates)
+    listed: dict[str, list[dict[str, Any]] | KubeError] = dict(kube.pods_on_nodes(nodes[:MAX_POD_LISTS]))
+    skipped = KubeError(f"not listed: only {MAX_POD_LISTS} candidates' pods are listed per request")
+    listed.update((node, skipped) for node in nodes[MAX_POD_LISTS:])
     detailed: dict[str, Victims] = {}
     stale: dict[str, Status] = {}
     unavailable: list[str] = []
@@ -72,16 +86,17 @@ def _with_victim_pods(
         if not isinstance(found, KubeError):
             found = _victims_in(found, victims)
         if isinstance(found, KubeError):
-            unavailable.append(f"{node} ({found.message})")
+            unavailable.append(bounded(f"{node} ({found.message})", _ENTRY_CHARS))
             detailed[node] = victims  # UID-only: the failurePolicy decides
         elif isinstance(found, Status):
             stale[node] = found
         else:
             detailed[node] = Victims(found, victims.num_pdb_violations)
     if unavailable:
+        more = len(unavailable) - _NAMED_IN_LOG
         logger.warning(
             "victim pods unavailable on %s; failurePolicy %s: %s",
-            ", ".join(unavailable),
+            ", ".join(unavailable[:_NAMED_IN_LOG]) + (f" and {more} more node(s)" if more > 0 else ""),
             "Ignore" if fail_open else "Fail",
             "plugins that read victims are skipped there" if fail_open else "preemption is vetoed with an Error",
         )
@@ -97,4 +112,5 @@ def _victims_in(items: list[dict[str, Any]], victims: Victims) -> tuple[Any, ...
     try:
         return tuple(_pods.load([by_uid[victim.uid] for victim in victims.pods]))
     except ValidationError as exc:
-        return KubeError(f"the API server listed a victim pod this extender cannot read: {exc.messages}")
+        problems = "; ".join(flatten_errors(exc.messages)[:3])
+        return KubeError(f"the API server listed a victim pod this extender cannot read: {problems}")

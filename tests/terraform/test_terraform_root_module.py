@@ -15,7 +15,7 @@ import pytest
 
 from extender.decision import EVENT, decision_fields
 from extender.policy.loader import load_policy
-from extender.routing import CALLER_TOKEN_ENV, Route, Router
+from extender.routing import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Route, Router
 from extender.verbs import Answer
 from tests.terraform.support import REPO, ROOT_MODULE, SCHEDULER_CONFIG, load_module, named, resources, run_terraform
 
@@ -114,7 +114,7 @@ def test_secrets_reach_the_function_as_secret_environment_variables() -> None:
     assert _expression(secret_env["for_each"]) == _code("local.secret_environment_variables")
     secrets = _expression(LOCALS["secret_environment_variables"])
     assert _code(f"{CALLER_TOKEN_ENV} = local.caller_token_enabled ?") in secrets
-    assert _code(f"{CALLER_TOKEN_ENV}_PREVIOUS = local.caller_token_enabled && nonsensitive(var.caller_token_previous != null) ?") in secrets
+    assert _code(f"{PREVIOUS_CALLER_TOKEN_ENV} = local.caller_token_enabled && nonsensitive(var.caller_token_previous != null) ?") in secrets
     assert _code("version = one(google_secret_manager_secret_version.caller_token[*].version)") in secrets
     assert _code("version = one(google_secret_manager_secret_version.caller_token_previous[*].version)") in secrets
     assert _code("KUBERNETES_TOKEN = var.kubernetes_token_secret == null ? null : { secret = var.kubernetes_token_secret, version = var.kubernetes_token_secret_version }") in secrets
@@ -352,7 +352,7 @@ def test_verb_path_label_reads_the_redacted_path_of_a_wrong_token_call() -> None
     extractor = RESOURCES[("google_logging_metric", "unauthenticated")]["label_extractors"]["verb_path"]
     pattern = re.fullmatch(r'REGEXP_EXTRACT\(jsonPayload\.path, \\?"(.+)\\?"\)', extractor)
     assert pattern, extractor
-    router = Router({"default"}, {"scheduler-extender"}, "r1ght-t0ken-r1ght-t0ken-r1ght-t0ken")
+    router = Router({"default"}, {"scheduler-extender"}, ["r1ght-t0ken-r1ght-t0ken-r1ght-t0ken"])
     regex = pattern.group(1).replace("\\\\", "\\")
     assert re.search(regex, router.redact("/scheduler-extender/0ld-t0ken-0ld-t0ken-0ld-t0ken/default/filter")).group(1) == "filter"
     assert re.search(regex, router.redact("/wp-login.php")) is None

@@ -1,0 +1,32 @@
+"""Requests sent per suite (or kind) and answer status: what the hostile suites report at the end."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+
+class Tally:
+    """Requests sent per suite and answer status: the counts the fuzzing is reported by."""
+
+    def __init__(self, title: str = "hostile input") -> None:
+        self.title = title
+        # Status "none": the connection ended without an answer (a client that aborted its own request).
+        self.by_suite: defaultdict[str, Counter[int | str]] = defaultdict(Counter)
+
+    def add(self, suite: str, status: int | str) -> None:
+        self.by_suite[suite][status] += 1
+
+    def report(self) -> list[str]:
+        total = sum(sum(counts.values()) for counts in self.by_suite.values())
+        errors = sum(
+            n
+            for counts in self.by_suite.values()
+            for status, n in counts.items()
+            if isinstance(status, int) and status >= 500
+        )
+        lines = [f"{self.title}: {total} requests, {errors} answered 5xx"]
+        for suite, counts in self.by_suite.items():
+            ordered = sorted(counts.items(), key=lambda item: str(item[0]))
+            statuses = ", ".join(f"{status}: {n}" for status, n in ordered)
+            lines.append(f"  {suite}: {sum(counts.values())} ({statuses})")
+        return lines
