@@ -10,7 +10,7 @@ from pathlib import Path
 
 from marshmallow import ValidationError
 
-from extender.framework.profile import Profile
+from extender.framework.kept import ServedProfile, keeping_results, result_cache_enabled
 from extender.nodesource.schema import NodeSourceSpec
 from extender.wire.errors import flatten_errors
 
@@ -29,7 +29,8 @@ class PolicyError(Exception):
 
 @dataclass(frozen=True)
 class Policy:
-    profiles: dict[str, Profile]
+    # Each profile as served: with kept results unless EXTENDER_RESULT_CACHE=off.
+    profiles: dict[str, ServedProfile]
     source: str
     sha256: str
     # The configured nodeSource; ``node_source.build(kube_client)`` makes it at start-up.
@@ -67,8 +68,9 @@ def parse_policy(text: str, source: str) -> Policy:
         loaded = PolicySchema().load(document)
     except ValidationError as exc:
         raise PolicyError(source, flatten_errors(exc.messages)) from None
+    keep = result_cache_enabled(os.environ)
     return Policy(
-        profiles=loaded["profiles"],
+        profiles={name: keeping_results(profile, keep) for name, profile in loaded["profiles"].items()},
         source=source,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
         node_source=loaded["node_source"],
