@@ -22,7 +22,7 @@ from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
 from extender.routing import CALLER_TOKEN_ENV, Route, Router, function_names
 from extender.verbs import Answer, bind, filter, preempt, prioritize
-from extender.wire.lean import decode_extender_args
+from extender.wire.decode import decoder_for
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -32,8 +32,6 @@ logger = logging.getLogger("extender")
 MAX_BODY_ENV = "EXTENDER_MAX_BODY_BYTES"
 # Cloud Functions' own request size cap.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
-# Verbs whose ExtenderArgs body can carry thousands of full node objects.
-LEAN_VERBS = ("filter", "prioritize")
 
 
 @dataclass
@@ -104,8 +102,7 @@ class Extender:
         declared = request.content_length
         size = self.max_body_bytes if declared is None else min(declared, self.max_body_bytes)
         with self.admission.admit(size, wait_seconds=self.http_timeout / 2):
-            lean = decode_extender_args if where.verb in LEAN_VERBS else None
-            payload = read_json(request, self.max_body_bytes, lean)
+            payload = read_json(request, self.max_body_bytes, decoder_for(where.verb))
             if where.verb == "bind":
                 return bind.handle(payload, self.kube)
             profile = self.policy.profiles[where.profile]
