@@ -14,14 +14,14 @@ from flask import Request, Response
 from extender import __version__
 from extender.admission import BUDGET_ENV, DEFAULT_BUDGET_BYTES, BodyBudget
 from extender.body import discard_body, read_json
-from extender.decision import log_decision
+from extender.decision_log import log_decision
 from extender.duration import DEFAULT_HTTP_TIMEOUT, http_timeout_seconds
 from extender.errors import ConfigError, RequestError, bounded
 from extender.kube import client_from_environment
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
 from extender.routing import CALLER_TOKEN_ENV, Route, Router, function_names
-from extender.verbs import Answer, bind, filter, preempt, prioritize
+from extender.verbs import Answer, bind, filtering, preempt, prioritize
 from extender.wire.decode import decoder_for
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class Extender:
             profile = self.policy.profiles[where.profile]
             if where.verb == "preempt":
                 return preempt.handle(payload, profile, self.source, self.kube)
-            verb = {"filter": filter, "prioritize": prioritize}[where.verb]
+            verb = {"filter": filtering, "prioritize": prioritize}[where.verb]
             return verb.handle(payload, profile, self.source)
 
     def health(self) -> dict[str, object]:

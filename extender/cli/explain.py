@@ -22,7 +22,7 @@ from flask import Request
 from werkzeug.test import EnvironBuilder
 
 from extender.app import Extender
-from extender.decision import plugin_ms
+from extender.decision_log import plugin_ms
 from extender.framework.profile import FilterResult, Profile, ScoreResult
 from extender.framework.status import Code
 from extender.policy.loader import PolicyError

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from extender.wire.lean import NOT_FAST, NodeFacts, facts, loads_raw, valid_utf8
+from extender.wire.fast_decoder import NOT_FAST, NodeFacts, facts, loads_raw, valid_utf8
 
 
 class _ListMetadata(msgspec.Struct):

@@ -19,7 +19,7 @@ from extender.framework.args import Map
 from extender.framework.selectors import validate_label_key, validate_label_value
 from extender.nodesource.base import NamesOnly, NodeSource
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
-from extender.nodesource.names import GkeNodeNames
+from extender.nodesource.gke_names import GkeNodeNames
 from extender.nodesource.static import InventoryEntry, StaticInventory
 
 if TYPE_CHECKING:

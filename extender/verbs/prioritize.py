@@ -16,7 +16,7 @@ from extender.framework.kept import ServedProfile
 from extender.framework.profile import MIN_EXTENDER_PRIORITY, ScoreResult
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
-from extender.verbs.filter import names_source
+from extender.verbs.filtering import names_source
 from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, HostPrioritySchema
 
 _args = ExtenderArgsSchema()

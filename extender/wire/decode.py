@@ -2,7 +2,7 @@
 
 Two strategies sit behind ``decode``:
 
-- the fast decoder (``extender.wire.lean``), for filter and prioritize bodies
+- the fast decoder (``extender.wire.fast_decoder``), for filter and prioritize bodies
   that carry full node objects: it decodes only what the schemas read and
   keeps each node's bytes to echo;
 - the full decoder here: orjson, then the nesting depth and node count limits.
@@ -47,7 +47,7 @@ def decoder_for(verb: str, environ: Mapping[str, str] = os.environ) -> Callable[
 
 
 def decode_fast_or_full(body: bytes) -> Any:
-    from extender.wire.lean import decode_extender_args
+    from extender.wire.fast_decoder import decode_extender_args
 
     payload = decode_extender_args(body)
     return payload if payload is not None else decode_full(body)

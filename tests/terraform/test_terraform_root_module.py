@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from extender.decision import EVENT, decision_fields
+from extender.decision_log import EVENT, decision_fields
 from extender.policy.loader import load_policy
 from extender.routing import CALLER_TOKEN_ENV, Route
 from extender.verbs import Answer

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from extender.wire.decode import MAX_DEPTH
 from extender.kube.nodelist import decode_names_and_labels
-from extender.wire.lean import decode_extender_args
+from extender.wire.fast_decoder import decode_extender_args
 from extender.wire.schemas import ExtenderArgsSchema
 from tests.recordings import exchanges
 from testkit.scheduler_checks import check_answer
