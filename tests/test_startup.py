@@ -38,13 +38,14 @@ def test_a_failed_start_up_leaves_the_collector_running_and_nothing_frozen(monke
     frozen = gc.get_freeze_count()
     with pytest.raises(SystemExit, match="cannot read the file"):
         start()
-    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    assert gc.isenabled() and gc.get_freeze_count() <= frozen
 
 
 def test_the_tests_in_process_apps_leave_the_test_process_alone(monkeypatch):
     frozen = gc.get_freeze_count()
     make_client(monkeypatch)
-    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    # Nothing newly frozen (objects frozen before may have been freed since).
+    assert gc.isenabled() and gc.get_freeze_count() <= frozen
 
 
 def test_a_bad_tuning_setting_stops_start_up_naming_it(monkeypatch):
