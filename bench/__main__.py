@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def exported(commit: str) -> tuple[Path, str]:
-    """``commit``'s tree, exported once into bench/.against/ (ignored by git), and its short name."""
+    """``commit``'s tree, exported once into .cache/bench-against/ (ignored by git), and its short name."""
     name = subprocess.run(
         ["git", "rev-parse", "--short", commit], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.strip()
-    root = ROOT / "bench" / ".against" / name
+    root = ROOT / ".cache" / "bench-against" / name
     if not root.exists():
         partial = root.with_name(f"{name}.partial")
         shutil.rmtree(partial, ignore_errors=True)

@@ -75,7 +75,7 @@ class Plan:
     log: Callable[[str], None] = print
     # EXTENDER_RESULT_CACHE of the extender's servers ("on" or "off").
     result_cache: str = "on"
-    # Another commit's extender (an exported tree and its short name), measured in the same run: an A/B.
+    # Another commit's extender (its exported tree and short name), measured in the same run: an A/B.
     against: tuple[Path, str] | None = None
 
     def reps_for(self, body_bytes: int) -> int:

@@ -1,4 +1,4 @@
-"""The lean ExtenderArgs decoder: same facts as the full decoder, node bytes echoed as sent, never more lenient."""
+"""The fast ExtenderArgs decoder: same facts as the full decoder, node bytes echoed as sent, never more lenient."""
 
 from __future__ import annotations
 
