@@ -9,7 +9,7 @@ copy their pages as the collector touches them. glibc's malloc thresholds are
 held for the requests (``extender.memory``); the worker inherits them.
 
 Both change the whole process, so ``start`` applies them only with
-``EXTENDER_PROCESS_TUNING`` on (the default; the tests' in-process apps turn
+``EXTENDER_PROCESS_TUNING`` on (``extender.settings``; the default; the tests' in-process apps turn
 it off), and a failed start-up (``SystemExit``) leaves the process as it was.
 """
 
@@ -23,18 +23,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from extender.app import Extender
 
-TUNING_ENV = "EXTENDER_PROCESS_TUNING"
-
-
 def start(environ: Mapping[str, str] = os.environ) -> Extender:
     """The extender the function serves; SystemExit with the problems, one per line, when it cannot start."""
-    tuning = _tuning(environ)
+    from extender.errors import ConfigError
+    from extender.settings import Settings
+
+    try:
+        tuning = Settings.from_environment(environ).process_tuning
+    except ConfigError as exc:
+        raise SystemExit(f"extender cannot start: {exc}") from None
     collecting = gc.isenabled()
     if tuning:
         gc.disable()
     try:
         from extender.app import Extender
-        from extender.errors import ConfigError
         from extender.logs import setup_logging
         from extender.memory import hold_malloc_thresholds
         from extender.policy.loader import PolicyError
@@ -53,10 +55,3 @@ def start(environ: Mapping[str, str] = os.environ) -> Extender:
     finally:
         if collecting:
             gc.enable()
-
-
-def _tuning(environ: Mapping[str, str]) -> bool:
-    raw = environ.get(TUNING_ENV, "on").strip().lower()
-    if raw not in ("on", "off"):
-        raise SystemExit(f"extender cannot start: {TUNING_ENV} must be on or off, got {raw!r}")
-    return raw == "on"

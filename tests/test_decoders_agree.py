@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.wire.decode import DECODER_ENV
+from extender.settings import DECODER_ENV
 from tests.conftest import make_client
 from tests.recordings import exchanges
 from tests.test_hostile_input import FULL, hostile_bodies

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from extender.errors import ConfigError
+from extender.settings import Settings
 from extender.startup import start
 from tests.conftest import ROOT, make_client
 
@@ -53,3 +55,14 @@ def test_a_bad_tuning_setting_stops_start_up_naming_it(monkeypatch):
     with pytest.raises(SystemExit, match="EXTENDER_PROCESS_TUNING must be on or off"):
         start()
     assert gc.isenabled()
+
+
+def test_the_switches_are_read_in_one_place_and_refuse_other_words():
+    assert Settings.from_environment({}) == Settings(result_cache=True, full_decoder=False, process_tuning=True)
+    assert Settings.from_environment(
+        {"EXTENDER_RESULT_CACHE": "OFF", "EXTENDER_DECODER": "full", "EXTENDER_PROCESS_TUNING": " off "}
+    ) == Settings(result_cache=False, full_decoder=True, process_tuning=False)
+    with pytest.raises(ConfigError, match="EXTENDER_RESULT_CACHE must be on or off, got 'no'"):
+        Settings.from_environment({"EXTENDER_RESULT_CACHE": "no"})
+    with pytest.raises(ConfigError, match="EXTENDER_DECODER must be fast or full"):
+        Settings.from_environment({"EXTENDER_DECODER": "lean"})

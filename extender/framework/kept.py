@@ -26,7 +26,7 @@ request then touches only the names it carries. Invariants:
 - Kept values are never changed, only replaced in one assignment: concurrent
   requests at worst work a value out twice.
 
-``EXTENDER_RESULT_CACHE=off`` (``keeping_results``) serves the plain profile.
+``EXTENDER_RESULT_CACHE=off`` (``extender.settings``) serves the plain profile.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from itertools import filterfalse
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from extender.errors import ConfigError
 from extender.framework.cycle import CycleState
 from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
 from extender.framework.status import Status
@@ -195,19 +194,6 @@ class KeptProfile:
 
 # Either profile serves requests; only the kept one keeps results across them.
 ServedProfile = Profile | KeptProfile
-
-RESULT_CACHE_ENV = "EXTENDER_RESULT_CACHE"
-_SWITCH = {"": True, "on": True, "off": False}
-
-
-def result_cache_enabled(environ: Mapping[str, str]) -> bool:
-    """``EXTENDER_RESULT_CACHE``: ``on`` (the default) or ``off``; anything else stops start-up."""
-    raw = environ.get(RESULT_CACHE_ENV, "")
-    enabled = _SWITCH.get(raw.strip().lower())
-    if enabled is None:
-        raise ConfigError(f"{RESULT_CACHE_ENV} must be on or off, got {raw!r}")
-    return enabled
-
 
 def keeping_results(profile: Profile, enabled: bool) -> ServedProfile:
     """``profile`` with results kept across requests, or the plain profile when the result cache is off."""

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from marshmallow import ValidationError
 
-from extender.framework.kept import ServedProfile, keeping_results, result_cache_enabled
+from extender.framework.kept import ServedProfile, keeping_results
 from extender.nodesource.schema import NodeSourceSpec
+from extender.settings import Settings
 from extender.wire.errors import flatten_errors
 
 POLICY_ENV = "EXTENDER_POLICY"
@@ -68,7 +69,7 @@ def parse_policy(text: str, source: str) -> Policy:
         loaded = PolicySchema().load(document)
     except ValidationError as exc:
         raise PolicyError(source, flatten_errors(exc.messages)) from None
-    keep = result_cache_enabled(os.environ)
+    keep = Settings.from_environment().result_cache
     return Policy(
         profiles={name: keeping_results(profile, keep) for name, profile in loaded["profiles"].items()},
         source=source,

@@ -16,13 +16,13 @@ operator can compare the two on one instance).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from extender.errors import RequestError
+from extender.settings import Settings
 
 # Far deeper than Kubernetes objects nest (the recorded requests reach 15 levels), far below
 # orjson's own limits (1024 to decode; 254 to encode the node objects a filter answer echoes).
@@ -30,7 +30,6 @@ MAX_DEPTH = 64
 # Above the largest cluster GKE supports (65,000 nodes).
 MAX_NODES = 65_536
 
-DECODER_ENV = "EXTENDER_DECODER"
 # Verbs whose ExtenderArgs body can carry thousands of full node objects.
 FAST_VERBS = ("filter", "prioritize")
 
@@ -39,9 +38,9 @@ _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 _SCALARS = {str, int, float, bool, type(None)}
 
 
-def decoder_for(verb: str, environ: Mapping[str, str] = os.environ) -> Callable[[bytes], Any]:
+def decoder_for(verb: str) -> Callable[[bytes], Any]:
     """How ``verb``'s body is decoded: fast where it can carry node objects, unless the full decoder is forced."""
-    if verb in FAST_VERBS and environ.get(DECODER_ENV, "fast") != "full":
+    if verb in FAST_VERBS and not Settings.from_environment().full_decoder:
         return decode_fast_or_full
     return decode_full
 
