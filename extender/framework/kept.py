@@ -93,8 +93,6 @@ class _Generation:
 class KeptProfile:
     """A plain profile with results kept across node-name requests; answers exactly as the plain one."""
 
-    keeps_results = True
-
     def __init__(self, plain: Profile) -> None:
         self.plain = plain
         self.name, self.filters, self.scores, self.preempts = plain.name, plain.filters, plain.scores, plain.preempts

@@ -72,9 +72,6 @@ class ScorePluginEntry:
 
 
 class Profile:
-    # Whether answers may be kept across requests (the kept-results layer says yes; the plain profile no).
-    keeps_results = False
-
     def __init__(
         self,
         name: str,
