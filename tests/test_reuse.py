@@ -264,3 +264,15 @@ def test_the_verdict_on_an_undescribed_node_or_an_error_is_not_kept():
     for _ in range(2):
         assert reusing.filter_names(pod(), ["n-1", "n-2"], failing).error is not None
     assert failing.looked_up == [2, 2]
+
+
+def test_more_keys_than_are_kept_start_afresh_and_the_newest_is_kept():
+    plugin = Counting()
+    kept = KeptProfile(Profile("p", filters=[plugin]))
+    source = ListedNodes([Node("n1")])
+    for key in range(20):  # pods with ever new keys
+        plugin.key = key
+        kept.filter_names(pod(), ["n1"], source)
+    assert plugin.judged == ["n1"] * 20
+    kept.filter_names(pod(), ["n1"], source)
+    assert plugin.judged == ["n1"] * 20  # the newest key's verdict was kept

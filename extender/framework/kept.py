@@ -35,7 +35,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import filterfalse
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from extender.framework.cycle import CycleState
 from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 # Kept entries per generation: a stream of pods with ever new keys cannot grow memory without end.
 MAX_KEYS = 16
 
+T = TypeVar("T")
 _labels = attrgetter("labels")
 _why_unknown = attrgetter("why_unknown")
 
@@ -141,8 +142,8 @@ class KeptProfile:
                 return result
             seconds, rejected = result.seconds_by_plugin, {**rejected, **result.rejected}
             kept = kept.adding(fresh, result.rejected)
-        if source.generation() is generation and (len(kept_now.verdicts) < MAX_KEYS or keys in kept_now.verdicts):
-            kept_now.verdicts[keys] = kept
+        if source.generation() is generation:
+            _store(kept_now.verdicts, keys, kept)
         refused = list(filter(rejected.__contains__, names)) if rejected else []
         if not refused:
             return FilterResult(feasible=list(names), seconds_by_plugin=seconds)
@@ -171,9 +172,8 @@ class KeptProfile:
         nodes = source.lookup(names)
         result = plain.prioritize(pod, nodes, cycle)
         if result.error is None and self._described(nodes) and source.generation() is generation:
-            if len(kept_now.scores) < MAX_KEYS or keys in kept_now.scores:
-                # The names as the scores hold them: the answer's entries are found by the same string objects.
-                kept_now.scores[keys] = KeptScores(frozenset(result.scores), dict(result.by_plugin), result.scores)
+            # The names as the scores hold them: the answer's entries are found by the same string objects.
+            _store(kept_now.scores, keys, KeptScores(frozenset(result.scores), dict(result.by_plugin), result.scores))
         return result
 
     def _current(self, generation: object) -> _Generation:
@@ -188,6 +188,14 @@ class KeptProfile:
         if set(map(_why_unknown, nodes)) - {None}:
             return False
         return self.plain.facts == Facts.NAME or None not in map(_labels, nodes)
+
+
+def _store(kept: dict[Hashable, T], keys: Hashable, value: T) -> None:
+    """Keep ``value`` under ``keys``; a new key when ``MAX_KEYS`` are kept starts afresh (rare pods' keys must not
+    crowd out the common ones for a whole generation, which with a static source is the instance's life)."""
+    if keys not in kept and len(kept) >= MAX_KEYS:
+        kept.clear()
+    kept[keys] = value
 
 
 # Either profile serves requests; only the kept one keeps results across them.
