@@ -7,8 +7,11 @@ bounded: about 5 minutes on 2 idle cores; ``--quick`` takes well under one.
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from bench import report
 from bench.run import Plan, run
@@ -29,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, help="timed rounds per verb (default: by body size, 5..60)")
     parser.add_argument("--cold-starts", type=int, help="cold starts per server (default 3, --quick 1)")
     parser.add_argument("--no-save", action="store_true", help="do not write bench/results/<time>.json")
+    parser.add_argument(
+        "--result-cache", choices=("on", "off"), default="on", help="the extender's EXTENDER_RESULT_CACHE (default on)"
+    )
+    parser.add_argument(
+        "--against", metavar="COMMIT", help="also measure the extender of COMMIT in the same run (an A/B)"
+    )
     args = parser.parse_args(argv)
     sizes = tuple(int(size) for size in (args.sizes or ("100,1000" if args.quick else "100,1000,5000")).split(","))
     modes = tuple(mode for mode in args.modes.split(",") if mode)
@@ -40,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         reps=args.reps or (3 if args.quick else None),
         cold_starts=args.cold_starts if args.cold_starts is not None else (1 if args.quick else 3),
         log=lambda line: print(line, file=sys.stderr, flush=True),
+        result_cache=args.result_cache,
+        against=exported(args.against) if args.against else None,
     )
     load_before, started = report.load(), time.monotonic()
     results = run(plan)
@@ -49,6 +60,22 @@ def main(argv: list[str] | None = None) -> int:
         path = report.save(results, text, ROOT / "bench" / "results")
         print(f"\n(saved to {path.relative_to(ROOT)}; whole run {time.monotonic() - started:.0f} s)", file=sys.stderr)
     return 0
+
+
+def exported(commit: str) -> tuple[Path, str]:
+    """``commit``'s tree, exported once into .cache/bench-against/ (ignored by git), and its short name."""
+    name = subprocess.run(
+        ["git", "rev-parse", "--short", commit], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    root = ROOT / ".cache" / "bench-against" / name
+    if not root.exists():
+        partial = root.with_name(f"{name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
+        partial.rename(root)
+    return root, name
 
 
 if __name__ == "__main__":

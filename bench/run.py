@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import orjson
 
@@ -72,6 +73,10 @@ class Plan:
     reps: int | None  # None: as many as about 300 MB of request bodies, 5..60
     cold_starts: int
     log: Callable[[str], None] = print
+    # EXTENDER_RESULT_CACHE of the extender's servers ("on" or "off").
+    result_cache: str = "on"
+    # Another commit's extender (its exported tree and short name), measured in the same run: an A/B.
+    against: tuple[Path, str] | None = None
 
     def reps_for(self, body_bytes: int) -> int:
         return self.reps or max(5, min(60, int(300e6 / body_bytes)))
@@ -87,12 +92,12 @@ def run(plan: Plan) -> Results:
                 results.rows += _measure_group(plan, workload, api, mode, size)
         if "full" in plan.modes and CONCURRENT_NODES in plan.sizes:
             body = workload.body(CONCURRENT_NODES, full_nodes=True)
-            for spec in _specs(api, limit_raised=False):
+            for spec in _specs(plan, api, limit_raised=False):
                 if spec.name in (EXTENDER, TYPICAL):
                     results.concurrent_rss_mb[spec.name] = _concurrent_peak_rss(spec, body)
             plan.log(f"{THREADS} concurrent full-node requests, N={CONCURRENT_NODES}: {results.concurrent_rss_mb}")
         names = max(plan.sizes)
-        for spec in _specs(api, limit_raised=False):
+        for spec in _specs(plan, api, limit_raised=False):
             results.cold_starts[spec.name] = [
                 _cold_start(spec, workload.body(names, full_nodes=False), spec.name != FLOOR_WSGI)
                 for _ in range(plan.cold_starts)
@@ -105,16 +110,22 @@ def run(plan: Plan) -> Results:
     return results
 
 
-def _specs(api: NodeListAPI, limit_raised: bool) -> list[ServerSpec]:
-    limit = {"EXTENDER_MAX_BODY_BYTES": str(8 * DEFAULT_LIMIT)} if limit_raised else {}
-    return [
-        function_spec(EXTENDER, "main.py", **limit),
-        function_spec(
-            EXTENDER_ALL, "main.py", EXTENDER_POLICY=str(ALL_PLUGINS_POLICY), KUBERNETES_API_URL=api.url, **limit
-        ),
-        function_spec(TYPICAL, "bench/typical_extender.py"),
-        wsgi_spec(FLOOR_WSGI, "bench.floor:app"),
+def _specs(plan: Plan, api: NodeListAPI, limit_raised: bool) -> list[ServerSpec]:
+    env = {"EXTENDER_RESULT_CACHE": plan.result_cache}
+    if limit_raised:
+        env["EXTENDER_MAX_BODY_BYTES"] = str(8 * DEFAULT_LIMIT)
+    all_plugins = {"EXTENDER_POLICY": str(ALL_PLUGINS_POLICY), "KUBERNETES_API_URL": api.url}
+    specs = [
+        function_spec(EXTENDER, "main.py", **env),
+        function_spec(EXTENDER_ALL, "main.py", **all_plugins, **env),
     ]
+    if plan.against is not None:
+        root, name = plan.against
+        specs += [
+            function_spec(f"{EXTENDER} @{name}", "main.py", root, **env),
+            function_spec(f"{EXTENDER_ALL} @{name}", "main.py", root, **all_plugins, **env),
+        ]
+    return [*specs, function_spec(TYPICAL, "bench/typical_extender.py"), wsgi_spec(FLOOR_WSGI, "bench.floor:app")]
 
 
 def _measure_group(plan: Plan, workload: Workload, api: NodeListAPI, mode: str, size: int) -> list[Row]:
@@ -125,7 +136,7 @@ def _measure_group(plan: Plan, workload: Workload, api: NodeListAPI, mode: str, 
     limit_raised = len(first) > DEFAULT_LIMIT
     reps = plan.reps_for(len(first))
     plan.log(f"{mode} N={size}: {len(first) / 1e6:.2f} MB bodies, {reps} rounds")
-    servers = [Server(spec) for spec in _specs(api, limit_raised)]
+    servers = [Server(spec) for spec in _specs(plan, api, limit_raised)]
     rows: list[Row] = []
     try:
         for server in servers:

@@ -33,6 +33,8 @@ class ServerSpec:
     name: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    # The tree the server runs from (imports resolve there first): this checkout, or an exported commit.
+    root: Path = ROOT
 
 
 # What Cloud Run sets in every instance (Terraform names the project): the extender then logs as it does there,
@@ -40,12 +42,13 @@ class ServerSpec:
 ON_CLOUD_RUN = {"K_SERVICE": "extender", "K_REVISION": "extender-00001-ben", "GOOGLE_CLOUD_PROJECT": "bench"}
 
 
-def function_spec(name: str, source: str, **env: str) -> ServerSpec:
-    """``functions-framework --target extender --source SOURCE``, as Cloud Functions starts it."""
+def function_spec(name: str, source: str, root: Path = ROOT, **env: str) -> ServerSpec:
+    """``functions-framework --target extender --source SOURCE``, as Cloud Functions starts it, from ``root``."""
     return ServerSpec(
         name,
         [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", source],
         {**ON_CLOUD_RUN, **env},
+        root,
     )
 
 
@@ -87,11 +90,11 @@ class Server:
         inherited = {
             name: value for name, value in os.environ.items() if not name.startswith(("EXTENDER_", "KUBERNETES_"))
         }
-        env = {**inherited, "THREADS": THREADS, "PYTHONPATH": str(ROOT), **spec.env}
+        env = {**inherited, "THREADS": THREADS, "PYTHONPATH": str(spec.root), **spec.env}
         # The function logs every decision: to a file, as a pipe nobody drains would block it once full.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server; closed by stop)
         self.launched = time.perf_counter()
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(argv, cwd=spec.root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self._worker: int | None = None
 
     def wait_listening(self, timeout: float = 60.0) -> None:

@@ -12,17 +12,17 @@ import orjson
 from flask import Request, Response
 
 from extender import __version__
-from extender.body import check_headers, decode_json, finish_body, hang_up_after, read_body
+from extender.body import check_headers, finish_body, hang_up_after, read_body
 from extender.body_budget import BUDGET_ENV, DEFAULT_BUDGET_BYTES, BodyBudget
-from extender.decision import log_decision
+from extender.decision_log import log_decision
 from extender.duration import DEFAULT_HTTP_TIMEOUT, http_timeout_seconds
 from extender.errors import ConfigError, RequestError, bounded
 from extender.kube import client_from_environment
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
 from extender.routing import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Route, Router, function_names
-from extender.verbs import Answer, bind, filter, preempt, prioritize
-from extender.wire.lean import decode_extender_args
+from extender.verbs import Answer, bind, filtering, preempt, prioritize
+from extender.wire.decode import decoder_for
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -32,8 +32,6 @@ logger = logging.getLogger("extender")
 MAX_BODY_ENV = "EXTENDER_MAX_BODY_BYTES"
 # Cloud Functions' own request size cap.
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
-# Verbs whose ExtenderArgs body can carry thousands of full node objects.
-LEAN_VERBS = ("filter", "prioritize")
 # What each verb answers for a failure the scheduler must see as a reason (HTTP 200), not as its URL (any other status).
 FAILED = {
     "filter": lambda message: {
@@ -124,13 +122,13 @@ class Extender:
         with self.budget.hold(wait_seconds=self.http_timeout / 2) as holding:
             # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
             body = read_body(request, self.max_body_bytes, self.http_timeout, holding)
-            payload = decode_json(body, decode_extender_args if where.verb in LEAN_VERBS else None)
+            payload = decoder_for(where.verb)(body)
             if where.verb == "bind":
                 return bind.handle(payload, self.kube)
             profile = self.policy.profiles[where.profile]
             if where.verb == "preempt":
                 return preempt.handle(payload, profile, self.source, self.kube)
-            verb = {"filter": filter, "prioritize": prioritize}[where.verb]
+            verb = {"filter": filtering, "prioritize": prioritize}[where.verb]
             return verb.handle(payload, profile, self.source)
 
     def _failed(

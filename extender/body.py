@@ -1,20 +1,18 @@
-"""Read a request body within the limits and decode its JSON.
+"""Read a request body within the limits; ``extender.wire.decode`` turns it into a payload.
 
 The scheduler sends compact, uncompressed JSON with ``Content-Type:
 application/json``; anything else is answered with a 4xx that says what was
 wrong. The limits bound the work one request can cause before any schema
-looks at it: bytes (413, by the declared length before reading), time (408),
-nesting depth (400) and node count (413).
+looks at it: bytes (413, by the declared length before reading) and time (408)
+here, nesting depth (400) and node count (413) in the decoder (``extender.wire.decode``).
 """
 
 from __future__ import annotations
 
 import io
 import socket
-from collections.abc import Callable
-from typing import IO, Any
+from typing import IO
 
-import orjson
 from flask import Request, Response
 
 from extender import read_deadline
@@ -29,16 +27,6 @@ _UNREAD = "extender.unread_body"
 # What of an unread body is taken in after the answer, so that the connection can serve the next request.
 _DRAIN_BYTES = 1 << 16
 _DRAIN_SECONDS = 0.5
-
-# Far deeper than Kubernetes objects nest (the recorded requests reach 15 levels), far below
-# orjson's own limits (1024 to decode; 254 to encode the node objects a filter answer echoes).
-MAX_DEPTH = 64
-# Above the largest cluster GKE supports (65,000 nodes).
-MAX_NODES = 65_536
-
-_TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
-# What orjson decodes that holds nothing deeper.
-_SCALARS = {str, int, float, bool, type(None)}
 
 
 def check_headers(request: Request, max_bytes: int) -> None:
@@ -88,21 +76,6 @@ def read_body(request: Request, max_bytes: int, seconds: float, holding: Holding
     if not size:
         raise RequestError(400, "empty body: expected a JSON object")
     return b"".join(pieces)
-
-
-def decode_json(body: bytes, lean: Callable[[bytes], Any | None] | None = None) -> Any:
-    """The decoded body; ``lean`` may decode it faster, returning None for anything it leaves to the full decoder."""
-    if lean is not None and (payload := lean(body)) is not None:
-        return payload
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        # orjson stops at its own depth limit before ours can look: same problem, same message.
-        message = _TOO_DEEP if "depth limit" in str(exc) else f"malformed JSON: {exc}"
-        raise RequestError(400, message) from None
-    _check_depth(payload)
-    _check_node_count(payload)
-    return payload
 
 
 def finish_body(request: Request) -> None:
@@ -168,37 +141,3 @@ def _too_slow(seconds: float, size: int) -> RequestError:
 
 def _too_large(limit: int, got: str) -> str:
     return f"body too large: {got}, over the {limit}-byte limit (EXTENDER_MAX_BODY_BYTES)"
-
-
-def _check_depth(payload: Any) -> None:
-    """Level by level, without recursion: a hostile document must not exhaust the stack."""
-    level = [payload] if isinstance(payload, (dict, list)) else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > MAX_DEPTH:
-            raise RequestError(400, _TOO_DEEP)
-        deeper: list[Any] = []
-        for container in level:
-            if type(container) is list and set(map(type, container)) <= _SCALARS:
-                continue  # thousands of node names: looked over at C speed
-            for child in container.values() if type(container) is dict else container:
-                if type(child) is dict or type(child) is list:
-                    deeper.append(child)
-        level = deeper
-
-
-def _check_node_count(payload: Any) -> None:
-    if not isinstance(payload, dict):
-        return
-    nodes = payload.get("Nodes")
-    # Where ExtenderArgs and ExtenderPreemptionArgs carry nodes.
-    carriers = {
-        "Nodes.items": nodes.get("items") if isinstance(nodes, dict) else None,
-        "NodeNames": payload.get("NodeNames"),
-        "NodeNameToVictims": payload.get("NodeNameToVictims"),
-        "NodeNameToMetaVictims": payload.get("NodeNameToMetaVictims"),
-    }
-    for field, carried in carriers.items():
-        if isinstance(carried, (list, dict)) and len(carried) > MAX_NODES:
-            raise RequestError(413, f"too many nodes: {len(carried)} in {field}, over the limit of {MAX_NODES}")

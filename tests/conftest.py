@@ -31,6 +31,8 @@ def make_client(monkeypatch: pytest.MonkeyPatch, policy: str | Path | None = Non
         monkeypatch.delenv("EXTENDER_POLICY", raising=False)
     else:
         monkeypatch.setenv("EXTENDER_POLICY", str(policy))
+    # The process-wide start-up tuning (extender.startup) stays out of the test process unless a test asks for it.
+    monkeypatch.setenv("EXTENDER_PROCESS_TUNING", "off")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(ROOT)

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from extender import verbs
+from extender.verbs import filtering
 from tests.recordings import exchanges
 
 TOKEN = "s3cr3t-T0ken_with.every~kind"
@@ -95,7 +95,7 @@ def test_the_token_is_never_logged(guarded, caplog, monkeypatch):
     def crash(*args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(verbs.filter, "handle", crash)
+    monkeypatch.setattr(filtering, "handle", crash)
     failed_with(post_filter(guarded, f"/{TOKEN}/filter"), "internal error: RuntimeError: boom")
     # Everything a record carries: message, arguments, structured fields, traceback.
     logged = "\n".join(f"{record.getMessage()} {vars(record)}" for record in caplog.records)

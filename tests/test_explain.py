@@ -10,7 +10,7 @@ import yaml
 
 from extender.__main__ import main
 from tests.recordings import exchanges
-from tests.test_decision import FULL_FILTER, write_policy
+from tests.test_decision_log import FULL_FILTER, write_policy
 
 FILTERS = [exchange for exchange in exchanges() if exchange.verb == "filter"]
 

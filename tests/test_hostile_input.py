@@ -41,7 +41,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from extender.body import MAX_DEPTH, MAX_NODES
+from extender.wire.decode import MAX_DEPTH, MAX_NODES
 from tests.conftest import ROOT, serving
 from tests.tally import Tally
 from tests.recordings import exchanges

@@ -9,7 +9,7 @@ import json
 import orjson
 import pytest
 
-from extender.body import MAX_DEPTH, MAX_NODES
+from extender.wire.decode import MAX_DEPTH, MAX_NODES
 from tests.recordings import exchanges
 from testkit.scheduler_checks import check_answer
 

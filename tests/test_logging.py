@@ -12,10 +12,10 @@ import sys
 import pytest
 
 import extender.logs
-from extender.decision import EVENT, MESSAGE
+from extender.decision_log import EVENT, MESSAGE
 from extender.logs import setup_logging
 from tests.conftest import ROOT
-from tests.test_decision import BIND, FULL_FILTER, write_policy
+from tests.test_decision_log import BIND, FULL_FILTER, write_policy
 
 # What Cloud Run sets in every instance (the values are made up).
 CLOUD_RUN = {"K_SERVICE": "my-extender", "K_REVISION": "my-extender-00001-abc", "K_CONFIGURATION": "my-extender"}
@@ -188,7 +188,7 @@ def test_no_token_ever_reaches_the_logs(client_factory, tmp_path, monkeypatch, c
         raise RuntimeError("boom")
 
     make_every_kind_of_request(client)
-    monkeypatch.setattr("extender.verbs.filter.handle", crash)
+    monkeypatch.setattr("extender.verbs.filtering.handle", crash)
     client.post(f"/{CALLER_TOKEN}/filter", data=FULL_FILTER.body, content_type="application/json")
 
     captured = capfd.readouterr()

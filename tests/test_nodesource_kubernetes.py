@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from extender.framework.kept import KeptProfile
 from extender.framework.profile import Profile, ScorePluginEntry
 from extender.framework.status import Code
 from extender.framework.types import Node, Pod
@@ -91,16 +92,16 @@ def test_a_refresh_keeps_the_node_objects_whose_labels_did_not_change(apiserver)
     apiserver.set_nodes(CLUSTER)
     clock = Clock()
     nodes = started(apiserver, clock=clock, cache_ttl=30.0)
-    profile = zone_a_only()
+    profile = KeptProfile(zone_a_only())
     before = nodes.lookup(["node-a", "node-b", "node-c"])
-    assert profile.filter(POD, before, reusable=True).feasible == ["node-a", "node-c"]
+    assert profile.filter_names(POD, ["node-a", "node-b", "node-c"], nodes).feasible == ["node-a", "node-c"]
     apiserver.set_nodes([node("node-a", {"zone": "a"}), node("node-b", {"zone": "a"}), node("node-c", {"zone": "a"})])
     clock.now += 31
     nodes.lookup(["node-a"])  # expired: refreshes in the background
     assert wait_for(lambda: nodes.lookup(["node-b"])[0].labels == {"zone": "a"})
     after = nodes.lookup(["node-a", "node-b", "node-c"])
     assert after[0] is before[0] and after[2] is before[2] and after[1] is not before[1]
-    result = profile.filter(POD, after, reusable=True)
+    result = profile.filter_names(POD, ["node-a", "node-b", "node-c"], nodes)
     assert result.feasible == ["node-a", "node-b", "node-c"]
 
 

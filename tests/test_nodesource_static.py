@@ -29,16 +29,30 @@ def test_a_node_outside_the_inventory_is_unknowable_not_unlabelled():
     assert stray.why_unknown.reason == "node gke-dev-web-1 matches no entry of the static nodeSource inventory"
 
 
+class CountingInventory(StaticInventory):
+    """Records each name it works out facts for."""
+
+    def __init__(self, entries: list[InventoryEntry]) -> None:
+        super().__init__(entries)
+        self.described: list[str] = []
+
+    def describe(self, name: str) -> Node:
+        self.described.append(name)
+        return super().describe(name)
+
+
 def test_answers_are_remembered_per_name_and_the_memory_is_bounded():
-    inventory = StaticInventory([InventoryEntry(("*",), {})])
+    inventory = CountingInventory([InventoryEntry(("*",), {})])
     inventory.MAX_REMEMBERED = 10
     first = inventory.lookup(["a"])[0]
     assert inventory.lookup(["a"])[0] is first
-    inventory.lookup([f"made-up-{index}" for index in range(25)])
-    assert len(inventory._known) == 26
+    made_up = [f"made-up-{index}" for index in range(25)]
+    inventory.lookup(made_up)
+    inventory.lookup(["a", *made_up])  # all 26 still remembered: nothing worked out again
+    assert inventory.described == ["a", *made_up]
     inventory.lookup(["another"])  # over the bound: forgotten, then learnt again as asked
-    assert list(inventory._known) == ["another"]
     assert inventory.lookup(["a"]) == [Node("a", {})]
+    assert inventory.described == ["a", *made_up, "another", "a"]
 
 
 def test_preemption_drops_a_candidate_the_inventory_does_not_know():

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from marshmallow import ValidationError
 
+from extender.framework.profile import Profile
 from extender.framework.status import Code
 from extender.framework.types import Node
 from extender.plugins.nodenamefilter import NodeNameFilter, utc_now
@@ -171,11 +172,11 @@ def test_overlapping_windows_report_the_latest_end():
 def test_the_clock_is_read_once_per_request_so_all_its_nodes_are_judged_at_one_instant():
     # The window closes at 04:00: a request that straddles it must not judge half of its nodes on each side.
     ticks = iter(dt.datetime(2026, 3, 2, 3, 59, 59, tzinfo=UTC) + dt.timedelta(seconds=n) for n in range(100))
-    plugin = build(NodeNameFilter, maintenance(ONE_OFF), clock=lambda: next(ticks))
-    request = pod()
-    assert [plugin.filter(request, Node(f"gke-prod-pool-a-{n}")).is_success for n in range(5)] == [False] * 5
-    # The next request (a new pod object) reads the clock again: 04:00:00, the window has closed.
-    assert plugin.filter(pod(), Node("gke-prod-pool-a-1")).is_success
+    profile = Profile("p", filters=[build(NodeNameFilter, maintenance(ONE_OFF), clock=lambda: next(ticks))])
+    result = profile.filter(pod(), [Node(f"gke-prod-pool-a-{n}") for n in range(5)])
+    assert result.feasible == [] and len(result.rejected) == 5
+    # The next request reads the clock again: 04:00:00, the window has closed.
+    assert profile.filter(pod(), [Node("gke-prod-pool-a-1")]).feasible == ["gke-prod-pool-a-1"]
 
 
 def test_the_default_clock_is_aware_utc():

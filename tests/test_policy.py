@@ -560,7 +560,7 @@ def test_preempt_evaluates_the_label_filters_of_the_documented_example(client_fa
     """The complete example used to rely on full nodes alone: preempt, which gets no Node objects, skipped
     NodeLabelPolicy and accepted a shop pod's victim on a gpu-pool node that filter rejects. Without a node source
     it is now rejected; with the names source it declares, preempt judges the node pool."""
-    from tests.test_decision import FULL_PREEMPT
+    from tests.test_decision_log import FULL_PREEMPT
 
     complete = next(
         block

@@ -125,7 +125,9 @@ def fake_google(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGoogle
 
 @pytest.fixture(scope="module")
 def extender_app() -> Any:
-    return functions_framework.create_app(target="extender", source=str(ROOT / "main.py"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EXTENDER_PROCESS_TUNING", "off")  # leave the test process's collector and allocator alone
+        return functions_framework.create_app(target="extender", source=str(ROOT / "main.py"))
 
 
 class GuardedFunction:

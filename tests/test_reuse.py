@@ -8,9 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.framework import status
+from extender.framework.kept import KeptProfile, ServedProfile
+from extender.framework.plugin import FilterPlugin
 from extender.framework.profile import Profile
-from extender.framework.reuse import KeptVerdicts, PerGeneration, ReusedResults
-from extender.framework.types import Node
+from extender.framework.status import Status
+from extender.framework.types import Node, Pod
 from extender.nodesource.base import unknowable
 from extender.plugins.nodenamefilter import NodeNameFilter
 from extender.policy.loader import parse_policy
@@ -58,8 +60,11 @@ CLUSTERS = st.lists(LABELS, min_size=1, max_size=40)
 NAMESPACES = st.lists(st.sampled_from(["ml", "web", "default"]), min_size=1, max_size=4)
 
 
-def profile() -> Profile:
-    return parse_policy(POLICY, "test").profiles["default"]
+def profile() -> ServedProfile:
+    """The policy's profile as served: with kept results (the default)."""
+    served = parse_policy(POLICY, "test").profiles["default"]
+    assert isinstance(served, KeptProfile)
+    return served
 
 
 def cluster(labels: list[dict[str, str]]) -> list[Node]:
@@ -67,7 +72,7 @@ def cluster(labels: list[dict[str, str]]) -> list[Node]:
     return [Node(f"node-{index}", dict(values)) for index, values in enumerate(labels)]
 
 
-def answers(profile: Profile, namespace: str, nodes: list[Node], source: ListedNodes | None = None) -> tuple:
+def answers(profile: ServedProfile, namespace: str, nodes: list[Node], source: ListedNodes | None = None) -> tuple:
     """Filter, then prioritize what passed: by name from ``source`` when given, else on the nodes themselves."""
     the_pod = pod(namespace=namespace)
     if source is None:
@@ -95,10 +100,11 @@ def test_reused_results_equal_fresh_ones_across_pods_and_refreshes(first, second
 def test_a_refresh_with_new_labels_changes_the_answer():
     reusing = profile()
     before = [node("n-1", pool="web"), node("n-2", pool="web")]
-    assert reusing.filter(pod(), before, reusable=True).feasible == ["n-1", "n-2"]
+    source = ListedNodes(before)
+    assert reusing.filter_names(pod(), ["n-1", "n-2"], source).feasible == ["n-1", "n-2"]
     # The node source refreshed: n-2 is now in the gpu pool (a new Node object under the same name).
-    after = [before[0], node("n-2", pool="gpu")]
-    result = reusing.filter(pod(), after, reusable=True)
+    source.list([before[0], node("n-2", pool="gpu")])
+    result = reusing.filter_names(pod(), ["n-1", "n-2"], source)
     assert result.feasible == ["n-1"]
     assert "off-gpu" in result.rejected["n-2"].reason
 
@@ -114,7 +120,7 @@ def test_a_maintenance_window_opening_is_seen_by_the_next_request():
             }
         ]
     }
-    reusing = Profile("p", filters=[build(NodeNameFilter, args, clock=lambda: now[0])])
+    reusing = KeptProfile(Profile("p", filters=[build(NodeNameFilter, args, clock=lambda: now[0])]))
     source = ListedNodes([node("n-1"), node("other")])
     assert reusing.filter_names(pod(name="a"), ["n-1", "other"], source).feasible == ["n-1", "other"]
     now[0] = dt.datetime(2026, 3, 1, 13, 30, tzinfo=dt.UTC)
@@ -123,66 +129,75 @@ def test_a_maintenance_window_opening_is_seen_by_the_next_request():
     assert "maintenance 'm'" in result.rejected["n-1"].reason
 
 
-def counting(calls: list[int]):
-    def compute(nodes):
-        calls.append(len(nodes))
-        return [n.name.upper() for n in nodes]
+class Counting(FilterPlugin):
+    """Rejects names ending in "x"; records each node it judges."""
 
-    return compute
+    name = "Counting"
+
+    def __init__(self, key: object = ()) -> None:
+        super().__init__({})
+        self.key = key
+        self.judged: list[str] = []
+
+    def reuse_key(self, pod: Pod) -> object:
+        return self.key
+
+    def filter(self, pod: Pod, node: Node) -> Status:
+        self.judged.append(node.name)
+        return status.unschedulable("ends in x") if node.name.endswith("x") else status.SUCCESS
 
 
-def test_only_nodes_not_seen_before_are_computed():
-    reused: ReusedResults[str] = ReusedResults()
-    calls: list[int] = []
+def test_only_nodes_not_judged_before_in_this_generation_are_judged():
+    plugin = Counting()
+    kept = KeptProfile(Profile("p", filters=[plugin]))
     nodes = [Node(f"n{i}") for i in range(10)]
-    assert reused.results("k", nodes, counting(calls)) == [n.name.upper() for n in nodes]
-    assert reused.results("k", nodes[:4], counting(calls)) == ["N0", "N1", "N2", "N3"]
-    newcomer = Node("late")
-    assert reused.results("k", [*nodes, newcomer], counting(calls))[-1] == "LATE"
-    assert reused.results("other key", nodes[:2], counting(calls)) == ["N0", "N1"]
-    assert calls == [10, 1, 2]
+    source = ListedNodes([*nodes, Node("late"), Node("n-x")])
+    names = [node.name for node in nodes]
+    assert kept.filter_names(pod(), names, source).feasible == names
+    assert kept.filter_names(pod(), names[:4], source).feasible == names[:4]
+    result = kept.filter_names(pod(), [*names, "late", "n-x"], source)
+    assert result.feasible == [*names, "late"] and set(result.rejected) == {"n-x"}
+    assert kept.filter_names(pod(), ["n-x", "n0"], source).feasible == ["n0"]
+    assert plugin.judged == [*names, "late", "n-x"]
 
 
-def test_nodes_their_source_could_not_describe_are_not_kept():
-    reused: ReusedResults[str] = ReusedResults()
-    calls: list[int] = []
-    nodes = [Node("n1"), unknowable("gone", "not listed")]
+def test_a_refresh_judges_only_the_nodes_whose_objects_changed():
+    plugin = Counting()
+    kept = KeptProfile(Profile("p", filters=[plugin]))
+    nodes = [Node(f"n{i}") for i in range(5)]
+    source = ListedNodes(nodes)
+    names = [node.name for node in nodes]
+    kept.filter_names(pod(), names, source)
+    source.list([*nodes[:4], Node("n4")])  # a new generation: n4 changed, the others kept their objects
+    assert kept.filter_names(pod(), names, source).feasible == names
+    assert plugin.judged == [*names, "n4"]
+
+
+def test_nodes_their_source_could_not_describe_are_judged_by_each_request():
+    plugin = Counting()
+    kept = KeptProfile(Profile("p", filters=[plugin]))
+    source = ListedNodes([Node("n1")])
     for _ in range(2):
-        assert reused.results("k", nodes, counting(calls)) == ["N1", "GONE"]
-    assert calls == [2, 1]
-    assert [kept.name for kept in reused._entries["k"].nodes] == ["n1"]
+        assert kept.filter_names(pod(), ["n1", "gone"], source).feasible == ["n1", "gone"]
+    assert plugin.judged == ["n1", "gone", "gone"]
 
 
-def test_results_not_kept_are_computed_again():
-    reused: ReusedResults[str] = ReusedResults()
-    calls: list[int] = []
+def test_full_node_requests_and_plugins_without_a_key_keep_nothing():
+    keyed, keyless = Counting(), Counting(key=None)
     nodes = [Node("n1")]
     for _ in range(2):
-        assert reused.results("k", nodes, counting(calls), keep=lambda computed: False) == ["N1"]
-    assert calls == [1, 1]
+        KeptProfile(Profile("p", filters=[keyed])).filter(pod(), nodes)
+        KeptProfile(Profile("q", filters=[keyless])).filter_names(pod(), ["n1"], ListedNodes(nodes))
+    assert keyed.judged == keyless.judged == ["n1", "n1"]
 
 
-def test_a_refresh_lets_the_old_nodes_go_and_memory_stays_bounded():
-    reused: ReusedResults[str] = ReusedResults()
-    old = [Node(f"n{i}") for i in range(10)]
-    reused.results("k", old, counting([]))
-    new = [Node(f"n{i}") for i in range(10)]  # same names, new objects: most miss, so the entry starts afresh
-    calls: list[int] = []
-    assert reused.results("k", new, counting(calls)) == [n.name.upper() for n in new]
-    assert calls == [10]
-    entry = reused._entries["k"]
-    assert len(entry.results) == 10 and all(kept is fresh for kept, fresh in zip(entry.nodes, new))
-    for key in range(ReusedResults.MAX_KEYS + 5):
-        reused.results(key, new, counting([]))
-    assert len(reused._entries) <= ReusedResults.MAX_KEYS
-
-
-def test_full_node_requests_keep_nothing():
-    reusing = profile()
-    reusing.filter(pod(), [node("n-1", pool="web")])
-    reusing.prioritize(pod(), [node("n-1", pool="web")])
-    kept = (*reusing._reused_statuses, *reusing._reused_scores, reusing._verdicts, reusing._scored)
-    assert all(not memory._entries for memory in kept)
+def test_the_plain_profile_keeps_nothing():
+    plugin = Counting()
+    plain = Profile("p", filters=[plugin])
+    source = ListedNodes([Node("n1")])
+    for _ in range(2):
+        assert plain.filter_names(pod(), ["n1"], source).feasible == ["n1"]
+    assert plugin.judged == ["n1", "n1"]
 
 
 def test_each_names_whole_verdict_is_kept_and_only_new_names_are_looked_up():
@@ -236,7 +251,6 @@ def test_nothing_is_kept_when_the_generation_changes_during_the_request():
         assert reusing.filter_names(pod(), ["n-1"], source).feasible == ["n-1"]
         assert reusing.prioritize_names(pod(), ["n-1"], source).error is None
     assert source.looked_up == [1, 1, 1, 1]
-    assert not reusing._verdicts._entries and not reusing._scored._entries
 
 
 def test_the_verdict_on_an_undescribed_node_or_an_error_is_not_kept():
@@ -246,22 +260,19 @@ def test_the_verdict_on_an_undescribed_node_or_an_error_is_not_kept():
         result = reusing.filter_names(pod(), ["n-1", "gone"], source)
         assert result.feasible == ["n-1"] and "gone" in result.rejected
     assert source.looked_up == [2, 1]  # the undescribed node is made anew by each request: nothing to keep
-    (_, kept), = reusing._verdicts._entries.values()
-    assert kept.decided == {"n-1"} and not kept.rejected
     failing = ListedNodes([node("n-1", pool="web"), Node("n-2", why_unknown=status.error("API down"))])
     for _ in range(2):
         assert reusing.filter_names(pod(), ["n-1", "n-2"], failing).error is not None
     assert failing.looked_up == [2, 2]
 
 
-def test_kept_values_need_their_generation_and_stay_bounded():
-    kept: PerGeneration[str] = PerGeneration()
-    generation = object()
-    kept.put("k", generation, "value")
-    assert kept.get("k", generation) == "value"
-    assert kept.get("k", object()) is None and kept.get("other", generation) is None
-    for key in range(PerGeneration.MAX_KEYS + 5):
-        kept.put(key, generation, "value")
-    assert len(kept._entries) <= PerGeneration.MAX_KEYS
-    full = KeptVerdicts(frozenset(f"n{i}" for i in range(ReusedResults.MAX_NODES)))
-    assert full.adding([Node("one-more")], {}) == KeptVerdicts()  # full: the next request starts afresh
+def test_more_keys_than_are_kept_start_afresh_and_the_newest_is_kept():
+    plugin = Counting()
+    kept = KeptProfile(Profile("p", filters=[plugin]))
+    source = ListedNodes([Node("n1")])
+    for key in range(20):  # pods with ever new keys
+        plugin.key = key
+        kept.filter_names(pod(), ["n1"], source)
+    assert plugin.judged == ["n1"] * 20
+    kept.filter_names(pod(), ["n1"], source)
+    assert plugin.judged == ["n1"] * 20  # the newest key's verdict was kept

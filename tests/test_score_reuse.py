@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.framework.plugin import ScorePlugin
-from extender.framework.profile import Profile, ScorePluginEntry
+from extender.framework.kept import KeptProfile, ServedProfile
+from extender.framework.profile import Profile, ScorePluginEntry, ScoreResult
 from extender.framework.types import Node, Pod
 from extender.verbs import prioritize
 from tests.plugin_helpers import ListedNodes, pod
 from tests.test_reuse import CLUSTERS, NAMESPACES, cluster, profile
 
 
-def scored(profile: Profile, namespace: str, nodes: list, source: ListedNodes | None = None) -> tuple:
+def scored(profile: ServedProfile, namespace: str, nodes: list, source: ListedNodes | None = None) -> tuple:
     """Prioritize node names from ``source`` when given, else the Node objects themselves."""
     the_pod = pod(namespace=namespace)
     result = profile.prioritize(the_pod, nodes) if source is None else profile.prioritize_names(the_pod, nodes, source)
@@ -59,7 +61,7 @@ class Counting(ScorePlugin):
 
 def test_the_same_candidates_are_normalized_and_combined_once():
     plugin = Counting(key=())
-    profile = Profile("p", scores=[ScorePluginEntry(plugin, 1)])
+    profile = KeptProfile(Profile("p", scores=[ScorePluginEntry(plugin, 1)]))
     source = ListedNodes([Node("a"), Node("bb"), Node("cccc")])
     names = ["a", "bb", "cccc"]
     first = profile.prioritize_names(pod(), names, source)
@@ -83,8 +85,8 @@ def test_nothing_is_kept_without_a_reuse_key_or_for_full_nodes():
     keyless, keyed = Counting(key=None), Counting(key=())
     nodes = [Node("a"), Node("bb")]
     source = ListedNodes(nodes)
-    keyless_profile = Profile("p", scores=[ScorePluginEntry(keyless, 1)])
-    keyed_profile = Profile("q", scores=[ScorePluginEntry(keyed, 1)])
+    keyless_profile = KeptProfile(Profile("p", scores=[ScorePluginEntry(keyless, 1)]))
+    keyed_profile = KeptProfile(Profile("q", scores=[ScorePluginEntry(keyed, 1)]))
     by_name = [keyless_profile.prioritize_names(pod(), ["a", "bb"], source) for _ in range(2)]
     full = [keyed_profile.prioritize(pod(), nodes) for _ in range(2)]
     for plugin, answers in ((keyless, by_name), (keyed, full)):
@@ -92,26 +94,25 @@ def test_nothing_is_kept_without_a_reuse_key_or_for_full_nodes():
         assert answers[0].scores is not answers[1].scores
 
 
-def test_the_answer_follows_the_request_order_and_is_encoded_again_only_for_other_scores():
-    scores = {"a": 3, "b": 10}
-    first = prioritize._answer(scores, ["a", "b"])
+@pytest.mark.parametrize("kept", [True, False])
+def test_the_answer_follows_the_request_order(kept):
+    result = ScoreResult({"a": 3, "b": 10}, kept=kept)
+    first = prioritize._answer(result, ["a", "b"])
     assert orjson.loads(orjson.dumps(first)) == [{"Host": "a", "Score": 3}, {"Host": "b", "Score": 10}]
-    encoded = prioritize._last[1]
-    reordered = prioritize._answer(scores, ["b", "a"])
+    reordered = prioritize._answer(result, ["b", "a"])
     assert orjson.loads(orjson.dumps(reordered)) == [{"Host": "b", "Score": 10}, {"Host": "a", "Score": 3}]
-    assert prioritize._last[1] is encoded  # the same entries, joined in another order
-    other = prioritize._answer(dict(scores), ["a", "b"])
-    assert orjson.dumps(other) == orjson.dumps(first) and prioritize._last[1] is not encoded
+    other = prioritize._answer(ScoreResult({"a": 4, "b": 10}, kept=kept), ["a", "b"])
+    assert orjson.loads(orjson.dumps(other))[0] == {"Host": "a", "Score": 4}
 
 
 def test_names_that_need_escaping_are_encoded_as_json():
     names = ['quote"d', "back\\slash", "new\nline", "ünïcode"]
-    answer = prioritize._answer(dict.fromkeys(names, 7), names)
+    answer = prioritize._answer(ScoreResult(dict.fromkeys(names, 7)), names)
     assert orjson.loads(orjson.dumps(answer)) == [{"Host": name, "Score": 7} for name in names]
 
 
 def test_a_profile_without_score_plugins_keeps_its_zeros_for_the_same_nodes_only():
-    profile = Profile("p")
+    profile = KeptProfile(Profile("p"))
     source = ListedNodes([Node("a"), Node("b"), Node("c")])
     first = profile.prioritize_names(pod(), ["a", "b"], source)
     assert first.scores == {"a": 0, "b": 0}

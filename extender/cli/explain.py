@@ -28,9 +28,9 @@ from flask import Request
 from werkzeug.test import EnvironBuilder
 
 from extender.app import Extender
-from extender.framework.types import Node
-from extender.decision import plugin_ms
+from extender.decision_log import plugin_ms
 from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
+from extender.framework.types import Node
 from extender.framework.status import Code
 from extender.nodesource.base import PerNameSource, unknowable
 from extender.policy.loader import PolicyError, load_policy

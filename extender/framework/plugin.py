@@ -2,8 +2,13 @@
 
 As in the Kubernetes scheduling framework, one plugin class may implement
 several extension points; the policy enables it per point. A plugin instance
-is built once per profile from its validated ``pluginConfig`` args and must be
-stateless across requests: any function instance may serve any request.
+is built once per profile from its validated ``pluginConfig`` args and is
+shared by every request, served on several threads at once: it must hold
+nothing request-specific. What a plugin works out once per request (as
+upstream's PreFilter / PreScore) it returns from ``prepare``; the request's
+``CycleState`` keeps that value and passes it back as the last argument of
+the plugin's other calls for that request (only to plugins that override
+``prepare``, so a plugin without per-request work keeps the plain signatures).
 """
 
 from __future__ import annotations
@@ -49,16 +54,29 @@ class Plugin:
         """
         return ()
 
-    def reuse_key(self, pod: Pod) -> Hashable | None:
-        """Optional: what of ``pod`` the per-node result (filter status, raw score) depends on, if anything.
+    def prepare(self, pod: Pod) -> Any:
+        """Optional: what every call of this request needs, worked out once (which rules apply, the current time).
 
-        A key other than None promises that the result is a function of that key and the node alone: anything else
-        it depends on (the time, say) must be part of the key, and never the other nodes. The profile may then reuse
-        the result across requests for the same Node object, which node sources keep until they refresh. A score
-        plugin's ``normalize_scores`` must then also depend on the pod only through the key, so that its answer for
-        the same Node objects may be reused too. None (the default) calls the plugin on every node and request.
+        Called once per request; the value is kept in the request's ``CycleState`` and passed as the last argument
+        of ``reuse_key``, ``filter``, ``score`` and ``normalize_scores``. It must not be stored on the plugin.
         """
         return None
+
+    def reuse_key(self, pod: Pod, *prepared: Any) -> Hashable | None:
+        """Optional: what of the request the per-node result (filter status, raw score) depends on, if anything.
+
+        A key other than None promises that the result is a function of that key and the node alone: anything else
+        it depends on (the time, say) must be part of the key, and never the other nodes. Kept results
+        (``extender.framework.kept``) may then answer for the same Node object in a later request with an equal key.
+        A score plugin's ``normalize_scores`` must then also depend on the request only through the key. None (the
+        default) works the result out on every request.
+        """
+        return None
+
+
+def prepares(plugin: Plugin) -> bool:
+    """Whether ``plugin`` works something out per request: its calls then take the prepared value last."""
+    return type(plugin).prepare is not Plugin.prepare
 
 
 class FilterPlugin(Plugin):

@@ -28,8 +28,8 @@ from extender import __version__, read_deadline
 from extender.errors import bounded
 from extender.kube.config import TOKEN_ENV, TOKEN_FILE_ENV, KubeConfig
 from extender.kube.errors import KubeError
+from extender.kube.nodelist import decode_node_list
 from extender.urls import failure_cause
-from extender.wire.lean import decode_node_list
 
 # Metadata-only lists (names and labels): a GKE node's metadata is about a third of its ~18 kB (status.images).
 # A server that cannot answer in this form falls back to the plain list, which parses the same way.
@@ -76,7 +76,7 @@ class KubeClient:
         ``labels_only`` decodes just each node's name and labels: a 5000-node list
         is ~45 MB of metadata, mostly managedFields, that the node source never reads.
         """
-        decode = _names_and_labels if labels_only else orjson.loads
+        decode = decode_node_list if labels_only else orjson.loads
         items: list[dict[str, Any]] = []
         params: dict[str, Any] = {"limit": PAGE_SIZE}
         seen: set[str] = set()
@@ -239,10 +239,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _names_and_labels(content: bytes) -> Any:
-    return decode_node_list(content) or orjson.loads(content)
 
 
 def _status_error(response: requests.Response, content: bytes) -> KubeError:

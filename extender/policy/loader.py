@@ -10,8 +10,9 @@ from pathlib import Path
 
 from marshmallow import ValidationError
 
-from extender.framework.profile import Profile
+from extender.framework.kept import ServedProfile, keeping_results
 from extender.nodesource.schema import NodeSourceSpec
+from extender.settings import Settings
 from extender.wire.errors import flatten_errors
 
 POLICY_ENV = "EXTENDER_POLICY"
@@ -29,7 +30,8 @@ class PolicyError(Exception):
 
 @dataclass(frozen=True)
 class Policy:
-    profiles: dict[str, Profile]
+    # Each profile as served: with kept results unless EXTENDER_RESULT_CACHE=off.
+    profiles: dict[str, ServedProfile]
     source: str
     sha256: str
     # The configured nodeSource; ``node_source.build(kube_client)`` makes it at start-up.
@@ -70,8 +72,9 @@ def parse_policy(text: str, source: str) -> Policy:
         loaded = PolicySchema().load(document)
     except ValidationError as exc:
         raise PolicyError(source, flatten_errors(exc.messages)) from None
+    keep = Settings.from_environment().result_cache
     return Policy(
-        profiles=loaded["profiles"],
+        profiles={name: keeping_results(profile, keep) for name, profile in loaded["profiles"].items()},
         source=source,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
         node_source=loaded["node_source"],

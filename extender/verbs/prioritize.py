@@ -12,21 +12,22 @@ from typing import Any
 
 import orjson
 
-from extender.framework.profile import MIN_EXTENDER_PRIORITY, Profile, ScoreResult
+from extender.framework.kept import ServedProfile
+from extender.framework.profile import MIN_EXTENDER_PRIORITY, ScoreResult
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
-from extender.verbs.filter import names_source
+from extender.verbs.filtering import names_source
 from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, HostPrioritySchema
 
 _args = ExtenderArgsSchema()
 _result = HostPrioritySchema(many=True)
-# The encoded answer entries of the last scores, by node name: a profile hands back the same scores object for the
-# same candidates, and then each node's entry is the same too, only the order of the request is new. Holding the
-# scores keeps their identity theirs.
+# The encoded answer entries of the last kept scores (``ScoreResult.kept``), by node name: kept results hand back the
+# same scores object for the same candidates, and then each node's entry is the same too, only the order of the
+# request is new. Holding the scores keeps their identity theirs. Scores not kept are encoded afresh.
 _last: tuple[dict[str, int], dict[str, bytes]] = ({}, {})
 
 
-def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
+def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     names = [node.name for node in args.nodes] if args.nodes is not None else args.node_names or []
     result = _prioritize(args, profile, source)
@@ -42,22 +43,24 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
             result=result,
         )
     return Answer(
-        _answer(result.scores, names), nodes_in=len(names), nodes_out=len(result.scores), pod=args.pod, result=result
+        _answer(result, names), nodes_in=len(names), nodes_out=len(result.scores), pod=args.pod, result=result
     )
 
 
-def _prioritize(args: ExtenderArgs, profile: Profile, source: NodeSource) -> ScoreResult:
+def _prioritize(args: ExtenderArgs, profile: ServedProfile, source: NodeSource) -> ScoreResult:
     if args.nodes is not None:  # full-node requests carry their facts
         return profile.prioritize(args.pod, args.nodes)
     return profile.prioritize_names(args.pod, args.node_names or [], names_source(profile, source))
 
 
-def _answer(scores: dict[str, int], names: Sequence[str]) -> orjson.Fragment:
-    """One entry per node, in the request's order, joined from entries encoded once per scores object."""
+def _answer(result: ScoreResult, names: Sequence[str]) -> orjson.Fragment:
+    """One entry per node, in the request's order, joined from entries encoded once per kept scores object."""
     global _last
+    scores = result.scores
     last_scores, encoded = _last
-    if scores is not last_scores:
+    if not result.kept or scores is not last_scores:
         entries = _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])
         encoded = dict(zip(scores, map(orjson.dumps, entries)))
-        _last = (scores, encoded)
+        if result.kept:
+            _last = (scores, encoded)
     return orjson.Fragment(b"[%b]" % b",".join(map(encoded.__getitem__, names)))

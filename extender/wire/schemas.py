@@ -74,7 +74,7 @@ class NodeSchema(WireSchema):
 
 
 class EncodedNode(dict):  # type: ignore[type-arg]
-    """A node item as ``wire.lean`` decodes it: the fields NodeSchema reads, and the whole node still encoded."""
+    """A node item as ``wire.fast_decoder`` decodes it: the fields NodeSchema reads, and the whole node still encoded."""
 
     __slots__ = ("encoded",)
 

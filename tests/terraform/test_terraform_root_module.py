@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from extender.decision import EVENT, decision_fields
+from extender.decision_log import EVENT, decision_fields
 from extender.policy.loader import load_policy
 from extender.routing import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Route, Router
 from extender.verbs import Answer

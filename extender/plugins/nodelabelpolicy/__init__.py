@@ -33,7 +33,6 @@ from marshmallow.validate import Length
 
 from extender.framework import status
 from extender.framework.args import unique_names
-from extender.framework.perpod import PerPod
 from extender.framework.plugin import FilterPlugin
 from extender.framework.selectors import LabelSelector, LabelSelectorSchema, PodSelector, PodSelectorSchema
 from extender.framework.status import Status
@@ -71,8 +70,7 @@ class NodeLabelPolicy(FilterPlugin):
 
     def __init__(self, args: Mapping[str, Any]) -> None:
         super().__init__(args)
-        rules: tuple[Rule, ...] = tuple(args["rules"])
-        self._rules_for = PerPod(lambda pod: tuple(rule for rule in rules if rule.pods.matches(pod)))
+        self._rules: tuple[Rule, ...] = tuple(args["rules"])
 
     @classmethod
     def label_keys(cls, args: Mapping[str, Any]) -> Iterable[tuple[str, tuple[str, ...]]]:
@@ -82,13 +80,18 @@ class NodeLabelPolicy(FilterPlugin):
             for position, requirement in enumerate(rule.node_selector.match_expressions):
                 yield f"{selector}.matchExpressions[{position}].key", (requirement.key,)
 
-    def reuse_key(self, pod: Pod) -> Hashable:
-        """The verdict depends on the pod only through which rules apply to it (rule names are unique)."""
-        return tuple(rule.name for rule in self._rules_for(pod))
+    def prepare(self, pod: Pod) -> tuple[Rule, ...]:
+        """The rules that apply to the pod."""
+        return tuple(rule for rule in self._rules if rule.pods.matches(pod))
 
-    def filter(self, pod: Pod, node: Node) -> Status:
+    def reuse_key(self, pod: Pod, rules: tuple[Rule, ...]) -> Hashable:
+        """The verdict depends on the pod only through which rules apply to it (rule names are unique)."""
+        return tuple(rule.name for rule in rules)
+
+    def filter(self, pod: Pod, node: Node, rules: tuple[Rule, ...] | None = None) -> Status:
+        """``rules`` is this request's ``prepare``; a call outside a request works it out itself."""
         labels = node.labels or {}
-        for rule in self._rules_for(pod):
+        for rule in self.prepare(pod) if rules is None else rules:
             if not rule.node_selector.matches(labels):
                 return status.unresolvable(rule.violation)
         return status.SUCCESS

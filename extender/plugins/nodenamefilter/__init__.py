@@ -31,13 +31,14 @@ from marshmallow.validate import Length
 from extender.framework import status
 from extender.framework.args import unique_names
 from extender.framework.globs import compile_globs, validate_glob
-from extender.framework.perpod import PerPod
 from extender.framework.plugin import FilterPlugin
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
 from extender.plugins.nodenamefilter.windows import Window, WindowSchema
 
 Clock = Callable[[], dt.datetime]
+# The node-name patterns of the maintenance closed at one instant, each with its rejection message.
+Closed = tuple[tuple[re.Pattern[str], str], ...]
 
 
 def utc_now() -> dt.datetime:
@@ -82,30 +83,38 @@ class NodeNameFilter(FilterPlugin):
     name: ClassVar[str] = "NodeNameFilter"
     args_schema = NodeNameFilterArgs
 
-    def __init__(self, args: Mapping[str, Any], clock: Clock = utc_now) -> None:
+    def __init__(self, args: Mapping[str, Any], clock: Clock | None = None) -> None:
         super().__init__(args)
         self._allow = compile_globs(args["allow"])
         self._deny = compile_globs(args["deny"])
-        maintenance: tuple[Maintenance, ...] = tuple(args["maintenance"])
-        # The clock is read once per request: every node of it is judged at the same instant.
-        self._closed_for = PerPod(lambda pod: _closed(maintenance, clock()))
+        self._maintenance: tuple[Maintenance, ...] = tuple(args["maintenance"])
+        self._clock = clock  # None: ``utc_now``, looked up at each request
 
-    def reuse_key(self, pod: Pod) -> Hashable:
-        """The verdict depends on the name and on which maintenance is closed now (with its end time)."""
-        return self._closed_for(pod)
+    def prepare(self, pod: Pod) -> Closed:
+        """The maintenance closed now: the clock is read once per request, so all its nodes are judged at one
+        instant."""
+        return _closed(self._maintenance, self._clock() if self._clock is not None else utc_now())
 
-    def filter(self, pod: Pod, node: Node) -> Status:
+    def reuse_key(self, pod: Pod, closed: Closed) -> Hashable:
+        """The verdict depends on the name and on which maintenance is closed (each with its end): the key holds
+        every time-dependent input, so a verdict kept under it holds at any instant with the same key."""
+        return closed
+
+    def filter(self, pod: Pod, node: Node, closed: Closed | None = None) -> Status:
+        """``closed`` is this request's ``prepare``; a call outside a request reads the clock itself."""
         if self._deny is not None and self._deny.match(node.name):
             return status.unresolvable("NodeNameFilter: node name is on the deny list")
         if self._allow is not None and not self._allow.match(node.name):
             return status.unresolvable("NodeNameFilter: node name is not on the allow list")
-        for nodes, reason in self._closed_for(pod):
+        if closed is None:
+            closed = self.prepare(pod)
+        for nodes, reason in closed:
             if nodes.match(node.name):
                 return status.unresolvable(reason)
         return status.SUCCESS
 
 
-def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime) -> tuple[tuple[re.Pattern[str], str], ...]:
+def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime) -> Closed:
     """The node-name patterns closed at ``now``, each with its rejection message."""
     closed = []
     for entry in maintenance:

@@ -27,7 +27,6 @@ from marshmallow import Schema, fields, post_load
 from marshmallow.validate import Length, Range
 
 from extender.framework.args import Map
-from extender.framework.perpod import PerPod
 from extender.framework.plugin import MAX_NODE_SCORE, ScorePlugin, rescale_scores
 from extender.framework.selectors import PodSelector, PodSelectorSchema, validate_label_key, validate_label_value
 from extender.framework.types import Facts, Node, Pod
@@ -67,26 +66,29 @@ class TopologyPreference(ScorePlugin):
     def __init__(self, args: Mapping[str, Any]) -> None:
         super().__init__(args)
         self._preferences: tuple[Preference, ...] = tuple(args["preferences"])
-        # The indexes of the preferences that apply to the pod: also the key its raw scores are reused under.
-        self._applying = PerPod(lambda pod: tuple(i for i, p in enumerate(self._preferences) if p.pods.matches(pod)))
 
     @classmethod
     def label_keys(cls, args: Mapping[str, Any]) -> Iterable[tuple[str, tuple[str, ...]]]:
         return ((f"preferences[{index}].label", (pref.label,)) for index, pref in enumerate(args["preferences"]))
 
-    def reuse_key(self, pod: Pod) -> Hashable:
-        return self._applying(pod)
+    def prepare(self, pod: Pod) -> tuple[int, ...]:
+        """The indexes of the preferences that apply to the pod: also the key its raw scores are kept under."""
+        return tuple(i for i, preference in enumerate(self._preferences) if preference.pods.matches(pod))
 
-    def score(self, pod: Pod, node: Node) -> int:
+    def reuse_key(self, pod: Pod, applying: tuple[int, ...]) -> Hashable:
+        return applying
+
+    def score(self, pod: Pod, node: Node, applying: tuple[int, ...] | None = None) -> int:
+        """``applying`` is this request's ``prepare``; a call outside a request works it out itself."""
         labels = node.labels or {}
         total = 0
-        for index in self._applying(pod):
+        for index in self.prepare(pod) if applying is None else applying:
             preference = self._preferences[index]
             # A node without the label is not one with an empty value: get() gives None, never a key.
             total += preference.weights.get(labels.get(preference.label), 0)
         return total
 
-    def normalize_scores(self, pod: Pod, scores: dict[str, int]) -> None:
+    def normalize_scores(self, pod: Pod, scores: dict[str, int], applying: tuple[int, ...] | None = None) -> None:
         """Scale so that the best candidate gets MAX_NODE_SCORE (rounded), keeping 0 at 0."""
         best = max(scores.values(), default=0)
         if best == 0:

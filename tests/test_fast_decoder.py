@@ -1,4 +1,4 @@
-"""The lean ExtenderArgs decoder: same facts as the full decoder, node bytes echoed as sent, never more lenient."""
+"""The fast ExtenderArgs decoder: same facts as the full decoder, node bytes echoed as sent, never more lenient."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from extender.body import MAX_DEPTH
-from extender.wire.lean import decode_extender_args, decode_node_list
+from extender.wire.decode import MAX_DEPTH
+from extender.kube.nodelist import decode_names_and_labels
+from extender.wire.fast_decoder import decode_extender_args
 from extender.wire.schemas import ExtenderArgsSchema
 from tests.recordings import exchanges
 from testkit.scheduler_checks import check_answer
@@ -136,16 +137,16 @@ def test_node_list_pages_keep_names_labels_and_the_continue_token():
         for i in range(3)
     ]
     page = {"kind": "NodeList", "metadata": {"continue": "token"}, "items": nodes}
-    lean = decode_node_list(orjson.dumps(page))
+    lean = decode_names_and_labels(orjson.dumps(page))
     assert lean == {
         "metadata": {"continue": "token"},
         "items": [{"metadata": {"name": f"n{i}", "labels": {"zone": "a"}}} for i in range(3)],
     }
-    assert decode_node_list(orjson.dumps({"items": [{"metadata": {"name": 5}}]}))["items"] == [
+    assert decode_names_and_labels(orjson.dumps({"items": [{"metadata": {"name": 5}}]}))["items"] == [
         {"metadata": {"name": 5, "labels": None}}
     ]
     for unusual in (b"[]", b'{"items": {}}', b'{"items": [{"metadata": "x"}]}', b'{"items": ["\xff"]}'):
-        assert decode_node_list(unusual) is None
+        assert decode_names_and_labels(unusual) is None
 
 
 json_values = st.recursive(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from extender.framework.status import Code
-from extender.nodesource.names import NODE_POOL_LABEL, GkeNodeNames
+from extender.nodesource.gke_names import NODE_POOL_LABEL, GkeNodeNames
 
 
 @pytest.mark.parametrize(

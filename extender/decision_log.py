@@ -128,8 +128,9 @@ def _rejections(rejected: Mapping[str, Status]) -> dict[str, Any]:
     }
 
 
-# The last top scores and the scores they came from: a profile hands back the same (kept, never changed) score
-# objects for the same request on a node source's cached nodes, and their top need not be searched again.
+# The last top scores of kept scores (``ScoreResult.kept``) and the objects they came from: kept results hand back
+# the same (never changed) score objects for the same candidates, whose top need not be searched again. Holding
+# them keeps their identities theirs. Results not kept (the result cache off) are never memoized.
 _last_top: tuple[dict[str, int], tuple[tuple[str, dict[str, int]], ...], list[dict[str, Any]]] = ({}, (), [])
 
 
@@ -138,14 +139,15 @@ def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
     global _last_top
     by_plugin = tuple(result.by_plugin.items())
     last_scores, last_by_plugin, last_top = _last_top
-    if result.scores is last_scores and _same_objects(by_plugin, last_by_plugin):
+    if result.kept and result.scores is last_scores and _same_objects(by_plugin, last_by_plugin):
         return last_top
     best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
     top = [
         {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in by_plugin}}
         for node, score in best
     ]
-    _last_top = (result.scores, by_plugin, top)
+    if result.kept:
+        _last_top = (result.scores, by_plugin, top)
     return top
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from extender import verbs
-from extender.decision import EVENT, MESSAGE, NODES_PER_REASON, TOP_N
+from extender.verbs import filtering
+from extender.decision_log import EVENT, MESSAGE, NODES_PER_REASON, TOP_N
 from tests.recordings import exchanges
 
 EXCHANGES = exchanges()
@@ -178,7 +178,7 @@ def test_a_crash_is_an_error_entry_after_the_traceback(client, caplog, monkeypat
     def crash(*args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(verbs.filter, "handle", crash)
+    monkeypatch.setattr(filtering, "handle", crash)
     assert post(client, "/filter", FULL_FILTER.body).status_code == 500
     level, entry = only_decision(caplog)
     assert level == logging.ERROR

@@ -1,4 +1,4 @@
-"""Decode an ExtenderArgs body reading only what the schemas read.
+"""The fast decoder of ExtenderArgs bodies: only what the schemas read is decoded (``extender.wire.decode``).
 
 A full-node request carries ~18.6 kB per node, nearly all of it
 ``managedFields`` and ``status.images`` that no plugin reads. Decoding all of
@@ -26,19 +26,19 @@ from typing import Any
 import msgspec
 import orjson
 
-from extender.body import MAX_DEPTH, MAX_NODES
+from extender.wire.decode import MAX_DEPTH, MAX_NODES
 from extender.wire.schemas import EncodedNode
 
 _NULL = msgspec.Raw(b"null")
 
 
-class _Metadata(msgspec.Struct):
+class Metadata(msgspec.Struct):
     name: msgspec.Raw = _NULL
     labels: msgspec.Raw = _NULL
 
 
-class _Node(msgspec.Struct):
-    metadata: _Metadata | None = None
+class NodeFacts(msgspec.Struct):
+    metadata: Metadata | None = None
 
 
 # Unknown fields are left to the full decoder: every part of the body is measured for depth, and these are all.
@@ -56,20 +56,10 @@ class _Args(msgspec.Struct, forbid_unknown_fields=True):
     NodeNameToMetaVictims: msgspec.Raw = _NULL
 
 
-class _ListMetadata(msgspec.Struct):
-    continue_: msgspec.Raw = msgspec.field(name="continue", default=_NULL)
-
-
-class _NodeListPage(msgspec.Struct):
-    metadata: _ListMetadata | None = None
-    items: list[_Node] | None = None
-
-
 _decode_args = msgspec.json.Decoder(_Args).decode
-_decode_node = msgspec.json.Decoder(_Node).decode
-_decode_node_list = msgspec.json.Decoder(_NodeListPage).decode
+_decode_node = msgspec.json.Decoder(NodeFacts).decode
 # UnicodeDecodeError: msgspec quotes an unknown field's name in its message, and that name may not be UTF-8.
-_NOT_LEAN = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError, UnicodeDecodeError)
+NOT_FAST = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError, UnicodeDecodeError)
 
 
 def decode_extender_args(body: bytes) -> dict[str, Any] | None:
@@ -85,9 +75,9 @@ def decode_extender_args(body: bytes) -> dict[str, Any] | None:
             return None
         # Levels above each part: the request {}, then Nodes {}, then items [].
         parts = ((args.Pod, 1), (args.NodeNames, 1), (args.Nodes.metadata, 2))
-        if not _valid_text(body) or not all(_within_depth(raw, MAX_DEPTH - above) for raw, above in parts):
+        if not valid_utf8(body) or not all(_within_depth(raw, MAX_DEPTH - above) for raw, above in parts):
             return None
-        payload: dict[str, Any] = {"Pod": _loads(args.Pod), "NodeNames": _loads(args.NodeNames)}
+        payload: dict[str, Any] = {"Pod": loads_raw(args.Pod), "NodeNames": loads_raw(args.NodeNames)}
         names = payload["NodeNames"]
         if isinstance(names, (list, dict)) and len(names) > MAX_NODES:
             return None
@@ -96,24 +86,7 @@ def decode_extender_args(body: bytes) -> dict[str, Any] | None:
             return None
         payload["Nodes"] = {"items": nodes}
         return payload
-    except _NOT_LEAN:
-        return None
-
-
-def decode_node_list(body: bytes) -> dict[str, Any] | None:
-    """A page of the API server's node list, with only each node's name and labels; None to leave it to orjson.
-
-    A 5000-node cluster lists ~45 MB of metadata (managedFields, annotations):
-    decoding only names and labels takes a fraction of the time and memory.
-    """
-    try:
-        page = _decode_node_list(body)
-        if not _valid_text(body):
-            return None
-        items = None if page.items is None else [_facts(node.metadata) for node in page.items]
-        listed = None if page.metadata is None else {"continue": _loads(page.metadata.continue_)}
-        return {"metadata": listed, "items": items}
-    except _NOT_LEAN:
+    except NOT_FAST:
         return None
 
 
@@ -121,18 +94,21 @@ def _node(raw: msgspec.Raw) -> EncodedNode | None:
     """None when the node nests deeper than the limit allows (it sits 3 levels down)."""
     if not _within_depth(raw, MAX_DEPTH - 3):
         return None
-    return EncodedNode(_facts(_decode_node(raw).metadata), orjson.Fragment(bytes(raw)))
+    return EncodedNode(facts(_decode_node(raw).metadata), orjson.Fragment(bytes(raw)))
 
 
-def _facts(metadata: _Metadata | None) -> dict[str, Any]:
-    return {} if metadata is None else {"metadata": {"name": _loads(metadata.name), "labels": _loads(metadata.labels)}}
+def facts(metadata: Metadata | None) -> dict[str, Any]:
+    """What NodeSchema reads of a node: its name and labels, decoded by orjson as the full decoder would."""
+    if metadata is None:
+        return {}
+    return {"metadata": {"name": loads_raw(metadata.name), "labels": loads_raw(metadata.labels)}}
 
 
-def _loads(raw: msgspec.Raw) -> Any:
+def loads_raw(raw: msgspec.Raw) -> Any:
     return orjson.loads(memoryview(raw))
 
 
-def _valid_text(body: bytes) -> bool:
+def valid_utf8(body: bytes) -> bool:
     """msgspec does not check the UTF-8 of strings it skips; orjson would refuse invalid UTF-8."""
     if body.isascii():
         return True

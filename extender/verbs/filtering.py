@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.framework.profile import FilterResult, Profile
+from extender.framework.kept import ServedProfile
+from extender.framework.profile import FilterResult
 from extender.framework.status import Code
 from extender.framework.types import Facts
 from extender.nodesource.base import NamesOnly, NodeSource
@@ -17,12 +18,12 @@ _args = ExtenderArgsSchema()
 _result = ExtenderFilterResultSchema()
 
 
-def names_source(profile: Profile, source: NodeSource) -> NodeSource:
+def names_source(profile: ServedProfile, source: NodeSource) -> NodeSource:
     """Where a node-name request's facts come from: the policy's source only when a plugin needs more than names."""
     return source if profile.facts > Facts.NAME else _NAMES_ONLY
 
 
-def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
+def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     result = _filter(args, profile, source)
     failed = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE}
@@ -49,7 +50,7 @@ def handle(payload: Any, profile: Profile, source: NodeSource) -> Answer:
     )
 
 
-def _filter(args: ExtenderArgs, profile: Profile, source: NodeSource) -> FilterResult:
+def _filter(args: ExtenderArgs, profile: ServedProfile, source: NodeSource) -> FilterResult:
     if args.nodes is not None:  # full-node requests carry their facts
         return profile.filter(args.pod, args.nodes)
     return profile.filter_names(args.pod, args.node_names or [], names_source(profile, source))

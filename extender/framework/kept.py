@@ -1,0 +1,206 @@
+"""Results kept across requests: one switchable layer around a plain ``Profile``.
+
+In node-name mode a node source answers every request with the same Node
+objects until it refreshes, and a plugin's per-node result depends on the
+request only through its reuse key (``Plugin.reuse_key``). ``KeptProfile``
+keeps, for node-name requests only:
+
+- each node name's verdict of the whole filter chain, per tuple of the filter
+  plugins' keys;
+- the scores of one candidate set (normalizing depends on every candidate),
+  per tuple of the score plugins' keys;
+
+both for one generation of the node source (``NodeSource.generation``). A warm
+request then touches only the names it carries. Invariants:
+
+- A kept value is a function of its key and the Node objects it was worked
+  out for: the keys come from the request's ``CycleState``, the same ones its
+  plugins ran with, and hold every time-dependent input (a plugin whose result
+  depends on anything else has no key, and nothing is kept for its chain).
+- Only the current generation is kept. When a request sees a new generation,
+  everything of older ones is dropped; a verdict of the generation before is
+  carried over only for the same Node object (a refresh keeps the objects of
+  unchanged nodes). So the kept Node objects are the live ones.
+- Never kept: Errors (they may be transient), nodes their source could not
+  describe, anything worked out while the generation changed under the request.
+- Kept values are never changed, only replaced in one assignment: concurrent
+  requests at worst work a value out twice.
+
+``EXTENDER_RESULT_CACHE=off`` (``extender.settings``) serves the plain profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import filterfalse
+from operator import attrgetter
+from typing import TYPE_CHECKING, TypeVar
+
+from extender.framework.cycle import CycleState
+from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
+from extender.framework.status import Status
+from extender.framework.types import Facts, Node, Pod, Victims
+
+if TYPE_CHECKING:
+    from extender.nodesource.base import NodeSource
+
+# Kept entries per generation: a stream of pods with ever new keys cannot grow memory without end.
+MAX_KEYS = 16
+
+T = TypeVar("T")
+_labels = attrgetter("labels")
+_why_unknown = attrgetter("why_unknown")
+
+
+@dataclass(frozen=True)
+class KeptVerdicts:
+    """Each name's verdict of the whole filter chain: Success for a name in ``nodes`` unless ``rejected``."""
+
+    # The Node object each verdict was worked out for, by name.
+    nodes: Mapping[str, Node] = field(default_factory=dict)
+    rejected: Mapping[str, Status] = field(default_factory=dict)
+
+    def adding(self, nodes: Sequence[Node], rejected: Mapping[str, Status]) -> KeptVerdicts:
+        described = {node.name: node for node in nodes if node.why_unknown is None}
+        if not described:
+            return self
+        refused = {name: rejected[name] for name in described if name in rejected}
+        return KeptVerdicts({**self.nodes, **described}, {**self.rejected, **refused} if refused else self.rejected)
+
+
+@dataclass(frozen=True)
+class KeptScores:
+    """The scores of one candidate set: only that set may use them. Shared by every request: nobody changes them."""
+
+    names: frozenset[str]
+    by_plugin: Mapping[str, dict[str, int]]
+    scores: dict[str, int]
+
+
+class _Generation:
+    """What is kept for one generation of the node source; replaced whole when a new one arrives."""
+
+    __slots__ = ("generation", "verdicts", "scores", "inherited")
+
+    def __init__(self, generation: object, inherited: Mapping[Hashable, KeptVerdicts]) -> None:
+        self.generation = generation  # held, so its identity cannot pass to another object
+        self.verdicts: dict[Hashable, KeptVerdicts] = {}
+        self.scores: dict[Hashable, KeptScores] = {}
+        # The verdicts of the generation before, taken over (for unchanged Node objects) by each key's first request.
+        self.inherited = dict(inherited)
+
+
+class KeptProfile:
+    """A plain profile with results kept across node-name requests; answers exactly as the plain one."""
+
+    def __init__(self, plain: Profile) -> None:
+        self.plain = plain
+        self.name, self.filters, self.scores, self.preempts = plain.name, plain.filters, plain.scores, plain.preempts
+        self.fail_open, self.facts, self.victim_facts = plain.fail_open, plain.facts, plain.victim_facts
+        self._kept = _Generation(None, {})
+
+    def filter(self, pod: Pod, nodes: Sequence[Node], cycle: CycleState | None = None) -> FilterResult:
+        """Full-node requests bring new Node objects each time: nothing to keep."""
+        return self.plain.filter(pod, nodes, cycle)
+
+    def prioritize(self, pod: Pod, nodes: Sequence[Node], cycle: CycleState | None = None) -> ScoreResult:
+        return self.plain.prioritize(pod, nodes, cycle)
+
+    def preempt(
+        self, pod: Pod, candidates: Mapping[str, Victims], nodes: Mapping[str, Node], cycle: CycleState | None = None
+    ) -> PreemptResult:
+        return self.plain.preempt(pod, candidates, nodes, cycle)
+
+    def filter_names(
+        self, pod: Pod, names: Sequence[str], source: NodeSource, cycle: CycleState | None = None
+    ) -> FilterResult:
+        """Only names with no kept verdict are looked up and filtered (``names`` unique)."""
+        plain = self.plain
+        cycle = cycle or CycleState(pod)
+        keys = tuple(map(cycle.reuse_key, plain.filters))
+        if not plain.filters or None in keys:
+            return plain.filter_names(pod, names, source, cycle)
+        generation = source.generation()
+        kept_now = self._current(generation)
+        kept = kept_now.verdicts.get(keys)
+        seconds = dict.fromkeys((plugin.name for plugin in plain.filters), 0.0)
+        if kept is None:  # the first request of this generation with these keys
+            nodes = source.lookup(names)
+            previous = kept_now.inherited.pop(keys, KeptVerdicts())
+            known = previous.nodes.get
+            fresh = [node for node in nodes if known(node.name) is not node]
+            carried = [node for node in nodes if known(node.name) is node]
+            kept = KeptVerdicts().adding(carried, previous.rejected)
+        else:
+            missing = list(filterfalse(kept.nodes.__contains__, names))
+            fresh = source.lookup(missing) if missing else []
+        rejected = kept.rejected
+        if fresh:
+            result = plain.filter(pod, fresh, cycle)
+            if result.error is not None:
+                return result
+            seconds, rejected = result.seconds_by_plugin, {**rejected, **result.rejected}
+            kept = kept.adding(fresh, result.rejected)
+        if source.generation() is generation:
+            _store(kept_now.verdicts, keys, kept)
+        refused = list(filter(rejected.__contains__, names)) if rejected else []
+        if not refused:
+            return FilterResult(feasible=list(names), seconds_by_plugin=seconds)
+        return FilterResult(
+            feasible=list(filterfalse(rejected.__contains__, names)),
+            rejected={name: rejected[name] for name in refused},
+            seconds_by_plugin=seconds,
+        )
+
+    def prioritize_names(
+        self, pod: Pod, names: Sequence[str], source: NodeSource, cycle: CycleState | None = None
+    ) -> ScoreResult:
+        """Scores kept for the candidate set, in whatever order it comes (kube-scheduler's parallel filters hand
+        the same candidates over in another order each cycle)."""
+        plain = self.plain
+        cycle = cycle or CycleState(pod)
+        keys = tuple(cycle.reuse_key(entry.plugin) for entry in plain.scores)
+        if None in keys:
+            return plain.prioritize_names(pod, names, source, cycle)
+        generation = source.generation()
+        kept_now = self._current(generation)
+        kept = kept_now.scores.get(keys)
+        if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
+            seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
+            return ScoreResult(kept.scores, dict(kept.by_plugin), seconds_by_plugin=seconds, kept=True)
+        nodes = source.lookup(names)
+        result = plain.prioritize(pod, nodes, cycle)
+        if result.error is None and self._described(nodes) and source.generation() is generation:
+            # The names as the scores hold them: the answer's entries are found by the same string objects.
+            _store(kept_now.scores, keys, KeptScores(frozenset(result.scores), dict(result.by_plugin), result.scores))
+        return result
+
+    def _current(self, generation: object) -> _Generation:
+        """What is kept for ``generation``: a new generation drops every older one's values."""
+        kept = self._kept
+        if kept.generation is not generation:
+            kept = self._kept = _Generation(generation, kept.verdicts)
+        return kept
+
+    def _described(self, nodes: Sequence[Node]) -> bool:
+        """Whether every node has the facts the plugins read (scores for a node not described are not kept)."""
+        if set(map(_why_unknown, nodes)) - {None}:
+            return False
+        return self.plain.facts == Facts.NAME or None not in map(_labels, nodes)
+
+
+def _store(kept: dict[Hashable, T], keys: Hashable, value: T) -> None:
+    """Keep ``value`` under ``keys``; a new key when ``MAX_KEYS`` are kept starts afresh (rare pods' keys must not
+    crowd out the common ones for a whole generation, which with a static source is the instance's life)."""
+    if keys not in kept and len(kept) >= MAX_KEYS:
+        kept.clear()
+    kept[keys] = value
+
+
+# Either profile serves requests; only the kept one keeps results across them.
+ServedProfile = Profile | KeptProfile
+
+def keeping_results(profile: Profile, enabled: bool) -> ServedProfile:
+    """``profile`` with results kept across requests, or the plain profile when the result cache is off."""
+    return KeptProfile(profile) if enabled else profile

@@ -1,0 +1,99 @@
+"""Request bytes to the payload the verb schemas load: the one decode entry, with the limits in one place.
+
+Two strategies sit behind ``decode``:
+
+- the fast decoder (``extender.wire.fast_decoder``), for filter and prioritize bodies
+  that carry full node objects: it decodes only what the schemas read and
+  keeps each node's bytes to echo;
+- the full decoder here: orjson, then the nesting depth and node count limits.
+
+The fast decoder returns None for anything unusual, and the full one then
+answers it, so the two must agree on every body: the same status and the
+same answer (tests/test_decoders_agree.py). ``EXTENDER_DECODER=full`` forces
+the full decoder for every request (read per request, so a test or an
+operator can compare the two on one instance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from extender.errors import RequestError
+from extender.settings import Settings
+
+# Far deeper than Kubernetes objects nest (the recorded requests reach 15 levels), far below
+# orjson's own limits (1024 to decode; 254 to encode the node objects a filter answer echoes).
+MAX_DEPTH = 64
+# Above the largest cluster GKE supports (65,000 nodes).
+MAX_NODES = 65_536
+
+# Verbs whose ExtenderArgs body can carry thousands of full node objects.
+FAST_VERBS = ("filter", "prioritize")
+
+_TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
+# What orjson decodes that holds nothing deeper.
+_SCALARS = {str, int, float, bool, type(None)}
+
+
+def decoder_for(verb: str) -> Callable[[bytes], Any]:
+    """How ``verb``'s body is decoded: fast where it can carry node objects, unless the full decoder is forced."""
+    if verb in FAST_VERBS and not Settings.from_environment().full_decoder:
+        return decode_fast_or_full
+    return decode_full
+
+
+def decode_fast_or_full(body: bytes) -> Any:
+    from extender.wire.fast_decoder import decode_extender_args
+
+    payload = decode_extender_args(body)
+    return payload if payload is not None else decode_full(body)
+
+
+def decode_full(body: bytes) -> Any:
+    """The whole body decoded, within the limits; a RequestError (400, 413) names what is wrong."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        # orjson stops at its own depth limit before ours can look: same problem, same message.
+        message = _TOO_DEEP if "depth limit" in str(exc) else f"malformed JSON: {exc}"
+        raise RequestError(400, message) from None
+    _check_depth(payload)
+    _check_node_count(payload)
+    return payload
+
+
+def _check_depth(payload: Any) -> None:
+    """Level by level, without recursion: a hostile document must not exhaust the stack."""
+    level = [payload] if isinstance(payload, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise RequestError(400, _TOO_DEEP)
+        deeper: list[Any] = []
+        for container in level:
+            if type(container) is list and set(map(type, container)) <= _SCALARS:
+                continue  # thousands of node names: looked over at C speed
+            for child in container.values() if type(container) is dict else container:
+                if type(child) is dict or type(child) is list:
+                    deeper.append(child)
+        level = deeper
+
+
+def _check_node_count(payload: Any) -> None:
+    if not isinstance(payload, dict):
+        return
+    nodes = payload.get("Nodes")
+    # Where ExtenderArgs and ExtenderPreemptionArgs carry nodes.
+    carriers = {
+        "Nodes.items": nodes.get("items") if isinstance(nodes, dict) else None,
+        "NodeNames": payload.get("NodeNames"),
+        "NodeNameToVictims": payload.get("NodeNameToVictims"),
+        "NodeNameToMetaVictims": payload.get("NodeNameToMetaVictims"),
+    }
+    for field, carried in carriers.items():
+        if isinstance(carried, (list, dict)) and len(carried) > MAX_NODES:
+            raise RequestError(413, f"too many nodes: {len(carried)} in {field}, over the limit of {MAX_NODES}")

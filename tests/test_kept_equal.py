@@ -1,0 +1,134 @@
+"""Kept results answer exactly as the plain profile: the same generated requests to an extender with the result
+cache and one without (EXTENDER_RESULT_CACHE=off), as node sets and labels change and time crosses window
+boundaries."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from werkzeug.test import EnvironBuilder
+
+from extender.app import Extender
+from extender.framework.kept import KeptProfile
+from extender.framework.profile import Profile
+from extender.framework.types import Node
+from extender.plugins import nodenamefilter
+from extender.policy.loader import parse_policy
+from tests.plugin_helpers import ListedNodes
+
+POLICY = """
+nodeCacheCapable: false  # the tests hand the extender a node source of their own
+profiles:
+- name: default
+  plugins:
+    filter: {enabled: [{name: NodeNameFilter}, {name: NodeLabelPolicy}]}
+    score: {enabled: [{name: InstanceCost, weight: 2}, {name: TopologyPreference, weight: 1}]}
+  pluginConfig:
+  - name: NodeNameFilter
+    args:
+      deny: ["*-9"]
+      maintenance:
+      - name: pool-1
+        nodes: ["node-1*"]
+        windows: [{start: "2026-03-01T13:00:00Z", end: "2026-03-01T14:00:00Z"}]
+      - name: nightly
+        nodes: ["node-2*", "node-3"]
+        windows: [{from: "13:30", to: "14:30"}]
+  - name: NodeLabelPolicy
+    args:
+      rules:
+      - name: off-gpu
+        pods: {excludeNamespaces: [ml]}
+        nodeSelector: {matchExpressions: [{key: pool, operator: NotIn, values: [gpu]}]}
+      - name: ml-on-gpu
+        pods: {namespaces: [ml]}
+        nodeSelector: {matchExpressions: [{key: pool, operator: In, values: [gpu]}]}
+  - name: InstanceCost
+    args: {prices: {small: 1.0, large: 4.0}, spotDiscount: 0.5}
+  - name: TopologyPreference
+    args:
+      preferences:
+      - {label: zone, weights: {a: 100, b: 40}}
+      - {label: pool, weights: {gpu: 100}, pods: {namespaces: [ml]}}
+"""
+
+NODES = [f"node-{index}" for index in range(25)]
+LABELS = st.fixed_dictionaries(
+    {},
+    optional={
+        "pool": st.sampled_from(["gpu", "web"]),
+        "zone": st.sampled_from(["a", "b", "c"]),
+        "node.kubernetes.io/instance-type": st.sampled_from(["small", "large", "huge"]),
+        "cloud.google.com/gke-spot": st.sampled_from(["true", "false"]),
+    },
+)
+# Around the windows: 13:00-14:00 one-off, 13:30-14:30 every day.
+INSTANTS = st.sampled_from(["12:59:59", "13:00", "13:29:59", "13:30", "13:59:59", "14:00", "14:30", "15:00"])
+REQUESTS = st.fixed_dictionaries(
+    {
+        "verb": st.sampled_from(["filter", "prioritize"]),
+        "namespace": st.sampled_from(["default", "ml", "web"]),
+        "priority": st.sampled_from([None, 0, 1000]),
+        "names": st.lists(st.sampled_from(NODES), unique=True, max_size=len(NODES)),
+    }
+)
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("refresh"), st.dictionaries(st.sampled_from(NODES), LABELS, max_size=8)),
+        st.tuples(st.just("drop"), st.lists(st.sampled_from(NODES), max_size=3)),
+        st.tuples(st.just("time"), INSTANTS),
+        st.tuples(st.just("request"), REQUESTS),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+def extender(cached: bool, source: ListedNodes, monkeypatch: pytest.MonkeyPatch) -> Extender:
+    monkeypatch.setenv("EXTENDER_RESULT_CACHE", "on" if cached else "off")
+    policy = parse_policy(POLICY, "test")
+    assert isinstance(policy.profiles["default"], KeptProfile if cached else Profile)
+    return Extender(policy=policy, source=source)
+
+
+def body(request: dict[str, Any]) -> bytes:
+    pod: dict[str, Any] = {"metadata": {"name": "p", "namespace": request["namespace"], "uid": "u"}, "spec": {}}
+    if request["priority"] is not None:
+        pod["spec"]["priority"] = request["priority"]
+    return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": request["names"]})
+
+
+def answer(served: Extender, verb: str, data: bytes) -> tuple[int, bytes]:
+    environ = EnvironBuilder(path=f"/{verb}", method="POST", data=data, content_type="application/json")
+    response = served.handle(environ.get_request())
+    return response.status_code, response.get_data()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(STEPS, st.dictionaries(st.sampled_from(NODES), LABELS))
+def test_cached_and_uncached_answer_alike(monkeypatch, steps, labels):
+    now = [dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)]
+    monkeypatch.setattr(nodenamefilter, "utc_now", lambda: now[0])
+    listed = {name: Node(name, labels.get(name, {})) for name in NODES}
+    source = ListedNodes(list(listed.values()))
+    cached, plain = extender(True, source, monkeypatch), extender(False, source, monkeypatch)
+    for kind, step in steps:
+        if kind == "refresh":  # a new generation: changed nodes are new objects, the others are kept
+            listed.update({name: Node(name, values) for name, values in step.items()})
+            source.list(list(listed.values()))
+        elif kind == "drop":  # nodes leave the cluster (a name the source lacks is then unknowable)
+            for name in step:
+                listed.pop(name, None)
+            source.list(list(listed.values()))
+        elif kind == "time":
+            hours, minutes, *seconds = map(int, step.split(":"))
+            now[0] = dt.datetime(2026, 3, 1, hours, minutes, *seconds, tzinfo=dt.UTC)
+        else:
+            data = body(step)
+            for _ in range(2):  # the second answers from what the first kept
+                assert answer(cached, step["verb"], data) == answer(plain, step["verb"], data)

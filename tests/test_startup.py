@@ -1,0 +1,68 @@
+"""Start-up in one function: the process is tuned for serving only when it starts, and left as it was otherwise."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from extender.errors import ConfigError
+from extender.settings import Settings
+from extender.startup import start
+from tests.conftest import ROOT, make_client
+
+PROBE = "import gc, json; from extender.startup import start; start(); print(json.dumps([gc.isenabled(), gc.get_freeze_count() > 0]))"
+
+
+def started_process(**env: str) -> list[bool]:
+    """Whether the collector runs, and whether objects were frozen, after ``start`` in a fresh interpreter."""
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("EXTENDER_")} | env
+    finished = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=environment, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr
+    return json.loads(finished.stdout)
+
+
+def test_a_served_process_is_tuned_and_collects_again_after_start_up():
+    assert started_process() == [True, True]
+
+
+def test_with_tuning_off_the_process_is_left_alone():
+    assert started_process(EXTENDER_PROCESS_TUNING="off") == [True, False]
+
+
+def test_a_failed_start_up_leaves_the_collector_running_and_nothing_frozen(monkeypatch, tmp_path):
+    monkeypatch.setenv("EXTENDER_PROCESS_TUNING", "on")
+    monkeypatch.setenv("EXTENDER_POLICY", str(tmp_path / "missing.yaml"))
+    frozen = gc.get_freeze_count()
+    with pytest.raises(SystemExit, match="cannot read the file"):
+        start()
+    assert gc.isenabled() and gc.get_freeze_count() <= frozen
+
+
+def test_the_tests_in_process_apps_leave_the_test_process_alone(monkeypatch):
+    frozen = gc.get_freeze_count()
+    make_client(monkeypatch)
+    # Nothing newly frozen (objects frozen before may have been freed since).
+    assert gc.isenabled() and gc.get_freeze_count() <= frozen
+
+
+def test_a_bad_tuning_setting_stops_start_up_naming_it(monkeypatch):
+    monkeypatch.setenv("EXTENDER_PROCESS_TUNING", "maybe")
+    with pytest.raises(SystemExit, match="EXTENDER_PROCESS_TUNING must be on or off"):
+        start()
+    assert gc.isenabled()
+
+
+def test_the_switches_are_read_in_one_place_and_refuse_other_words():
+    assert Settings.from_environment({}) == Settings(result_cache=True, full_decoder=False, process_tuning=True)
+    assert Settings.from_environment(
+        {"EXTENDER_RESULT_CACHE": "OFF", "EXTENDER_DECODER": "full", "EXTENDER_PROCESS_TUNING": " off "}
+    ) == Settings(result_cache=False, full_decoder=True, process_tuning=False)
+    with pytest.raises(ConfigError, match="EXTENDER_RESULT_CACHE must be on or off, got 'no'"):
+        Settings.from_environment({"EXTENDER_RESULT_CACHE": "no"})
+    with pytest.raises(ConfigError, match="EXTENDER_DECODER must be fast or full"):
+        Settings.from_environment({"EXTENDER_DECODER": "lean"})
