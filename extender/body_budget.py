@@ -1,9 +1,9 @@
 """The body budget: large requests served at once must not add up past the instance's memory.
 
-At its peak a full-node request holds about 2.5 times its body (the body, the
-nesting check's rendering of it, the echoed nodes): eight large ones at once
-(THREADS) would pass a 512 MiB instance, which Cloud Run then restarts,
-failing every request on it. So bodies are charged to a shared budget as their
+At its peak a full-node request holds a small multiple of its body (the body,
+a copy of each echoed node's bytes, the answer): THREADS large ones at once
+could pass the instance's memory, and Cloud Run then restarts it, failing
+every request on it. So bodies are charged to a shared budget as their
 bytes arrive, and held until the request is answered; a request whose next
 piece would pass the budget waits for earlier ones to finish.
 

@@ -3,20 +3,19 @@
 glibc serves allocations over 128 kB with mmap and unmaps them when they are
 freed, but each time it frees one it raises that threshold (up to 32 MB):
 from then on such buffers come from the heap and stay resident. A full-node
-request's ~20 MB body and answer then keep their memory after the request, in
-each thread that served one (each has its own heap), so the instance's memory
-grows with the threads that served large requests: eight 1000-node requests
-at once peaked at 552 MB, over a 512 MiB instance; with the threshold held,
-about 320 MB, and one request alone 121 MB instead of 168 MB. The price is
-mapping fresh pages for each such buffer, ~15 ms more per 1000-node request;
-buffers up to 4 MiB (node-name requests and answers, full-node ones up to
-about 200 nodes) keep coming from the heap.
+request's multi-megabyte body and answer then keep their memory after the
+request, in each thread that served one (each has its own heap), so the
+instance's memory grows with the threads that served large requests, past a
+512 MiB instance with THREADS large requests at once. Holding the threshold
+sends such buffers back when freed; the price is mapping fresh pages for each
+one. Buffers up to ``MMAP_THRESHOLD_BYTES`` (node-name requests and answers,
+small full-node ones) keep coming from the heap.
 
 Holding the mmap threshold also holds the trim threshold at its 128 kB
-default: a heap gave back all but 128 kB of free memory at its top after
-every request, and the next request faulted those pages in again (a 5000-name
-prioritize: ~260 page faults, about 1 MB zeroed, per request). Each heap now
-keeps up to ``TRIM_THRESHOLD_BYTES`` free at its top for the next request.
+default: a heap would give back all but 128 kB of free memory at its top after
+every request, and the next request would fault those pages in again. Each
+heap keeps up to ``TRIM_THRESHOLD_BYTES`` free at its top for the next
+request. docs/performance.md gives the measured effect.
 """
 
 from __future__ import annotations

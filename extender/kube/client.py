@@ -37,7 +37,7 @@ _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=
 _JSON = "application/json"
 # kubectl's page size: bounded answers even for 5000-node clusters.
 PAGE_SIZE = 500
-# Answers are read in pieces this large: a 5000-node list is ~34 MB, and requests' default (10 kB) costs ~30 ms more.
+# Answers are read in pieces this large: node lists run to tens of MB, and requests' default (10 kB) costs far more calls.
 _READ_CHUNK = 1 << 20
 # Preemption may offer dozens of candidate nodes; their pods are listed in parallel, this many at a time.
 _MAX_PARALLEL_LISTS = 8
