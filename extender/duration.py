@@ -37,15 +37,20 @@ def parse_go_duration(text: str) -> float:
 
 def http_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
     """The scheduler's httpTimeout for this extender: the budget a whole request must fit in."""
-    raw = environ.get(HTTP_TIMEOUT_ENV, "").strip()
+    return duration_setting(HTTP_TIMEOUT_ENV, DEFAULT_HTTP_TIMEOUT, "5s", environ)
+
+
+def duration_setting(name: str, default: float, example: str, environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds of the positive duration in environment variable ``name``; ``default`` when unset or empty."""
+    raw = environ.get(name, "").strip()
     if not raw:
-        return DEFAULT_HTTP_TIMEOUT
+        return default
     try:
         seconds = parse_go_duration(raw)
     except ValueError as exc:
-        raise ConfigError(f"{HTTP_TIMEOUT_ENV}: {exc} (e.g. 5s)") from None
+        raise ConfigError(f"{name}: {exc} (e.g. {example})") from None
     if seconds <= 0:
-        raise ConfigError(f"{HTTP_TIMEOUT_ENV} must be positive, got {raw!r}")
+        raise ConfigError(f"{name} must be positive, got {raw!r}")
     return seconds
 
 

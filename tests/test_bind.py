@@ -8,8 +8,8 @@ import time
 import pytest
 
 from extender.verbs.bind import NOT_CONFIGURED
-from tests.conftest import free_port
 from testkit.fake_apiserver import TOKEN, pod
+from tests.conftest import free_port
 from tests.recordings import exchanges
 
 RECORDED = next(exchange for exchange in exchanges() if exchange.verb == "bind")

@@ -12,9 +12,9 @@ import textwrap
 import pytest
 
 from extender.__main__ import main
+from testkit.certs import CertificateAuthority
 from tests.conftest import ROOT
 from tests.recordings import FIXTURES
-from testkit.certs import CertificateAuthority
 
 RECORDED = sorted(FIXTURES.glob("*/scheduler-config.yaml"))
 HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"

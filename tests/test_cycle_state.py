@@ -5,11 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
+from extender.framework import status
 from extender.framework.cycle import CycleState
 from extender.framework.kept import KeptProfile
 from extender.framework.plugin import FilterPlugin
 from extender.framework.profile import Profile
-from extender.framework import status
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
 from extender.plugins.nodenamefilter import NodeNameFilter

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from extender.verbs import filtering
 from extender.decision_log import EVENT, MESSAGE, NODES_PER_REASON, TOP_N
+from extender.verbs import filtering
 from tests.recordings import exchanges
 
 EXCHANGES = exchanges()

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from extender.wire.decode import MAX_DEPTH
 from extender.kube.nodelist import decode_names_and_labels
+from extender.wire.decode import MAX_DEPTH
 from extender.wire.fast_decoder import decode_extender_args
 from extender.wire.schemas import ExtenderArgsSchema
-from tests.recordings import exchanges
 from testkit.scheduler_checks import check_answer
+from tests.recordings import exchanges
 
 ARGS = [e for e in exchanges() if e.verb in ("filter", "prioritize")]
 FULL = next(e for e in ARGS if e.verb == "filter" and not e.node_cache_capable).request

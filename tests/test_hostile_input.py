@@ -42,10 +42,10 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from extender.wire.decode import MAX_DEPTH, MAX_NODES
-from tests.conftest import ROOT, serving
-from tests.tally import Tally
-from tests.recordings import exchanges
 from testkit.scheduler_checks import check_answer
+from tests.conftest import ROOT, serving
+from tests.recordings import exchanges
+from tests.tally import Tally
 from tests.test_limits import nested
 
 OPENAPI = ROOT / "docs" / "openapi.yaml"

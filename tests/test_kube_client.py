@@ -12,8 +12,8 @@ from extender.kube.client import PAGE_SIZE, KubeClient
 from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
 from testkit.certs import CertificateAuthority
-from tests.conftest import free_port
 from testkit.fake_apiserver import TOKEN, node, pod
+from tests.conftest import free_port
 
 
 def client(apiserver, **overrides: str) -> KubeClient:
@@ -230,7 +230,7 @@ def test_a_status_message_that_is_not_text_is_never_shown_as_a_python_repr(apise
     from testkit import fake_apiserver
 
     apiserver.set_pods([pod("p", "u-p", "")])
-    shaped = lambda code, reason, _message: {"kind": "Status", "code": code, "reason": reason, "message": message}  # noqa: E731
+    shaped = lambda code, reason, _message: {"kind": "Status", "code": code, "reason": reason, "message": message}
     monkeypatch.setattr(fake_apiserver, "status", shaped)
     with pytest.raises(KubeError) as raised:
         client(apiserver).bind("default", "missing", "u-x", "node-a")

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from tests.conftest import free_port
 from testkit.fake_apiserver import pod
+from tests.conftest import free_port
 
 PREEMPTOR = {"metadata": {"name": "high-1", "namespace": "default", "uid": "u-high"}, "spec": {"priority": 1000}}
 

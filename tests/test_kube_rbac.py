@@ -13,8 +13,8 @@ import yaml
 from extender.kube import client_from_environment
 from extender.kube.client import KubeClient
 from extender.kube.errors import KubeError
-from tests.conftest import ROOT
 from testkit.fake_apiserver import USER
+from tests.conftest import ROOT
 
 MANIFEST = ROOT / "deploy" / "kubernetes" / "extender-rbac.yaml"
 

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from extender.wire.decode import MAX_DEPTH, MAX_NODES
-from tests.recordings import exchanges
 from testkit.scheduler_checks import check_answer
+from tests.recordings import exchanges
 
 FULL = next(e for e in exchanges() if e.verb == "filter" and not e.node_cache_capable).request
 NAMES = next(e for e in exchanges() if e.verb == "filter" and e.node_cache_capable).request

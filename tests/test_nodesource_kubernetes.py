@@ -17,8 +17,8 @@ from extender.kube import client_from_environment
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.plugins.nodelabelpolicy import NodeLabelPolicy
 from extender.plugins.topologypreference import TopologyPreference
-from tests.conftest import free_port
 from testkit.fake_apiserver import node, wait_for
+from tests.conftest import free_port
 from tests.plugin_helpers import build
 
 POD = Pod(uid="u1", name="web-1", namespace="default", labels={}, annotations={})

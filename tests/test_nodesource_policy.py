@@ -9,8 +9,8 @@ import pytest
 
 from extender.app import Extender
 from extender.nodesource.base import NamesOnly
-from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.nodesource.gke_names import GkeNodeNames
+from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.nodesource.static import StaticInventory
 from extender.policy.loader import PolicyError, parse_policy
 from testkit.fake_apiserver import node

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.recordings import Exchange, exchanges
 from testkit.scheduler_checks import check_answer
+from tests.recordings import Exchange, exchanges
 
 TWINS = [
     ("a-nodecache-false", "b-nodecache-true"),

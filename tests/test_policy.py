@@ -13,9 +13,9 @@ from extender import plugins
 from extender import policy as policy_package
 from extender.framework.types import Facts, VictimFacts
 from extender.policy.loader import EMBEDDED, PolicyError, load_policy, parse_policy
+from testkit.scheduler_checks import check_answer
 from tests.policy_doc import code_blocks, policy_section
 from tests.recordings import exchanges
-from testkit.scheduler_checks import check_answer
 
 DEFAULT_YAML = Path(policy_package.__file__).with_name("default.yaml")
 

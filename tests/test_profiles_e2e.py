@@ -16,8 +16,8 @@ import textwrap
 
 import pytest
 
-from tests.recordings import FIXTURES, exchanges
 from testkit.scheduler_checks import check_answer
+from tests.recordings import FIXTURES, exchanges
 
 POLICY = """
 apiVersion: extender.scheduling.gcf/v1alpha1

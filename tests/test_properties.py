@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import make_client
 from testkit.scheduler_checks import check_answer
+from tests.conftest import make_client
 
 POLICY = """
 # InstanceCost reads node labels: node-name requests get its Error, full-node requests its scores.

@@ -7,9 +7,9 @@ import json
 import pytest
 import requests
 
+from testkit.scheduler_checks import check_answer
 from tests.conftest import ROOT
 from tests.recordings import exchanges
-from testkit.scheduler_checks import check_answer
 
 EXCHANGES = exchanges()
 

@@ -13,7 +13,6 @@ from extender.framework.plugin import FilterPlugin
 from extender.framework.profile import Profile
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
-from extender.nodesource.base import unknowable
 from extender.plugins.nodenamefilter import NodeNameFilter
 from extender.policy.loader import parse_policy
 from tests.plugin_helpers import ListedNodes, build, node, pod

@@ -10,13 +10,13 @@ import pytest
 import yaml
 from marshmallow import ValidationError
 
-from extender.duration import parse_go_duration
-from extender.wire.errors import flatten_errors
 from extender.cli.scheduler_config_schema import (
     ExtenderSchema,
     ExtendersSchema,
     extended_resource_name_errors,
 )
+from extender.duration import parse_go_duration
+from extender.wire.errors import flatten_errors
 from testkit.certs import CertificateAuthority
 from tests.recordings import FIXTURES
 

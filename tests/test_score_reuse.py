@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.framework.plugin import ScorePlugin
 from extender.framework.kept import KeptProfile, ServedProfile
+from extender.framework.plugin import ScorePlugin
 from extender.framework.profile import Profile, ScorePluginEntry, ScoreResult
 from extender.framework.types import Node, Pod
 from extender.verbs import prioritize

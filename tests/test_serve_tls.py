@@ -15,9 +15,9 @@ import pytest
 import requests
 
 from testkit.certs import CertificateAuthority
+from testkit.scheduler_checks import check_answer
 from tests.conftest import ROOT, free_port
 from tests.recordings import exchanges
-from testkit.scheduler_checks import check_answer
 
 FILTER = next(e for e in exchanges() if e.verb == "filter")
 

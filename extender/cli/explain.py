@@ -30,12 +30,12 @@ from werkzeug.test import EnvironBuilder
 from extender.app import Extender
 from extender.decision_log import plugin_ms
 from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
-from extender.framework.types import Node
 from extender.framework.status import Code
+from extender.framework.types import Node
 from extender.nodesource.base import PerNameSource, unknowable
 from extender.policy.loader import PolicyError, load_policy
-from extender.routing import CALLER_TOKEN_ENV
 from extender.policy.schema import DEFAULT_PROFILE
+from extender.routing import CALLER_TOKEN_ENV
 from extender.verbs import Answer
 
 STDIN = "-"

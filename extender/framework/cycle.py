@@ -20,7 +20,7 @@ from extender.framework.types import Pod
 
 
 class CycleState:
-    __slots__ = ("pod", "_extra", "_keys")
+    __slots__ = ("_extra", "_keys", "pod")
 
     def __init__(self, pod: Pod) -> None:
         self.pod = pod

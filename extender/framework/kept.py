@@ -81,7 +81,7 @@ class KeptScores:
 class _Generation:
     """What is kept for one generation of the node source; replaced whole when a new one arrives."""
 
-    __slots__ = ("generation", "verdicts", "scores", "inherited")
+    __slots__ = ("generation", "inherited", "scores", "verdicts")
 
     def __init__(self, generation: object, inherited: Mapping[Hashable, KeptVerdicts]) -> None:
         self.generation = generation  # held, so its identity cannot pass to another object

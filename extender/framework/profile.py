@@ -22,8 +22,8 @@ from operator import attrgetter, is_, not_
 from typing import TYPE_CHECKING
 
 from extender.framework import status as st
-from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
 from extender.framework.cycle import CycleState
+from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 

@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from extender.duration import parse_go_duration
-from extender.errors import ConfigError
+from extender.duration import duration_setting
 
 MAX_AGE_ENV = "EXTENDER_NODE_SOURCE_MAX_AGE"
 DEFAULT_MAX_AGE = 300.0
@@ -25,16 +24,7 @@ DEFAULT_MAX_AGE = 300.0
 
 def max_age_seconds(environ: Mapping[str, str] = os.environ) -> float:
     """The bound on the last successful list's age, checked at start-up like every setting."""
-    raw = environ.get(MAX_AGE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_AGE
-    try:
-        seconds = parse_go_duration(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{MAX_AGE_ENV}: {exc} (e.g. 5m)") from None
-    if seconds <= 0:
-        raise ConfigError(f"{MAX_AGE_ENV} must be positive, got {raw!r}")
-    return seconds
+    return duration_setting(MAX_AGE_ENV, DEFAULT_MAX_AGE, "5m", environ)
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from extender.framework.args import Map
 from extender.framework.globs import validate_glob
 from extender.framework.selectors import validate_label_key, validate_label_value
 from extender.nodesource.base import NamesOnly, NodeSource
-from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.nodesource.gke_names import NODE_POOL_LABEL, GkeNodeNames
 from extender.nodesource.health import max_age_seconds
+from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.nodesource.static import InventoryEntry, StaticInventory
 
 if TYPE_CHECKING:
