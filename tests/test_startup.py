@@ -71,6 +71,7 @@ def test_the_switches_are_read_in_one_place_and_refuse_other_words():
 # Modules the first filter answer with the embedded default policy does not need: each is imported when a policy,
 # a setting or a verb asks for it. Importing one at start-up again makes every cold start later.
 LAZY_AT_START_UP = (
+    "yaml",  # policy files are YAML; the embedded default is loaded from its JSON form
     "requests",  # the Kubernetes API client, only with KUBERNETES_API_URL
     "urllib3",
     "extender.kube.client",
