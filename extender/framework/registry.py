@@ -8,7 +8,6 @@ the plugins its policy enables.
 from __future__ import annotations
 
 import importlib
-import threading
 from typing import TypeVar
 
 from extender.framework.plugin import Plugin
@@ -16,9 +15,8 @@ from extender.framework.plugin import Plugin
 P = TypeVar("P", bound=type[Plugin])
 
 _PLUGINS: dict[str, type[Plugin]] = {}
-# Plugin name -> "module:Class", imported on first lookup.
+# Plugin name -> "module:Class", imported on first lookup (importlib serialises concurrent imports of one module).
 _LAZY: dict[str, str] = {}
-_LOCK = threading.Lock()
 
 
 def register(plugin: P) -> P:
@@ -38,12 +36,11 @@ def register_lazily(name: str, target: str) -> None:
 def lookup(name: str) -> type[Plugin] | None:
     plugin = _PLUGINS.get(name)
     if plugin is None and name in _LAZY:
-        with _LOCK:
-            module, _, attribute = _LAZY[name].partition(":")
-            plugin = getattr(importlib.import_module(module), attribute)
-            if plugin.name != name:
-                raise ValueError(f"{_LAZY[name]} is named {plugin.name!r}, registered as {name!r}")
-            _PLUGINS[name] = plugin
+        module, _, attribute = _LAZY[name].partition(":")
+        plugin = getattr(importlib.import_module(module), attribute)
+        if plugin.name != name:
+            raise ValueError(f"{_LAZY[name]} is named {plugin.name!r}, registered as {name!r}")
+        _PLUGINS[name] = plugin
     return plugin
 
 
