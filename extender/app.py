@@ -21,7 +21,7 @@ from extender.kube import client_from_environment
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
 from extender.routing import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Route, Router, function_names
-from extender.verbs import Answer, bind, filtering, preempt, prioritize
+from extender.verbs import Answer, filtering
 from extender.wire.decode import decoder_for
 
 if TYPE_CHECKING:
@@ -123,13 +123,21 @@ class Extender:
             # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
             body = read_body(request, self.max_body_bytes, self.http_timeout, holding)
             payload = decoder_for(where.verb)(body)
+            # Verb modules other than filter are imported when first called: a cold start's first answer is a filter.
             if where.verb == "bind":
+                from extender.verbs import bind
+
                 return bind.handle(payload, self.kube)
             profile = self.policy.profiles[where.profile]
-            if where.verb == "preempt":
-                return preempt.handle(payload, profile, self.source, self.kube)
-            verb = {"filter": filtering, "prioritize": prioritize}[where.verb]
-            return verb.handle(payload, profile, self.source)
+            if where.verb == "filter":
+                return filtering.handle(payload, profile, self.source)
+            if where.verb == "prioritize":
+                from extender.verbs import prioritize
+
+                return prioritize.handle(payload, profile, self.source)
+            from extender.verbs import preempt
+
+            return preempt.handle(payload, profile, self.source, self.kube)
 
     def _failed(
         self, where: Route | None, request: Request, message: str, status: int, headers: dict[str, str] | None = None

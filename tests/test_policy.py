@@ -6,6 +6,7 @@ import inspect
 import textwrap
 from pathlib import Path
 
+import orjson
 import pytest
 import yaml
 
@@ -302,6 +303,20 @@ def test_the_embedded_default_loads_under_the_node_facts_rule_for_both_modes():
     # It reads node names only: no node source is needed, whatever the scheduler's nodeCacheCapable.
     assert policy.profiles["default"].facts is Facts.NAME
     assert "nodeCacheCapable" not in yaml.safe_load(DEFAULT_YAML.read_text())
+
+
+def test_the_embedded_default_is_loaded_from_a_json_form_holding_the_yaml_document():
+    # After editing default.yaml: python -c "import json, yaml; print(json.dumps(yaml.safe_load(open(
+    # 'extender/policy/default.yaml')), indent=2))" > extender/policy/default.json
+    assert orjson.loads(DEFAULT_YAML.with_name("default.json").read_bytes()) == yaml.safe_load(DEFAULT_YAML.read_text())
+    loaded, parsed = load_policy(), parse_policy(DEFAULT_YAML.read_text(), EMBEDDED)
+    assert (loaded.source, loaded.sha256, loaded.node_source, loaded.node_cache_capable) == (
+        parsed.source,
+        parsed.sha256,
+        parsed.node_source,
+        parsed.node_cache_capable,
+    )
+    assert [plugin.name for plugin in loaded.profiles["default"].filters] == ["NodeNameFilter"]
 
 
 def test_the_readme_shows_the_embedded_default_verbatim():

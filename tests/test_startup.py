@@ -66,3 +66,58 @@ def test_the_switches_are_read_in_one_place_and_refuse_other_words():
         Settings.from_environment({"EXTENDER_RESULT_CACHE": "no"})
     with pytest.raises(ConfigError, match="EXTENDER_DECODER must be fast or full"):
         Settings.from_environment({"EXTENDER_DECODER": "lean"})
+
+
+# Modules the first filter answer with the embedded default policy does not need: each is imported when a policy,
+# a setting or a verb asks for it. Importing one at start-up again makes every cold start later.
+LAZY_AT_START_UP = (
+    "yaml",  # policy files are YAML; the embedded default is loaded from its JSON form
+    "requests",  # the Kubernetes API client, only with KUBERNETES_API_URL
+    "urllib3",
+    "extender.kube.client",
+    "extender.nodesource.kubernetes",  # node sources: only the one a policy chooses
+    "extender.nodesource.static",
+    "extender.nodesource.gke_names",
+    "extender.framework.selectors",  # label and pod selectors: plugins the default policy does not enable
+    "extender.plugins.instancecost",
+    "extender.plugins.nodelabelpolicy",
+    "extender.plugins.protectedvictims",
+    "extender.plugins.topologypreference",
+    "zoneinfo",  # maintenance windows with a time zone
+    "extender.verbs.prioritize",  # verbs not called yet
+    "extender.verbs.preempt",
+    "extender.verbs.bind",
+    "extender.wire.preemption",
+    "extender.wire.binding",
+    "extender.cli",  # python -m extender, never at serve time
+    "extender.proxy",
+    "google.cloud.logging",  # deferred until the first entry is on its way (docs/observability.md)
+    "google.auth",
+)
+
+FIRST_FILTER = """
+import json, sys
+import functions_framework
+app = functions_framework.create_app(target="extender", source="main.py")
+pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {}}
+body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["node-a", "node-b"]})
+answer = app.test_client().post("/filter", data=body, content_type="application/json")
+print(json.dumps({"status": answer.status_code, "answer": answer.get_json(), "modules": sorted(sys.modules)}))
+"""
+
+
+def test_the_first_filter_answer_with_the_default_policy_imports_only_what_it_needs():
+    cloud_run = {"K_SERVICE": "extender", "K_REVISION": "extender-00001-abc", "GOOGLE_CLOUD_PROJECT": "p"}
+    finished = subprocess.run(
+        [sys.executable, "-c", FIRST_FILTER],
+        check=False,
+        cwd=ROOT,
+        env={"PATH": os.environ["PATH"], **cloud_run},
+        capture_output=True,
+        text=True,
+    )
+    assert finished.returncode == 0, finished.stderr
+    result = json.loads(finished.stdout.splitlines()[-1])
+    assert result["status"] == 200 and result["answer"]["NodeNames"] == ["node-a", "node-b"]
+    loaded = set(result["modules"])
+    assert not [name for name in LAZY_AT_START_UP if name in loaded or any(m.startswith(name + ".") for m in loaded)]

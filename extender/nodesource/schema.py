@@ -2,7 +2,8 @@
 
 Exactly one of ``kubernetes``, ``static`` or ``names`` (like a Kubernetes
 volume source); without ``nodeSource`` only node names are known. Unknown
-keys are rejected (marshmallow's default), so a typo fails start-up.
+keys are rejected (marshmallow's default), so a typo fails start-up. Each
+kind's module is imported only when a policy chooses it.
 """
 
 from __future__ import annotations
@@ -17,41 +18,56 @@ from extender.duration import Duration
 from extender.errors import ConfigError
 from extender.framework.args import Map
 from extender.framework.globs import validate_glob
-from extender.framework.selectors import validate_label_key, validate_label_value
 from extender.nodesource.base import NamesOnly, NodeSource
-from extender.nodesource.gke_names import NODE_POOL_LABEL, GkeNodeNames
-from extender.nodesource.health import max_age_seconds
-from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
-from extender.nodesource.static import InventoryEntry, StaticInventory
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
+    from extender.nodesource.kubernetes import KubernetesSettings
+    from extender.nodesource.static import InventoryEntry
 
 KINDS = ("kubernetes", "static", "names")
 
 
 class KubernetesSourceSchema(Schema):
-    cacheTTL = Duration(minimum="1s", load_default=KubernetesSettings.cache_ttl)
-    maxWait = Duration(minimum="10ms", load_default=KubernetesSettings.max_wait)
-    listTimeout = Duration(minimum="1s", load_default=KubernetesSettings.list_timeout)
-    minRefreshInterval = Duration(minimum="1s", load_default=KubernetesSettings.min_refresh_interval)
+    # Unset ones keep KubernetesSettings' defaults.
+    cacheTTL = Duration(minimum="1s")
+    maxWait = Duration(minimum="10ms")
+    listTimeout = Duration(minimum="1s")
+    minRefreshInterval = Duration(minimum="1s")
 
     @post_load
     def make_settings(self, data: dict[str, Any], **kwargs: Any) -> KubernetesSettings:
-        return KubernetesSettings(
-            cache_ttl=data["cacheTTL"],
-            max_wait=data["maxWait"],
-            list_timeout=data["listTimeout"],
-            min_refresh_interval=data["minRefreshInterval"],
-        )
+        from extender.nodesource.kubernetes import KubernetesSettings
+
+        given = {
+            "cache_ttl": data.get("cacheTTL"),
+            "max_wait": data.get("maxWait"),
+            "list_timeout": data.get("listTimeout"),
+            "min_refresh_interval": data.get("minRefreshInterval"),
+        }
+        return KubernetesSettings(**{name: value for name, value in given.items() if value is not None})
+
+
+def _label_key(key: str) -> None:
+    from extender.framework.selectors import validate_label_key
+
+    validate_label_key(key)
+
+
+def _label_value(value: str) -> None:
+    from extender.framework.selectors import validate_label_value
+
+    validate_label_value(value)
 
 
 class InventoryEntrySchema(Schema):
     names = fields.List(fields.String(validate=validate_glob), required=True, validate=Length(min=1))
-    labels = Map(keys=fields.String(validate=validate_label_key), values=fields.String(validate=validate_label_value), required=True)
+    labels = Map(keys=fields.String(validate=_label_key), values=fields.String(validate=_label_value), required=True)
 
     @post_load
     def make_entry(self, data: dict[str, Any], **kwargs: Any) -> InventoryEntry:
+        from extender.nodesource.static import InventoryEntry
+
         return InventoryEntry(tuple(data["names"]), data["labels"])
 
 
@@ -81,6 +97,8 @@ class NodeSourceSpec:
         if self.kind == "static":
             return frozenset(key for entry in self.settings["nodes"] for key in entry.labels)
         if self.kind == "names":
+            from extender.nodesource.gke_names import NODE_POOL_LABEL
+
             return frozenset({NODE_POOL_LABEL})
         return frozenset()
 
@@ -91,12 +109,19 @@ class NodeSourceSpec:
                     "the policy's nodeSource is kubernetes, but KUBERNETES_API_URL is not set: "
                     "set it, with KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE and the API server's CA"
                 )
+            from extender.nodesource.health import max_age_seconds
+            from extender.nodesource.kubernetes import KubernetesNodes
+
             source = KubernetesNodes(kube, self.settings, self.fail_open, max_age=max_age_seconds())
             source.start(wait=self.settings.list_timeout)
             return source
         if self.kind == "static":
+            from extender.nodesource.static import StaticInventory
+
             return StaticInventory(self.settings["nodes"])
         if self.kind == "names":
+            from extender.nodesource.gke_names import GkeNodeNames
+
             return GkeNodeNames(self.settings["cluster"], self.settings["nodePools"])
         return NamesOnly()
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import orjson
 from marshmallow import ValidationError
 
 from extender.framework.kept import ServedProfile, keeping_results
@@ -45,27 +46,42 @@ def load_policy(path: str | os.PathLike[str] | None = None) -> Policy:
     """Load ``path``, else the file named by ``EXTENDER_POLICY``, else the embedded default."""
     path = path or os.environ.get(POLICY_ENV) or None
     if path is None:
-        text = resources.files("extender.policy").joinpath("default.yaml").read_text(encoding="utf-8")
-        source = EMBEDDED
-    else:
-        source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PolicyError(source, [f"cannot read the file: {exc}"]) from None
+        return embedded_default()
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(source, [f"cannot read the file: {exc}"]) from None
     return parse_policy(text, source)
 
 
-def parse_policy(text: str, source: str) -> Policy:
-    import yaml  # JSON is YAML too; imported here so only start-up pays for it
+def embedded_default() -> Policy:
+    """``default.yaml``, the policy as people read and copy it, loaded from ``default.json``, its document as JSON.
 
-    from extender import plugins  # noqa: F401  (registers the built-in plugins)
-    from extender.policy.schema import PolicySchema
+    The YAML parser costs an instance's start-up more than the rest of loading the policy; the JSON form is
+    written from the YAML (tests/test_policy.py checks that they hold the same document and says how to rewrite
+    it), and the policy's identity stays the YAML's text.
+    """
+    package = resources.files("extender.policy")
+    text = package.joinpath("default.yaml").read_text(encoding="utf-8")
+    return build_policy(orjson.loads(package.joinpath("default.json").read_bytes()), text, EMBEDDED)
+
+
+def parse_policy(text: str, source: str) -> Policy:
+    import yaml  # JSON is YAML too; imported here so that only a policy file pays for it
 
     try:
         document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise PolicyError(source, [f"not valid YAML or JSON: {exc}"]) from None
+    return build_policy(document, text, source)
+
+
+def build_policy(document: object, text: str, source: str) -> Policy:
+    """The policy ``document`` describes, validated; ``text`` is what it was read from, for its sha256."""
+    from extender import plugins  # noqa: F401  (registers the built-in plugins)
+    from extender.policy.schema import PolicySchema
+
     if not isinstance(document, dict):
         raise PolicyError(source, ["the policy must be a mapping with a 'profiles' list"])
     try:

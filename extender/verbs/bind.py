@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from extender.framework.types import Pod
 from extender.kube.errors import KubeError
 from extender.verbs import Answer, load_request
-from extender.wire.schemas import ExtenderBindingArgsSchema, ExtenderBindingResultSchema
+from extender.wire.binding import ExtenderBindingArgsSchema, ExtenderBindingResultSchema
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient

@@ -32,7 +32,8 @@ from extender.kube.errors import KubeError
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
 from extender.wire.errors import flatten_errors
-from extender.wire.schemas import ExtenderPreemptionArgsSchema, ExtenderPreemptionResultSchema, PodSchema
+from extender.wire.preemption import ExtenderPreemptionArgsSchema, ExtenderPreemptionResultSchema
+from extender.wire.schemas import PodSchema
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient

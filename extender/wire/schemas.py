@@ -4,7 +4,8 @@ The Go types have no json tags, so the scheduler sends and expects Go's
 capitalised field names; it always sends both alternatives of a pair with
 the unused one ``null``, so ``null`` is read exactly like a missing key.
 Kubernetes objects inside (Pod, Node) use their usual camelCase JSON; only
-the facts policies read are loaded, unknown fields are ignored.
+the facts policies read are loaded, unknown fields are ignored. The preempt
+and bind verbs' own types are in ``preemption`` and ``binding``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validates_schema
 
-from extender.framework.types import Node, Pod, Victims
+from extender.framework.types import Node, Pod
 from extender.wire.fields import NameList, StringMap, non_empty_string, strict_int
 
 
@@ -180,81 +181,6 @@ class ExtenderArgsSchema(WireSchema):
         return ExtenderArgs(data["Pod"], nodes["items"] if nodes is not None else None, data.get("NodeNames"))
 
 
-class VictimMetaSchema(ObjectMetaSchema):
-    uid = non_empty_string(required=True)
-
-
-class VictimPodSchema(PodSchema):
-    """A pod offered for eviction: the answer names victims by UID, so it must have one."""
-
-    metadata = fields.Nested(VictimMetaSchema, required=True)
-
-
-class VictimsSchema(WireSchema):
-    Pods = fields.List(fields.Nested(VictimPodSchema), load_default=list)
-    NumPDBViolations = strict_int(load_default=0)
-
-    @post_load
-    def make_victims(self, data: dict[str, Any], **kwargs: Any) -> Victims:
-        return Victims(tuple(data["Pods"]), data["NumPDBViolations"])
-
-
-class MetaPodSchema(WireSchema):
-    UID = non_empty_string(required=True)
-
-    @post_load
-    def make_pod(self, data: dict[str, Any], **kwargs: Any) -> Pod:
-        return Pod(uid=data["UID"])
-
-
-class MetaVictimsSchema(VictimsSchema):
-    Pods = fields.List(fields.Nested(MetaPodSchema), load_default=list)
-
-
-@dataclass(frozen=True, slots=True)
-class PreemptionArgs:
-    pod: Pod
-    candidates: dict[str, Victims]
-    # True when victims came as full pods (NodeNameToVictims, nodeCacheCapable: false).
-    full_pods: bool
-
-
-class ExtenderPreemptionArgsSchema(WireSchema):
-    Pod = fields.Nested(PodSchema, required=True)
-    NodeNameToVictims = fields.Dict(keys=non_empty_string(), values=fields.Nested(VictimsSchema))
-    NodeNameToMetaVictims = fields.Dict(keys=non_empty_string(), values=fields.Nested(MetaVictimsSchema))
-
-    @validates_schema
-    def one_victim_form(self, data: dict[str, Any], **kwargs: Any) -> None:
-        if "NodeNameToVictims" in data and "NodeNameToMetaVictims" in data:
-            raise ValidationError("at most one of NodeNameToVictims and NodeNameToMetaVictims may be set")
-
-    @post_load
-    def make_args(self, data: dict[str, Any], **kwargs: Any) -> PreemptionArgs:
-        full = "NodeNameToVictims" in data
-        candidates = data.get("NodeNameToVictims") or data.get("NodeNameToMetaVictims") or {}
-        return PreemptionArgs(data["Pod"], candidates, full)
-
-
-@dataclass(frozen=True, slots=True)
-class BindingArgs:
-    pod_name: str
-    pod_namespace: str
-    pod_uid: str
-    node: str
-
-
-class ExtenderBindingArgsSchema(WireSchema):
-    PodName = non_empty_string(required=True)
-    PodNamespace = non_empty_string(required=True)
-    PodUID = non_empty_string(required=True)
-    Node = non_empty_string(required=True)
-
-    @post_load
-    def make_args(self, data: dict[str, Any], **kwargs: Any) -> BindingArgs:
-        return BindingArgs(data["PodName"], data["PodNamespace"], data["PodUID"], data["Node"])
-
-
 # --- Answers -------------------------------------------------------------------------------------
 
 
@@ -288,20 +214,3 @@ def _plain_priorities(entries: list[Any]) -> bool:
         and set(map(type, map(dict.get, entries, repeat("Host")))) == {str}
         and set(map(type, map(dict.get, entries, repeat("Score")))) == {int}
     )
-
-
-class MetaPodDumpSchema(Schema):
-    UID = fields.String(attribute="uid")
-
-
-class MetaVictimsDumpSchema(Schema):
-    Pods = fields.List(fields.Nested(MetaPodDumpSchema), attribute="pods")
-    NumPDBViolations = fields.Integer(attribute="num_pdb_violations")
-
-
-class ExtenderPreemptionResultSchema(Schema):
-    NodeNameToMetaVictims = fields.Dict(keys=fields.String(), values=fields.Nested(MetaVictimsDumpSchema))
-
-
-class ExtenderBindingResultSchema(Schema):
-    Error = fields.String()

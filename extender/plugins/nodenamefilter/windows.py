@@ -22,11 +22,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING, Any
 
 from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Length
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _CLOCK_TIME = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$|^24:00$")
@@ -121,6 +123,9 @@ class ClockTime(fields.Field):
 
 
 def _validate_zone(name: str) -> None:
+    # zoneinfo (and the sysconfig it reads) only for policies with weekly windows.
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -169,6 +174,8 @@ class WindowSchema(Schema):
 
     @post_load
     def make(self, data: dict[str, Any], **kwargs: Any) -> Window:
+        from zoneinfo import ZoneInfo
+
         if "start" in data:
             return OneOffWindow(data["start"], data["end"])
         start, end = data["from_"], data["to"]
