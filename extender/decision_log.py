@@ -191,7 +191,8 @@ _last_top: tuple[dict[str, int], tuple[tuple[str, dict[str, int]], ...], list[di
 
 
 def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
-    """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won."""
+    """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won (a plugin left out for a node,
+    its facts missing under failurePolicy Ignore, is not shown for it)."""
     global _last_top
     by_plugin = tuple(result.by_plugin.items())
     last_scores, last_by_plugin, last_top = _last_top
@@ -199,7 +200,7 @@ def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
         return last_top
     best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
     top = [
-        {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in by_plugin}}
+        {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in by_plugin if node in scores}}
         for node, score in best
     ]
     if result.kept:

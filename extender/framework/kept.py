@@ -90,6 +90,7 @@ class KeptScores:
     names: frozenset[str]
     by_plugin: Mapping[str, dict[str, int]]
     scores: dict[str, int]
+    audited: tuple[str, ...] = ()
 
 
 class _Generation:
@@ -112,6 +113,7 @@ class KeptProfile:
         self.plain = plain
         self.name, self.filters, self.scores, self.preempts = plain.name, plain.filters, plain.scores, plain.preempts
         self.fail_open, self.facts, self.victim_facts = plain.fail_open, plain.facts, plain.victim_facts
+        self.entry = plain.entry
         self._kept = _Generation(None, {})
 
     def filter(self, pod: Pod, nodes: Sequence[Node], cycle: CycleState | None = None) -> FilterResult:
@@ -189,12 +191,17 @@ class KeptProfile:
         kept = kept_now.scores.get(keys)
         if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
             seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
-            return ScoreResult(kept.scores, dict(kept.by_plugin), seconds_by_plugin=seconds, kept=True)
+            return ScoreResult(
+                kept.scores, dict(kept.by_plugin), seconds_by_plugin=seconds, kept=True, audited=list(kept.audited)
+            )
         nodes = source.lookup(names)
         result = plain.prioritize(pod, nodes, cycle)
         if result.error is None and self._described(nodes) and source.generation() is generation:
             # The names as the scores hold them: the answer's entries are found by the same string objects.
-            _store(kept_now.scores, keys, KeptScores(frozenset(result.scores), dict(result.by_plugin), result.scores))
+            kept_scores = KeptScores(
+                frozenset(result.scores), dict(result.by_plugin), result.scores, tuple(result.audited)
+            )
+            _store(kept_now.scores, keys, kept_scores)
         return result
 
     def _current(self, generation: object) -> _Generation:
