@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests.test_decision_log import FULL_PREEMPT
 from testkit.fake_apiserver import node as api_node
+from tests.test_decision_log import FULL_PREEMPT
 
 GPU, GENERAL = "gke-prod-gpu-1a2b3c4d-x1y2", "gke-prod-general-1a2b3c4d-x1y2"
 

@@ -34,8 +34,8 @@ from operator import attrgetter, is_, not_
 from typing import TYPE_CHECKING
 
 from extender.framework import status as st
-from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, Plugin, PreemptPlugin, ScorePlugin
 from extender.framework.cycle import CycleState
+from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, Plugin, PreemptPlugin, ScorePlugin
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
@@ -299,10 +299,10 @@ class Profile:
         self, cycle: CycleState, node: Node, victims: Victims, seconds: dict[str, float], judging: Judging
     ) -> Status:
         for filter_plugin in self.filters:
-            if filter_plugin.facts > Facts.NAME and node.labels is None and node.why_unknown is None:
-                if self.trust_scheduler_filter:
-                    judging.skip(node.name, _trusted(filter_plugin.name))
-                    continue
+            no_source = node.labels is None and node.why_unknown is None  # nobody supplies labels here
+            if self.trust_scheduler_filter and no_source and filter_plugin.facts > Facts.NAME:
+                judging.skip(node.name, _trusted(filter_plugin.name))
+                continue
             entry = self.entry("filter", filter_plugin)
             run = self._run_filter(filter_plugin, entry, cycle, (node,), judging)
             outcome = _timed(seconds, filter_plugin.name, next, run)
