@@ -173,3 +173,23 @@ def test_ignore_lets_the_unknown_node_pass_at_warning(slow_for_new_nodes, caplog
     assert record.levelno == logging.WARNING
     [reason] = record.json_fields["skipped"]["reasons"]
     assert reason["plugin"] == "NodeLabelPolicy" and "failurePolicy Ignore" in reason["reason"]
+
+
+def test_the_decision_entry_shows_no_score_for_a_plugin_left_out_of_a_node():
+    from extender.decision_log import decision_fields, severity
+    from extender.framework.profile import Profile, ScorePluginEntry
+    from extender.framework.types import Node, Pod
+    from extender.routing import Route
+    from extender.verbs import Answer
+    from tests.test_framework import FixedScore, LabelScore
+
+    nodes = [Node("a", {"fast": "true"}), Node("b")]
+    scores = [ScorePluginEntry(LabelScore({}), 1), ScorePluginEntry(FixedScore({"a": 0, "b": 100}), 1)]
+    result = Profile("p", scores=scores, fail_open=True).prioritize(Pod(uid="u"), nodes)
+    answer = Answer(body=None, result=result)
+    fields = decision_fields(Route("prioritize", "default"), answer, 0.001, 5.0, method="POST", path="/prioritize")
+    assert {top["node"]: top["plugins"] for top in fields["scores"]} == {
+        "a": {"LabelScore": 100, "FixedScore": 0},
+        "b": {"FixedScore": 100},
+    }
+    assert fields["skipped"]["reasons"][0]["nodes"] == ["b"] and severity(answer, 0.001, 5.0) == logging.WARNING
