@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import heapq
 import logging
+import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
@@ -27,6 +28,9 @@ from extender.verbs import Answer
 
 EVENT = "extender.decision"
 MESSAGE = "extender decision"
+# What an audited plugin would have done, one entry per plugin and reason, for the would-reject metric.
+AUDIT_EVENT = "extender.audit"
+AUDIT_MESSAGE = "extender audit"
 TOP_N = 10
 # Node names shown per rejection reason.
 NODES_PER_REASON = 5
@@ -43,10 +47,13 @@ def log_decision(
     """``path`` as ``Router.redact`` gives it: the raw path carries the caller token."""
     fields = decision_fields(where, answer, seconds, budget_seconds, method=method, path=path)
     logger.log(severity(answer, seconds, budget_seconds), MESSAGE, extra={"json_fields": fields})
+    for audit in audit_entries(fields):
+        logger.info(AUDIT_MESSAGE, extra={"json_fields": audit})
 
 
 def severity(answer: Answer, seconds: float, budget_seconds: float) -> int:
-    """ERROR when the scheduler gets a failed or ignored answer from us, WARNING for bad requests and slow answers.
+    """ERROR when the scheduler gets a failed or ignored answer from us, WARNING for bad requests, slow answers and
+    plugins that did not judge a node (``skipped``: never silent).
 
     A request over half the budget warns before the scheduler's httpTimeout turns it into a failure.
     """
@@ -54,7 +61,35 @@ def severity(answer: Answer, seconds: float, budget_seconds: float) -> int:
         return logging.ERROR
     if answer.status >= 400 or seconds > budget_seconds / 2:
         return logging.WARNING
+    if answer.result is not None and answer.result.skipped:
+        return logging.WARNING
     return logging.INFO
+
+
+def audit_entries(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One entry per (plugin, reason) group of an audited plugin's held-back verdicts.
+
+    A log-based metric counts entries and cannot look into the decision entry's lists, so each group is an entry of
+    its own (``extender.audit``), which ``terraform/monitoring.tf`` counts per plugin and rule.
+    """
+    entries = []
+    for verdict in ("wouldReject", "wouldVeto"):
+        for group in fields.get(verdict, {}).get("reasons", ()):
+            entries.append(
+                {
+                    "event": AUDIT_EVENT,
+                    "verdict": verdict,
+                    "verb": fields["verb"],
+                    "profile": fields["profile"],
+                    "pod": fields["pod"],
+                    "plugin": group["plugin"],
+                    "rule": group["rule"],
+                    "reason": group["reason"],
+                    "count": group["count"],
+                    "nodes": group["nodes"],
+                }
+            )
+    return entries
 
 
 def decision_fields(
@@ -83,10 +118,18 @@ def decision_fields(
         fields["errorPlugin"] = result.error.plugin
     if isinstance(result, ScoreResult):
         fields["scores"] = _top_scores(result)
+        if result.audited:
+            fields["audited"] = list(result.audited)
     else:
-        fields["rejected"] = _rejections(result.rejected)
+        fields["rejected"] = _rejections(result.rejected.items())
+    if result.skipped:
+        fields["skipped"] = _rejections(_noted(result.skipped))
+    if isinstance(result, FilterResult) and result.would_reject:
+        fields["wouldReject"] = _rejections(_noted(result.would_reject), with_rule=True)
     if isinstance(result, PreemptResult):
         fields["accepted"] = _top_accepted(result)
+        if result.would_veto:
+            fields["wouldVeto"] = _rejections(_noted(result.would_veto), with_rule=True)
     fields["pluginMs"] = plugin_ms(result)
     return fields
 
@@ -107,25 +150,38 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
 
-def _rejections(rejected: Mapping[str, Status]) -> dict[str, Any]:
-    """Rejections grouped as the pod's FailedScheduling event groups them: one line per plugin and reason."""
+def _noted(notes: Mapping[str, tuple[Status, ...]]) -> list[tuple[str, Status]]:
+    return [(node, status) for node, statuses in notes.items() for status in statuses]
+
+
+def _rejections(rejected: Iterable[tuple[str, Status]], *, with_rule: bool = False) -> dict[str, Any]:
+    """(node, status) pairs grouped as the pod's FailedScheduling event groups them: one line per plugin and reason;
+    ``count`` is the number of nodes. ``with_rule`` adds the rule a reason names (``rule 'x'``), "" if none."""
     groups: dict[tuple[str, Code, str], list[str]] = defaultdict(list)
-    for node, status in rejected.items():
+    nodes_seen: set[str] = set()
+    for node, status in rejected:
         groups[status.plugin, status.code, status.reason].append(node)
+        nodes_seen.add(node)
     largest = heapq.nlargest(TOP_N, groups.items(), key=lambda group: len(group[1]))
-    return {
-        "count": len(rejected),
-        "reasons": [
-            {
-                "plugin": plugin,
-                "code": code.value,
-                "reason": bounded(reason),
-                "count": len(nodes),
-                "nodes": [_name(node) for node in nodes[:NODES_PER_REASON]],
-            }
-            for (plugin, code, reason), nodes in largest
-        ],
-    }
+    reasons = []
+    for (plugin, code, reason), nodes in largest:
+        group: dict[str, Any] = {
+            "plugin": plugin,
+            "code": code.value,
+            "reason": bounded(reason),
+            "count": len(nodes),
+            "nodes": [_name(node) for node in nodes[:NODES_PER_REASON]],
+        }
+        if with_rule:
+            named = _RULE.search(reason)
+            group["rule"] = _name(named.group(1)) if named else ""
+        reasons.append(group)
+    return {"count": len(nodes_seen), "reasons": reasons}
+
+
+# How the built-in plugins name the rule behind a verdict: "NodeLabelPolicy rule 'ml-on-gpu-pool': ...",
+# "NodeNameFilter: node is in maintenance 'pool-a-upgrade' until ...".
+_RULE = re.compile(r"\b(?:rule|maintenance) '([^']*)'")
 
 
 # The last top scores of kept scores (``ScoreResult.kept``) and the objects they came from: kept results hand back
@@ -135,7 +191,8 @@ _last_top: tuple[dict[str, int], tuple[tuple[str, dict[str, int]], ...], list[di
 
 
 def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
-    """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won."""
+    """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won (a plugin left out for a node,
+    its facts missing under failurePolicy Ignore, is not shown for it)."""
     global _last_top
     by_plugin = tuple(result.by_plugin.items())
     last_scores, last_by_plugin, last_top = _last_top
@@ -143,7 +200,7 @@ def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
         return last_top
     best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
     top = [
-        {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in by_plugin}}
+        {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in by_plugin if node in scores}}
         for node, score in best
     ]
     if result.kept:

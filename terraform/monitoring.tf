@@ -14,6 +14,20 @@ locals {
   metric_label_extractors = { for label, _ in local.metric_labels : label => "EXTRACT(jsonPayload.${label})" }
   latency_threshold_ms    = module.scheduler_config.http_timeout_ms * var.alert_latency_ratio
 
+  # What audited plugins (enforcement: Audit) would have rejected or vetoed: one entry per plugin and reason of a
+  # request, next to its decision entry (a log-based metric counts entries and cannot look into the decision entry's
+  # wouldReject / wouldVeto lists).
+  audit_log_filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${var.function_name}\"",
+    "jsonPayload.event=\"extender.audit\"",
+  ])
+  audit_metric_labels = {
+    plugin  = "Audited plugin that would have rejected or vetoed."
+    rule    = "Rule its reason names (NodeLabelPolicy and ProtectedVictims rules, NodeNameFilter maintenance entries), empty when none."
+    verdict = "wouldReject (filter) or wouldVeto (preempt)."
+  }
+
   # A 404 is the one answer to a request without the caller token; every other error reached a routed call.
   errors_log_filter          = "${local.decision_log_filter} AND jsonPayload.error:* AND jsonPayload.status!=404"
   unauthenticated_log_filter = "${local.decision_log_filter} AND jsonPayload.status=404"
@@ -140,6 +154,39 @@ resource "google_logging_metric" "latency" {
       scale              = 1
     }
   }
+
+  depends_on = [time_sleep.apis]
+}
+
+# Roll-out of a new rule: enable its plugin with enforcement: Audit, read this metric for a week, then Enforce
+# (docs/policy.md). Each count is one scheduling call in which the plugin's rule would have rejected (or vetoed) at
+# least one node.
+resource "google_logging_metric" "would_reject" {
+  count = var.monitoring_enabled ? 1 : 0
+
+  project     = var.project_id
+  name        = "${var.function_name}/would_reject"
+  description = "Calls in which an audited plugin (enforcement: Audit) would have rejected or vetoed nodes, by plugin, rule, verdict, verb and profile. Nothing was rejected: the nodes passed."
+  filter      = local.audit_log_filter
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+
+    dynamic "labels" {
+      for_each = merge(local.metric_labels, local.audit_metric_labels)
+      content {
+        key         = labels.key
+        value_type  = "STRING"
+        description = labels.value
+      }
+    }
+  }
+  label_extractors = merge(
+    local.metric_label_extractors,
+    { for label, _ in local.audit_metric_labels : label => "EXTRACT(jsonPayload.${label})" },
+  )
 
   depends_on = [time_sleep.apis]
 }

@@ -109,12 +109,28 @@ def test_scores_outside_the_framework_range_are_errors(bad):
     assert result.error is not None and "scored node b" in result.error.reason
 
 
-def test_missing_labels_fail_closed_or_open():
+def test_missing_labels_score_zero_or_leave_the_plugin_out():
+    """One node without facts used to zero every score (Fail) or drop the plugin for every node (Ignore). Now Fail
+    scores that node 0 for the plugin, Ignore leaves the plugin out of that node's score only; both are noted."""
+    nodes = [Node("a", {"fast": "true"}), Node("b"), Node("c", {})]
+    fast = ScorePluginEntry(LabelScore({}), 1)
+    near = ScorePluginEntry(FixedScore({"a": 0, "b": 100, "c": 100}), 1)
+    closed = Profile("p", scores=[fast, near]).prioritize(POD, nodes)
+    assert closed.error is None and closed.scores == {"a": 5, "b": 5, "c": 5}
+    assert closed.by_plugin["LabelScore"] == {"a": 100, "c": 0, "b": 0}
+    assert "failurePolicy Fail" in closed.skipped["b"][0].reason and list(closed.skipped) == ["b"]
+    opened = Profile("p", scores=[fast, near], fail_open=True).prioritize(POD, nodes)
+    assert opened.error is None and opened.scores == {"a": 5, "b": 10, "c": 5}  # b: FixedScore's 100 alone
+    assert "failurePolicy Ignore" in opened.skipped["b"][0].reason and "b" not in opened.by_plugin["LabelScore"]
+
+
+def test_a_score_plugin_that_judges_no_node_is_an_error_under_fail_and_left_out_under_ignore():
     names_only = [Node("a"), Node("b")]
     closed = Profile("p", scores=[ScorePluginEntry(LabelScore({}), 1)]).prioritize(POD, names_only)
-    assert closed.error is not None and "needs node labels" in closed.error.reason
+    assert "needs node labels" in closed.error.reason
     opened = Profile("p", scores=[ScorePluginEntry(LabelScore({}), 1)], fail_open=True).prioritize(POD, names_only)
     assert opened.error is None and opened.scores == {"a": 0, "b": 0}
+    assert opened.seconds_by_plugin == {}  # skipped on every node: it did not run
 
 
 def test_preempt_drops_nodes_the_filters_reject_and_vetoed_victims():
@@ -130,10 +146,19 @@ def test_preempt_drops_nodes_the_filters_reject_and_vetoed_victims():
     assert result.rejected["c"].plugin == "RejectByName"
 
 
-def test_preempt_skips_label_filters_without_labels():
+def test_preempt_never_skips_label_filters_silently():
+    """Preempt used to let a label filter pass unnoticed when no labels were known."""
+
     class NeedsLabels(RejectByName):
         name: ClassVar[str] = "NeedsLabels"
         facts = Facts.LABELS
 
-    result = Profile("p", filters=[NeedsLabels({"a": "unresolvable"})]).preempt(POD, {"a": Victims(())}, {})
-    assert "a" in result.accepted  # the scheduler's filter call after preemption enforces it
+    candidates = {"a": Victims(())}
+    vetoed = Profile("p", filters=[NeedsLabels({"a": "unresolvable"})]).preempt(POD, candidates, {})
+    assert vetoed.accepted == {} and vetoed.rejected["a"].plugin == "NeedsLabels"
+    assert "failurePolicy Fail" in vetoed.rejected["a"].reason
+    ignored = Profile("p", filters=[NeedsLabels({})], fail_open=True).preempt(POD, candidates, {})
+    assert "a" in ignored.accepted and "failurePolicy Ignore" in ignored.skipped["a"][0].reason
+    trusted = Profile("p", filters=[NeedsLabels({})], trust_scheduler_filter=True).preempt(POD, candidates, {})
+    assert "a" in trusted.accepted and "preemptTrustsSchedulerFilter" in trusted.skipped["a"][0].reason
+    assert "NeedsLabels" not in trusted.seconds_by_plugin

@@ -12,6 +12,7 @@ import yaml
 
 from extender import plugins
 from extender import policy as policy_package
+from extender.framework.profile import EntryPolicy
 from extender.framework.types import Facts, VictimFacts
 from extender.policy.loader import EMBEDDED, PolicyError, load_policy, parse_policy
 from testkit.scheduler_checks import check_answer
@@ -598,3 +599,55 @@ def test_preempt_evaluates_the_label_filters_of_the_documented_example(client_fa
     }
     answer = client_factory(policy).post("/preempt", json=payload).get_json()
     assert list(answer["NodeNameToMetaVictims"]) == [general]
+
+
+def test_plugin_entries_take_a_failure_policy_and_an_enforcement_checked_at_their_field_paths():
+    entries = """
+    failurePolicy: Fail
+    nodeCacheCapable: false
+    profiles:
+    - name: default
+      plugins:
+        filter: {enabled: [{name: NodeLabelPolicy, failurePolicy: Ignore, enforcement: Audit}]}
+        score: {enabled: [{name: TopologyPreference, weight: 1, failurePolicy: {policy}, enforcement: {enforcement}}]}
+      pluginConfig:
+      - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {matchLabels: {pool: gpu}}}]}}
+      - {name: TopologyPreference, args: {preferences: [{label: zone, weights: {a: 100}}]}}
+    """
+    valid = parse_policy(textwrap.dedent(entries.replace("{policy}", "Fail").replace("{enforcement}", "Enforce")), "t")
+    profile = valid.profiles["default"]
+    label_policy, = profile.filters
+    assert profile.entry("filter", label_policy) == EntryPolicy(fail_open=True, audit=True)
+    assert profile.entry("score", profile.scores[0].plugin) == EntryPolicy(fail_open=False, audit=False)
+    assert sorted(problems(entries.replace("{policy}", "Maybe").replace("{enforcement}", "audit"))) == [
+        "profiles[0].plugins.score.enabled[0].enforcement: Must be one of: Enforce, Audit.",
+        "profiles[0].plugins.score.enabled[0].failurePolicy: Must be one of: Fail, Ignore.",
+    ]
+
+
+def test_check_policy_lists_what_an_entry_sets_apart(tmp_path, capsys):
+    from extender.__main__ import main
+
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins:\n"
+        "    filter: {enabled: [{name: NodeNameFilter}, {name: NodeLabelPolicy, failurePolicy: Ignore, enforcement: Audit}]}\n"
+        "  pluginConfig:\n  - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {matchLabels: {pool: gpu}}}]}}\n"
+    )
+    assert main(["check-policy", str(path)]) == 0
+    assert "filter NodeNameFilter, NodeLabelPolicy (failurePolicy Ignore, enforcement Audit)" in capsys.readouterr().out
+
+
+def test_an_entry_without_a_failure_policy_takes_the_policy_level_one():
+    text = """
+    failurePolicy: Ignore
+    nodeCacheCapable: false
+    profiles:
+    - name: default
+      plugins:
+        filter: {enabled: [{name: NodeLabelPolicy}]}
+      pluginConfig:
+      - {name: NodeLabelPolicy, args: {rules: [{name: r, nodeSelector: {matchLabels: {pool: gpu}}}]}}
+    """
+    profile = parse_policy(textwrap.dedent(text), "t").profiles["default"]
+    assert profile.entry("filter", profile.filters[0]) == EntryPolicy(fail_open=True, audit=False)

@@ -259,10 +259,17 @@ def test_the_verdict_on_an_undescribed_node_or_an_error_is_not_kept():
         result = reusing.filter_names(pod(), ["n-1", "gone"], source)
         assert result.feasible == ["n-1"] and "gone" in result.rejected
     assert source.looked_up == [2, 1]  # the undescribed node is made anew by each request: nothing to keep
+    # A node whose facts are unavailable is rejected alone (failurePolicy Fail), and its verdict is never kept.
     failing = ListedNodes([node("n-1", pool="web"), Node("n-2", why_unknown=status.error("API down"))])
     for _ in range(2):
-        assert reusing.filter_names(pod(), ["n-1", "n-2"], failing).error is not None
-    assert failing.looked_up == [2, 2]
+        result = reusing.filter_names(pod(), ["n-1", "n-2"], failing)
+        assert result.feasible == ["n-1"] and "API down" in result.rejected["n-2"].reason and result.error is None
+    assert failing.looked_up == [2, 1]
+    # Not one node judged: an Error, never kept either.
+    down = ListedNodes([Node("n-3", why_unknown=status.error("API down"))])
+    for _ in range(2):
+        assert reusing.filter_names(pod(), ["n-3"], down).error.reason == "API down"
+    assert down.looked_up == [1, 1]
 
 
 def test_more_keys_than_are_kept_start_afresh_and_the_newest_is_kept():

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from extender.framework.kept import KeptProfile
+from extender.framework.plugin import Plugin
 from extender.framework.profile import Profile
 from extender.policy.loader import PolicyError, load_policy
 
@@ -39,11 +41,21 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def describe(profile: Profile) -> str:
-    """The enabled plugins per extension point, in the order they run."""
+def describe(profile: Profile | KeptProfile) -> str:
+    """The enabled plugins per extension point, in the order they run, with what an entry sets apart from the
+    policy's defaults (its own failurePolicy, enforcement Audit)."""
     points = {
-        "filter": [plugin.name for plugin in profile.filters],
-        "score": [f"{entry.plugin.name} (weight {entry.weight})" for entry in profile.scores],
-        "preempt": [plugin.name for plugin in profile.preempts],
+        "filter": [_entry(profile, "filter", plugin, []) for plugin in profile.filters],
+        "score": [_entry(profile, "score", entry.plugin, [f"weight {entry.weight}"]) for entry in profile.scores],
+        "preempt": [_entry(profile, "preempt", plugin, []) for plugin in profile.preempts],
     }
     return "; ".join(f"{point} {', '.join(names)}" for point, names in points.items() if names) or "no plugins"
+
+
+def _entry(profile: Profile | KeptProfile, point: str, plugin: Plugin, notes: list[str]) -> str:
+    entry = profile.entry(point, plugin)
+    if entry.fail_open != profile.fail_open:
+        notes.append(f"failurePolicy {'Ignore' if entry.fail_open else 'Fail'}")
+    if entry.audit:
+        notes.append("enforcement Audit")
+    return f"{plugin.name} ({', '.join(notes)})" if notes else plugin.name

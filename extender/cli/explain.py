@@ -207,6 +207,13 @@ class Explanation:
             row.filter = {plugin: {"code": Code.SUCCESS.value} for plugin in reached}
             if status is not None:
                 row.filter[status.plugin] = {"code": status.code.value, "reason": status.reason}
+            # What did not apply: plugins that did not judge the node, audited plugins' held-back verdicts.
+            for note in result.skipped.get(row.name, ()):
+                if note.plugin in row.filter and note.code is Code.SUCCESS:
+                    row.filter[note.plugin] = {"code": note.code.value, "reason": note.reason, "skipped": "yes"}
+            for note in result.would_reject.get(row.name, ()):
+                if note.plugin in row.filter:
+                    row.filter[note.plugin] = {"code": note.code.value, "reason": note.reason, "enforcement": "Audit"}
 
     def as_json(self) -> dict[str, Any]:
         policy = self.extender.policy
@@ -226,11 +233,15 @@ class Explanation:
         if self.preempt is None or self.preempt.status != 200:
             return {}
         accepted = self.preempt.json().get("NodeNameToMetaVictims") or {}
-        rejected = self.preempt.result.rejected if isinstance(self.preempt.result, PreemptResult) else {}
+        result = self.preempt.result if isinstance(self.preempt.result, PreemptResult) else None
+        rejected = result.rejected if result is not None else {}
         verdicts: dict[str, dict[str, str]] = {}
         for name in self.preempt_nodes:
             if name in accepted:
                 verdicts[name] = {"answer": "accepted", "victims": str(len(accepted[name].get("Pods") or []))}
+                held = result.would_veto.get(name) if result is not None else None
+                if held:  # an audited plugin would have vetoed it
+                    verdicts[name]["wouldVeto"] = "; ".join(f"{note.plugin}: {note.reason}" for note in held)
             elif name in rejected:
                 verdicts[name] = {"answer": "vetoed", "plugin": rejected[name].plugin, "reason": rejected[name].reason}
             else:
@@ -258,7 +269,9 @@ class Explanation:
         assert profile is not None  # filter succeeded, so routing found it
         filters = [plugin.name for plugin in profile.filters]
         scores = [(entry.plugin.name, entry.weight) for entry in profile.scores]
-        header = ["NODE", *filters, *(f"{name} ×{weight}" for name, weight in scores), "SCORE", "ANSWER"]
+        audited = {entry.plugin.name for entry in profile.scores if profile.entry("score", entry.plugin).audit}
+        weights = [f"{name} ×{weight}" + (" (audit: not counted)" if name in audited else "") for name, weight in scores]
+        header = ["NODE", *filters, *weights, "SCORE", "ANSWER"]
         table = [header]
         for row in self.rows():
             verdicts = [_verdict(row.filter.get(plugin)) for plugin in filters]
@@ -288,7 +301,8 @@ class Explanation:
         lines = ["", "preempt (the candidates kube-scheduler proposed, with their victims):"]
         for name, verdict in self.candidates().items():
             if verdict["answer"] == "accepted":
-                lines.append(f"  {name}: accepted, {verdict['victims']} victim(s) may be evicted")
+                audit = f" (audit, would veto: {verdict['wouldVeto']})" if "wouldVeto" in verdict else ""
+                lines.append(f"  {name}: accepted, {verdict['victims']} victim(s) may be evicted{audit}")
             else:
                 lines.append(f"  {name}: vetoed: {verdict['reason']}")
         return lines
@@ -376,7 +390,11 @@ def _call_json(answer: Answer) -> dict[str, Any]:
 
 
 def _verdict(verdict: dict[str, str] | None) -> str:
-    return _VERDICTS[Code(verdict["code"])] if verdict else ""
+    if not verdict:
+        return ""
+    if verdict.get("enforcement") == "Audit":
+        return f"audit: would be {_VERDICTS[Code(verdict['code'])]}"
+    return "skipped" if verdict.get("skipped") else _VERDICTS[Code(verdict["code"])]
 
 
 def _plugin_times(answer: Answer) -> str:

@@ -22,7 +22,10 @@ request then touches only the names it carries. Invariants:
   carried over only for the same Node object (a refresh keeps the objects of
   unchanged nodes). So the kept Node objects are the live ones.
 - Never kept: Errors (they may be transient), nodes their source could not
-  describe, anything worked out while the generation changed under the request.
+  describe or a plugin did not judge (``FilterResult.skipped``), anything
+  worked out while the generation changed under the request. Audited
+  plugins' held-back rejections are kept with the verdicts, so a kept answer
+  reports them as the plain profile does.
 - Kept values are never changed, only replaced in one assignment: concurrent
   requests at worst work a value out twice.
 
@@ -38,7 +41,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, TypeVar
 
 from extender.framework.cycle import CycleState
-from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
+from extender.framework.profile import FilterResult, Notes, PreemptResult, Profile, ScoreResult, judged_or_error
 from extender.framework.status import Status
 from extender.framework.types import Facts, Node, Pod, Victims
 
@@ -60,13 +63,24 @@ class KeptVerdicts:
     # The Node object each verdict was worked out for, by name.
     nodes: Mapping[str, Node] = field(default_factory=dict)
     rejected: Mapping[str, Status] = field(default_factory=dict)
+    # Rejections audited plugins held back (the node passed), by name.
+    would_reject: Notes = field(default_factory=dict)
 
-    def adding(self, nodes: Sequence[Node], rejected: Mapping[str, Status]) -> KeptVerdicts:
-        described = {node.name: node for node in nodes if node.why_unknown is None}
+    def adding(
+        self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, skipped: Notes
+    ) -> KeptVerdicts:
+        """With the verdicts on ``nodes``, except those a plugin did not judge (``skipped``) or whose source could
+        not describe them."""
+        described = {node.name: node for node in nodes if node.why_unknown is None and node.name not in skipped}
         if not described:
             return self
         refused = {name: rejected[name] for name in described if name in rejected}
-        return KeptVerdicts({**self.nodes, **described}, {**self.rejected, **refused} if refused else self.rejected)
+        held = {name: would_reject[name] for name in described if name in would_reject}
+        return KeptVerdicts(
+            {**self.nodes, **described},
+            {**self.rejected, **refused} if refused else self.rejected,
+            {**self.would_reject, **held} if held else self.would_reject,
+        )
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,7 @@ class KeptScores:
     names: frozenset[str]
     by_plugin: Mapping[str, dict[str, int]]
     scores: dict[str, int]
+    audited: tuple[str, ...] = ()
 
 
 class _Generation:
@@ -98,6 +113,7 @@ class KeptProfile:
         self.plain = plain
         self.name, self.filters, self.scores, self.preempts = plain.name, plain.filters, plain.scores, plain.preempts
         self.fail_open, self.facts, self.victim_facts = plain.fail_open, plain.facts, plain.victim_facts
+        self.entry = plain.entry
         self._kept = _Generation(None, {})
 
     def filter(self, pod: Pod, nodes: Sequence[Node], cycle: CycleState | None = None) -> FilterResult:
@@ -131,27 +147,34 @@ class KeptProfile:
             known = previous.nodes.get
             fresh = [node for node in nodes if known(node.name) is not node]
             carried = [node for node in nodes if known(node.name) is node]
-            kept = KeptVerdicts().adding(carried, previous.rejected)
+            kept = KeptVerdicts().adding(carried, previous.rejected, previous.would_reject, {})
         else:
             missing = list(filterfalse(kept.nodes.__contains__, names))
             fresh = source.lookup(missing) if missing else []
-        rejected = kept.rejected
+        rejected, would_reject = kept.rejected, kept.would_reject
+        fresh_result = FilterResult(feasible=[])
         if fresh:
-            result = plain.filter(pod, fresh, cycle)
-            if result.error is not None:
-                return result
-            seconds, rejected = result.seconds_by_plugin, {**rejected, **result.rejected}
-            kept = kept.adding(fresh, result.rejected)
+            fresh_result = plain.filter_each(pod, fresh, cycle)
+            if fresh_result.error is not None:
+                return fresh_result
+            seconds, rejected = fresh_result.seconds_by_plugin, {**rejected, **fresh_result.rejected}
+            would_reject = {**would_reject, **fresh_result.would_reject}
+            kept = kept.adding(fresh, fresh_result.rejected, fresh_result.would_reject, fresh_result.skipped)
         if source.generation() is generation:
             _store(kept_now.verdicts, keys, kept)
         refused = list(filter(rejected.__contains__, names)) if rejected else []
-        if not refused:
-            return FilterResult(feasible=list(names), seconds_by_plugin=seconds)
-        return FilterResult(
-            feasible=list(filterfalse(rejected.__contains__, names)),
-            rejected={name: rejected[name] for name in refused},
+        result = FilterResult(
+            feasible=list(names),
             seconds_by_plugin=seconds,
+            skipped=fresh_result.skipped,
+            unjudged=fresh_result.unjudged,
         )
+        if would_reject:
+            result.would_reject = {name: would_reject[name] for name in names if name in would_reject}
+        if refused:
+            result.feasible = list(filterfalse(rejected.__contains__, names))
+            result.rejected = {name: rejected[name] for name in refused}
+        return judged_or_error(result, len(names))
 
     def prioritize_names(
         self, pod: Pod, names: Sequence[str], source: NodeSource, cycle: CycleState | None = None
@@ -168,12 +191,17 @@ class KeptProfile:
         kept = kept_now.scores.get(keys)
         if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
             seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
-            return ScoreResult(kept.scores, dict(kept.by_plugin), seconds_by_plugin=seconds, kept=True)
+            return ScoreResult(
+                kept.scores, dict(kept.by_plugin), seconds_by_plugin=seconds, kept=True, audited=list(kept.audited)
+            )
         nodes = source.lookup(names)
         result = plain.prioritize(pod, nodes, cycle)
         if result.error is None and self._described(nodes) and source.generation() is generation:
             # The names as the scores hold them: the answer's entries are found by the same string objects.
-            _store(kept_now.scores, keys, KeptScores(frozenset(result.scores), dict(result.by_plugin), result.scores))
+            kept_scores = KeptScores(
+                frozenset(result.scores), dict(result.by_plugin), result.scores, tuple(result.audited)
+            )
+            _store(kept_now.scores, keys, kept_scores)
         return result
 
     def _current(self, generation: object) -> _Generation:

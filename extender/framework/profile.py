@@ -10,6 +10,18 @@ The loop here runs plugin-major (each plugin over the nodes still passing),
 which gives the same verdicts while timing each plugin once; an Error from
 any plugin fails the whole request. Per-request plugin work lives in the
 request's ``CycleState``, created here when the caller brings none.
+
+No plugin is ever skipped silently. Each enabled entry has its own
+``EntryPolicy``: when a node's facts are missing (the node source cannot
+answer for it), ``failurePolicy`` Fail rejects that node as Unschedulable (a
+filter request answers Error only when no node could be judged at all), scores
+it 0 for that plugin, or vetoes that preemption candidate; Ignore lets the node
+pass, leaves the plugin out of that node's score or accepts the candidate. An
+audited entry (``enforcement: Audit``) decides as usual, but its rejections
+and vetoes only become notes and its scores count for nothing. Every plugin
+that did not judge a node, and every verdict an audit held back, is in the
+result's ``skipped`` and ``would_reject`` / ``would_veto`` notes, which the
+decision log reports.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from extender.framework import status as st
 from extender.framework.cycle import CycleState
-from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, PreemptPlugin, ScorePlugin
+from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, Plugin, PreemptPlugin, ScorePlugin
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
@@ -35,6 +47,45 @@ MIN_EXTENDER_PRIORITY = 0
 MAX_EXTENDER_PRIORITY = 10
 
 
+# Per node name, the statuses (with their plugins) of a kind of note, in policy order.
+Notes = dict[str, tuple[Status, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPolicy:
+    """How one enabled plugin entry applies: its ``failurePolicy`` and ``enforcement``."""
+
+    fail_open: bool = False  # failurePolicy Ignore: a node whose facts are missing passes the plugin
+    audit: bool = False  # enforcement Audit: rejections, vetoes and scores are only noted
+
+
+@dataclass
+class Judging:
+    """What one request's plugins did not decide: filled while judging, read into the result."""
+
+    # Plugins that did not judge a node: facts missing, the scheduler's filter trusted.
+    skipped: Notes = field(default_factory=dict)
+    # Rejections (filter) or vetoes (preempt) of audited plugins, which did not apply.
+    would: Notes = field(default_factory=dict)
+    # Nodes rejected only because their facts were missing (failurePolicy Fail), with why (an Error status).
+    unjudged: dict[str, Status] = field(default_factory=dict)
+    # Plugins that judged at least one node, and those skipped somewhere: one skipped everywhere has no time.
+    ran: set[str] = field(default_factory=set)
+
+    def skip(self, node: str, status: Status) -> None:
+        self.skipped[node] = (*self.skipped.get(node, ()), status)
+
+    def hold_back(self, node: str, status: Status) -> None:
+        self.would[node] = (*self.would.get(node, ()), status)
+
+    def timed_only_if_ran(self, seconds: dict[str, float]) -> None:
+        """Drop the time of plugins that were skipped on every node they were asked about: they did not run."""
+        for statuses in list(self.skipped.values()):
+            for status in statuses:
+                if status.plugin not in self.ran:
+                    seconds.pop(status.plugin, None)
+
+
 @dataclass
 class FilterResult:
     # The names of the nodes every filter accepts, in input order.
@@ -42,6 +93,11 @@ class FilterResult:
     rejected: dict[str, Status] = field(default_factory=dict)
     error: Status | None = None
     seconds_by_plugin: dict[str, float] = field(default_factory=dict)
+    skipped: Notes = field(default_factory=dict)
+    would_reject: Notes = field(default_factory=dict)
+    # Nodes rejected only because their facts were missing, with why: never kept, and when they are all, the answer
+    # is that Error.
+    unjudged: dict[str, Status] = field(default_factory=dict)
 
 
 @dataclass
@@ -55,6 +111,9 @@ class ScoreResult:
     # Kept across requests (``extender.framework.kept``): the same objects answer again, and nobody may change them,
     # so what is derived from them (the encoded answer, the top scores) may be kept by their identity too.
     kept: bool = False
+    skipped: Notes = field(default_factory=dict)
+    # Audited score plugins: in ``by_plugin``, but not in ``scores``.
+    audited: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -63,6 +122,8 @@ class PreemptResult:
     rejected: dict[str, Status] = field(default_factory=dict)
     error: Status | None = None
     seconds_by_plugin: dict[str, float] = field(default_factory=dict)
+    skipped: Notes = field(default_factory=dict)
+    would_veto: Notes = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,23 +140,48 @@ class Profile:
         scores: Sequence[ScorePluginEntry] = (),
         preempts: Sequence[PreemptPlugin] = (),
         fail_open: bool = False,
+        entries: Mapping[tuple[str, str], EntryPolicy] | None = None,
+        trust_scheduler_filter: bool = False,
     ) -> None:
         self.name = name
         self.filters = tuple(filters)
         self.scores = tuple(scores)
         self.preempts = tuple(preempts)
-        # When a plugin needs facts nobody could supply: skip the plugin (open) or fail the request (closed).
+        # The policy-level failurePolicy (Ignore: open), the default of every entry.
         self.fail_open = fail_open
+        # Per (extension point, plugin name), where an entry differs from the default.
+        self.entries = dict(entries or {})
+        self._default_entry = EntryPolicy(fail_open=fail_open)
+        # Preempt in full-node mode without a node source: label filters pass, the scheduler's filter is trusted.
+        self.trust_scheduler_filter = trust_scheduler_filter
         plugins = [*self.filters, *(entry.plugin for entry in self.scores), *self.preempts]
         self.facts = max((plugin.facts for plugin in plugins), default=Facts.NAME)
+        self.filter_facts = max((plugin.facts for plugin in self.filters), default=Facts.NAME)
         self.victim_facts = max((plugin.victim_facts for plugin in self.preempts), default=VictimFacts.UID)
 
+    def entry(self, point: str, plugin: Plugin) -> EntryPolicy:
+        """How the plugin applies at ``point`` (``filter``, ``score``, ``preempt``)."""
+        return self.entries.get((point, plugin.name), self._default_entry)
+
     def filter(self, pod: Pod, nodes: Sequence[Node], cycle: CycleState | None = None) -> FilterResult:
+        return judged_or_error(self.filter_each(pod, nodes, cycle), len(nodes))
+
+    def filter_each(self, pod: Pod, nodes: Sequence[Node], cycle: CycleState | None = None) -> FilterResult:
+        """Each node's verdict, without the request-wide rule of ``judged_or_error`` (kept results apply it over the
+        whole request)."""
         cycle = cycle or CycleState(pod)
         seconds = dict.fromkeys((plugin.name for plugin in self.filters), 0.0)
-        verdicts = self._verdicts_of(cycle, nodes, seconds)
+        judging = Judging()
+        verdicts = self._verdicts_of(cycle, nodes, seconds, judging)
+        judging.timed_only_if_ran(seconds)
         names = list(map(_name, nodes))
-        result = FilterResult(feasible=names, seconds_by_plugin=seconds)
+        result = FilterResult(
+            feasible=names,
+            seconds_by_plugin=seconds,
+            skipped=judging.skipped,
+            would_reject=judging.would,
+            unjudged=judging.unjudged,
+        )
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
         if False in passed:
@@ -114,14 +200,16 @@ class Profile:
             return FilterResult(feasible=list(names))
         return self.filter(pod, source.lookup(names), cycle)
 
-    def _verdicts_of(self, cycle: CycleState, nodes: Sequence[Node], seconds: dict[str, float]) -> list[Status]:
+    def _verdicts_of(
+        self, cycle: CycleState, nodes: Sequence[Node], seconds: dict[str, float], judging: Judging
+    ) -> list[Status]:
         """Each node's verdict: Success, or the first rejection (or Error) in policy order."""
         verdicts: list[Status] = [st.SUCCESS] * len(nodes)
         # The nodes still passing, and where they are in ``nodes``.
         passing, at = list(nodes), list(range(len(nodes)))
         for plugin in self.filters:
             started = time.perf_counter()
-            outcomes = list(self._run_filter(plugin, cycle, passing))
+            outcomes = list(self._run_filter(plugin, self.entry("filter", plugin), cycle, passing, judging))
             passed = list(map(is_, map(_code, outcomes), repeat(Code.SUCCESS)))
             failed = False
             if False in passed:
@@ -138,25 +226,35 @@ class Profile:
 
     def prioritize(self, pod: Pod, nodes: Sequence[Node], cycle: CycleState | None = None) -> ScoreResult:
         cycle = cycle or CycleState(pod)
-        seconds = dict.fromkeys((entry.plugin.name for entry in self.scores), 0.0)
-        result = ScoreResult(scores={}, seconds_by_plugin=seconds)
+        seconds: dict[str, float] = {}
+        judging = Judging()
+        result = ScoreResult(scores={}, seconds_by_plugin=seconds, skipped=judging.skipped)
         total_weight = 0
+        # Per node, the weight of the plugins left out for it (failurePolicy Ignore with its facts missing).
+        left_out_weight: dict[str, int] = {}
         weighted = dict.fromkeys(map(_name, nodes), 0)
         for entry in self.scores:
             plugin = entry.plugin
+            policy = self.entry("score", plugin)
             started = time.perf_counter()
-            scores, failure = self._run_score(plugin, cycle, nodes)
-            seconds[plugin.name] = time.perf_counter() - started
+            scores, left_out, failure = self._run_score(plugin, policy, cycle, nodes, judging)
             if failure is not None:
+                seconds[plugin.name] = time.perf_counter() - started
                 result.error = failure
                 return result
-            if scores is None:  # skipped: facts unknown and the profile fails open
+            if not scores:  # skipped on every node: it did not run
                 continue
+            seconds[plugin.name] = time.perf_counter() - started
             result.by_plugin[plugin.name] = scores
+            if policy.audit:  # computed and shown, counts for nothing
+                result.audited.append(plugin.name)
+                continue
             total_weight += entry.weight
+            for name in left_out:
+                left_out_weight[name] = left_out_weight.get(name, 0) + entry.weight
             for name, score in scores.items():
                 weighted[name] += entry.weight * score
-        result.scores = _to_extender_priorities(weighted, total_weight)
+        result.scores = _to_extender_priorities(weighted, total_weight, left_out_weight)
         return result
 
     def prioritize_names(
@@ -174,14 +272,16 @@ class Profile:
     ) -> PreemptResult:
         """Keep the candidates where the pod would pass our filters and no plugin vetoes the victims.
 
-        Filter plugins whose node facts are unknown are skipped here rather than failing: the scheduler calls
-        filter again on the nominated node after preemption, and that call enforces them.
+        Preempt requests carry no Node objects: filters read what ``nodes`` (the node source) supplies. A candidate
+        whose facts are missing follows each filter's failurePolicy (Fail vetoes that candidate), except that with
+        ``trust_scheduler_filter`` and no node source a label filter passes on the scheduler's own filter result.
         """
         cycle = cycle or CycleState(pod)
-        result = PreemptResult(accepted={})
+        judging = Judging()
+        result = PreemptResult(accepted={}, skipped=judging.skipped, would_veto=judging.would)
         for node_name, victims in candidates.items():
             node = nodes.get(node_name) or Node(node_name)
-            verdict = self._preempt_verdict(cycle, node, victims, result.seconds_by_plugin)
+            verdict = self._preempt_verdict(cycle, node, victims, result.seconds_by_plugin, judging)
             if verdict.is_success:
                 result.accepted[node_name] = victims
             elif verdict.code is Code.ERROR:
@@ -190,82 +290,160 @@ class Profile:
                 return result
             else:
                 result.rejected[node_name] = verdict
+        judging.timed_only_if_ran(result.seconds_by_plugin)
+        if candidates and len(judging.unjudged) == len(candidates):  # all vetoed unjudged: why is the Error
+            result.error = next(iter(judging.unjudged.values()))
         return result
 
-    def _preempt_verdict(self, cycle: CycleState, node: Node, victims: Victims, seconds: dict[str, float]) -> Status:
+    def _preempt_verdict(
+        self, cycle: CycleState, node: Node, victims: Victims, seconds: dict[str, float], judging: Judging
+    ) -> Status:
         for filter_plugin in self.filters:
-            if filter_plugin.facts > Facts.NAME and node.labels is None:
-                unknown = self._unknown_facts(filter_plugin.name, node)
-                if unknown.code is Code.ERROR or unknown.is_success:
-                    continue  # facts unavailable for now: the filter call after preemption enforces the plugin
-                return unknown
-            outcome = _timed(seconds, filter_plugin.name, next, self._run_filter(filter_plugin, cycle, (node,)))
+            no_source = node.labels is None and node.why_unknown is None  # nobody supplies labels here
+            if self.trust_scheduler_filter and no_source and filter_plugin.facts > Facts.NAME:
+                judging.skip(node.name, _trusted(filter_plugin.name))
+                continue
+            entry = self.entry("filter", filter_plugin)
+            run = self._run_filter(filter_plugin, entry, cycle, (node,), judging)
+            outcome = _timed(seconds, filter_plugin.name, next, run)
             if not outcome.is_success:
                 return outcome
         pod = cycle.pod
         for preempt_plugin in self.preempts:
+            entry = self.entry("preempt", preempt_plugin)
             if preempt_plugin.victim_facts > VictimFacts.UID and any(victim.labels is None for victim in victims.pods):
-                if self.fail_open:
-                    continue
-                return _missing_victim_details(preempt_plugin.name, node.name)
-            outcome = _timed(seconds, preempt_plugin.name, _run_preempt, preempt_plugin, pod, node.name, victims)
-            if not outcome.is_success:
-                return outcome
+                cause = st.error(_missing_victim_details(preempt_plugin.name, node.name)).with_plugin(preempt_plugin.name)
+                outcome = _unknown_facts(preempt_plugin.name, cause, entry.fail_open)
+                judging.skip(node.name, outcome)
+                if not outcome.is_success and not entry.audit:
+                    judging.unjudged[node.name] = cause
+            else:
+                judging.ran.add(preempt_plugin.name)
+                outcome = _timed(seconds, preempt_plugin.name, _run_preempt, preempt_plugin, pod, node.name, victims)
+            if outcome.is_success:
+                continue
+            if entry.audit:
+                judging.hold_back(node.name, outcome)
+                continue
+            return outcome
         return st.SUCCESS
 
-    def _run_filter(self, plugin: FilterPlugin, cycle: CycleState, nodes: Iterable[Node]) -> Iterator[Status]:
+    def _run_filter(
+        self, plugin: FilterPlugin, entry: EntryPolicy, cycle: CycleState, nodes: Iterable[Node], judging: Judging
+    ) -> Iterator[Status]:
         """The plugin's verdict on each node in turn: one loop per plugin, as thousands of nodes may pass."""
-        needs_labels, check, pod = plugin.facts > Facts.NAME, plugin.filter, cycle.pod
+        needs_labels, check, pod, name = plugin.facts > Facts.NAME, plugin.filter, cycle.pod, plugin.name
+        ran = False
         for node in nodes:
             if needs_labels and node.labels is None:
-                yield self._unknown_facts(plugin.name, node)
-                continue
-            try:
-                outcome = check(pod, node, *cycle.extra(plugin))
-            except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
-                yield _crashed(plugin.name, "filter", node.name, exc)
-                continue
-            # Only rejections and errors are reported with their plugin: a success (most nodes) needs no copy.
-            yield outcome if outcome.code is Code.SUCCESS else outcome.with_plugin(plugin.name)
+                cause = _cause(name, node)
+                outcome = _unknown_facts(name, cause, entry.fail_open)
+                if outcome.code is Code.SUCCESS or outcome.code is Code.UNSCHEDULABLE:
+                    judging.skip(node.name, outcome)  # not judged: passed (Ignore) or rejected (Fail)
+                if outcome.code is Code.UNSCHEDULABLE and not entry.audit:
+                    judging.unjudged[node.name] = cause
+            else:
+                if not ran:
+                    ran = True
+                    judging.ran.add(name)
+                try:
+                    outcome = check(pod, node, *cycle.extra(plugin))
+                except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
+                    outcome = _crashed(name, "filter", node.name, exc)
+                if outcome.code is Code.SUCCESS:
+                    yield outcome  # most nodes: no copy
+                    continue
+                outcome = outcome.with_plugin(name)
+            if outcome.code is not Code.SUCCESS and entry.audit:
+                judging.hold_back(node.name, outcome)
+                yield st.SUCCESS
+            else:
+                yield st.SUCCESS if outcome.code is Code.SUCCESS else outcome
 
     def _run_score(
-        self, plugin: ScorePlugin, cycle: CycleState, nodes: Sequence[Node]
-    ) -> tuple[dict[str, int] | None, Status | None]:
-        """Normalized scores, or None and the failure (None, None: skipped as its facts are unknown)."""
-        unknowable: list[str] = []
+        self, plugin: ScorePlugin, entry: EntryPolicy, cycle: CycleState, nodes: Sequence[Node], judging: Judging
+    ) -> tuple[dict[str, int], list[str], Status | None]:
+        """Normalized scores, the nodes the plugin is left out for (facts missing, Ignore), and a failure if any.
+
+        A node whose facts are missing scores 0 (failurePolicy Fail, or a node its source cannot know); with Ignore
+        the plugin is left out of its score. Both are noted as skipped.
+        """
+        zeros: list[str] = []
+        left_out: list[str] = []
         if plugin.facts > Facts.NAME and None in map(_labels, nodes):
-            unknown = [node for node in nodes if node.labels is None]
-            for node in unknown:
-                verdict = self._unknown_facts(plugin.name, node)
-                if verdict.is_success:
-                    return None, None  # facts unavailable and the profile fails open: skip the plugin
-                if verdict.code is Code.ERROR:
-                    return None, verdict
-                unknowable.append(node.name)
-            if unknowable:  # the filters rejected them; they score lowest rather than failing the others
-                nodes = [node for node in nodes if node.labels is not None]
+            unjudged: Status | None = None
+            for node in nodes:
+                if node.labels is None:
+                    cause = _cause(plugin.name, node)
+                    outcome = _unknown_facts(plugin.name, cause, entry.fail_open)
+                    (left_out if outcome.is_success else zeros).append(node.name)
+                    judging.skip(node.name, _score_skipped(plugin.name, outcome))
+                    if outcome.code is Code.UNSCHEDULABLE and unjudged is None:
+                        unjudged = cause
+            if unjudged is not None and len(zeros) == len(nodes) and not entry.audit:
+                return {}, [], unjudged  # not one node could be judged: why is the Error (every node scores 0 anyway)
+            nodes = [node for node in nodes if node.labels is not None]
+        if not nodes:
+            return dict.fromkeys(zeros, MIN_NODE_SCORE), left_out, None
         score, pod = plugin.score, cycle.pod
         try:
             extra = cycle.extra(plugin)
             scores = {node.name: score(pod, node, *extra) for node in nodes}
             plugin.normalize_scores(pod, scores, *extra)
         except Exception as exc:
-            return None, _crashed(plugin.name, "score", "", exc)
-        scores.update(dict.fromkeys(unknowable, MIN_NODE_SCORE))
+            return {}, [], _crashed(plugin.name, "score", "", exc)
+        scores.update(dict.fromkeys(zeros, MIN_NODE_SCORE))
         if not _all_in_range(scores.values()):
             for name, score in scores.items():
                 if type(score) is not int or not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
-                    return None, st.error(
+                    return {}, [], st.error(
                         f"plugin {plugin.name} scored node {name} {score!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
                     ).with_plugin(plugin.name)
-        return scores, None
+        return scores, left_out, None
 
-    def _unknown_facts(self, plugin: str, node: Node) -> Status:
-        """A node whose labels nobody supplied: rejected if its source says it cannot be known, else failurePolicy."""
-        why = node.why_unknown or _missing_labels(plugin, node.name)
-        if why.code is Code.ERROR and self.fail_open:
-            return st.SUCCESS
-        return why.with_plugin(plugin)
+
+def judged_or_error(result: FilterResult, count: int) -> FilterResult:
+    """The filter answer for a request of ``count`` nodes: when not one node could be judged (every one lacked its
+    facts under failurePolicy Fail), the answer is the Error saying why, not a rejection of every node for what is the
+    node source's failure."""
+    if result.error is not None or not count or len(result.unjudged) < count:
+        return result
+    return FilterResult(
+        feasible=[],
+        error=next(iter(result.unjudged.values())),
+        seconds_by_plugin=result.seconds_by_plugin,
+        skipped=result.skipped,
+    )
+
+
+def _cause(plugin: str, node: Node) -> Status:
+    """Why ``node`` has no labels: its source's word, else that nobody supplies them (an Error)."""
+    return (node.why_unknown or _missing_labels(plugin, node.name)).with_plugin(plugin)
+
+
+def _unknown_facts(plugin: str, cause: Status, fail_open: bool) -> Status:
+    """The verdict on a node without facts: a rejection if its source says it cannot be known, else the entry's
+    failurePolicy decides (Success: passes unjudged; Unschedulable: rejected, naming plugin and cause)."""
+    if cause.code is not Code.ERROR:
+        return cause
+    if fail_open:
+        return Status(Code.SUCCESS, f"not evaluated (failurePolicy Ignore): {cause.reason}", plugin)
+    return st.unschedulable(f"plugin {plugin} could not judge the node (failurePolicy Fail): {cause.reason}").with_plugin(plugin)
+
+
+def _score_skipped(plugin: str, outcome: Status) -> Status:
+    if outcome.is_success:
+        return Status(Code.SUCCESS, f"left out of the node's score ({outcome.reason})", plugin)
+    return Status(outcome.code, f"scored 0: {outcome.reason}", plugin)
+
+
+def _trusted(plugin: str) -> Status:
+    return Status(
+        Code.SUCCESS,
+        "not evaluated: preempt requests carry no Node objects and no nodeSource is configured; the scheduler's own "
+        "filter result is trusted (preemptTrustsSchedulerFilter)",
+        plugin,
+    )
 
 
 def _run_preempt(plugin: PreemptPlugin, pod: Pod, node_name: str, victims: Victims) -> Status:
@@ -296,27 +474,43 @@ def _all_in_range(scores: Collection[int]) -> bool:
     return set(map(type, scores)) == {int} and MIN_NODE_SCORE <= min(scores) and max(scores) <= MAX_NODE_SCORE
 
 
-def _to_extender_priorities(weighted_totals: dict[str, int], total_weight: int) -> dict[str, int]:
-    """Map weighted sums of 0..100 plugin scores onto the protocol's integer 0..10, rounding half up."""
+def _to_extender_priorities(
+    weighted_totals: dict[str, int], total_weight: int, left_out_weight: Mapping[str, int]
+) -> dict[str, int]:
+    """Map weighted sums of 0..100 plugin scores onto the protocol's integer 0..10, rounding half up.
+
+    A node's sum is over the plugins that scored it: one a plugin was left out for is divided by the weights of the
+    others (a weighted mean over what is known), and one no plugin scored gets the lowest score.
+    """
+    unit = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
+    if left_out_weight:
+        return {
+            name: _scaled(total, (total_weight - left_out_weight.get(name, 0)) * unit)
+            for name, total in weighted_totals.items()
+        }
     if total_weight == 0:
         return dict.fromkeys(weighted_totals, MIN_EXTENDER_PRIORITY)
-    scale = total_weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+    scale = total_weight * unit
     half = scale // 2
     return {name: (total + half) // scale for name, total in weighted_totals.items()}
 
 
+def _scaled(total: int, scale: int) -> int:
+    return (total + scale // 2) // scale if scale else MIN_EXTENDER_PRIORITY
+
+
 def _missing_labels(plugin: str, node: str) -> Status:
     return st.error(
-        f"plugin {plugin} needs node labels, but none are known for node {node}: "
-        "node-name requests (nodeCacheCapable: true) need a nodeSource in the policy"
+        f"plugin {plugin} needs node labels, but none are known for node {node}: preempt requests never carry Node "
+        "objects, nor do node-name requests (nodeCacheCapable: true); a nodeSource in the policy supplies them"
     ).with_plugin(plugin)
 
 
-def _missing_victim_details(plugin: str, node: str) -> Status:
-    return st.error(
+def _missing_victim_details(plugin: str, node: str) -> str:
+    return (
         f"plugin {plugin} needs victim pod details, but only their UIDs are known for node {node}: "
         "node-name preempt requests (nodeCacheCapable: true) need the Kubernetes API (KUBERNETES_API_URL)"
-    ).with_plugin(plugin)
+    )
 
 
 def _crashed(plugin: str, point: str, node: str, exc: Exception) -> Status:

@@ -174,11 +174,11 @@ class KubernetesNodes:
                 rejected.append(node.name)
         if pending:
             logger.warning(
-                "node labels unavailable for %s: %s; failurePolicy %s: %s",
+                "node labels unavailable for %s: %s; each plugin's failurePolicy decides (policy default %s): %s",
                 _names(pending),
                 reason,
                 "Ignore" if self._fail_open else "Fail",
-                "plugins that need labels let these nodes pass" if self._fail_open else "the answer is an Error",
+                "Fail rejects these nodes, Ignore lets them pass",
             )
         if rejected:
             logger.warning("nodes not in the Kubernetes API's node list, rejected by plugins that need labels: %s", _names(rejected))

@@ -16,7 +16,7 @@ from marshmallow.validate import Equal, Length, OneOf, Range, Regexp
 
 from extender.framework import registry
 from extender.framework.plugin import FilterPlugin, Plugin, PreemptPlugin, ScorePlugin
-from extender.framework.profile import Profile, ScorePluginEntry
+from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
 from extender.nodesource.schema import NodeSourceSchema, NodeSourceSpec
 from extender.wire.errors import entries_as_written, flatten_errors
@@ -52,9 +52,17 @@ class StrictSchema(Schema):
         unknown = RAISE
 
 
+FAILURE_POLICIES = ["Fail", "Ignore"]
+ENFORCEMENTS = ["Enforce", "Audit"]
+
+
 class PluginRefSchema(StrictSchema):
     name = fields.String(required=True, validate=Length(min=1))
     weight = fields.Integer(strict=True, validate=Range(min=1, max=100))
+    # When this plugin lacks a node's facts; unset: the policy's failurePolicy.
+    failurePolicy = fields.String(validate=OneOf(FAILURE_POLICIES))
+    # Audit: decide and log, never reject, veto or score.
+    enforcement = fields.String(load_default="Enforce", validate=OneOf(ENFORCEMENTS))
 
 
 class ExtensionPointSchema(StrictSchema):
@@ -206,7 +214,7 @@ class PolicySchema(StrictSchema):
     apiVersion = fields.String(load_default=API_VERSION, validate=Equal(API_VERSION))
     kind = fields.String(load_default=KIND, validate=Equal(KIND))
     # What to do when a plugin needs node facts nobody could supply: Fail the request, or Ignore the plugin.
-    failurePolicy = fields.String(load_default="Fail", validate=OneOf(["Fail", "Ignore"]))
+    failurePolicy = fields.String(load_default="Fail", validate=OneOf(FAILURE_POLICIES))
     # The scheduler's extenders[].nodeCacheCapable. Only an explicit false promises full nodes (and victim pods)
     # in every request; otherwise plugins that read more than node names need a nodeSource.
     nodeCacheCapable = fields.Boolean(truthy={True}, falsy={False})
@@ -255,8 +263,13 @@ class PolicySchema(StrictSchema):
         """``profiles`` (name -> Profile), ``node_source`` (a NodeSourceSpec, built once the environment is read) and
         what the policy declares about the scheduler's requests."""
         fail_open = data["failurePolicy"] == "Ignore"
+        # The opt-in matters only where preempt has no way to see labels: full nodes, no node source.
+        trusts = data["preemptTrustsSchedulerFilter"] and data.get("nodeSource") is None
         return {
-            "profiles": {profile["name"]: _build_profile(profile, fail_open) for profile in data["profiles"]},
+            "profiles": {
+                profile["name"]: _build_profile(profile, fail_open, trusts)
+                for profile in data["profiles"]
+            },
             "node_source": replace(data.get("nodeSource") or NodeSourceSpec(), fail_open=fail_open),
             "node_cache_capable": data.get("nodeCacheCapable"),
             "preempt_trusts_scheduler_filter": data["preemptTrustsSchedulerFilter"],
@@ -372,7 +385,7 @@ def _facts_problem(name: str, plugin: type[Plugin], source: NodeSourceSpec | Non
     return ""
 
 
-def _build_profile(data: dict[str, Any], fail_open: bool) -> Profile:
+def _build_profile(data: dict[str, Any], fail_open: bool, trust_scheduler_filter: bool) -> Profile:
     args = {config["name"]: config["args"] for config in data["pluginConfig"]}
     instances: dict[str, Plugin] = {}
 
@@ -390,4 +403,13 @@ def _build_profile(data: dict[str, Any], fail_open: bool) -> Profile:
         scores=[ScorePluginEntry(instance(ref["name"]), ref["weight"]) for ref in _enabled(data, "score")],
         preempts=[instance(ref["name"]) for ref in _enabled(data, "preempt")],
         fail_open=fail_open,
+        entries={
+            (point, ref["name"]): EntryPolicy(
+                fail_open=ref.get("failurePolicy", "Ignore" if fail_open else "Fail") == "Ignore",
+                audit=ref["enforcement"] == "Audit",
+            )
+            for point in EXTENSION_POINTS
+            for ref in _enabled(data, point)
+        },
+        trust_scheduler_filter=trust_scheduler_filter,
     )

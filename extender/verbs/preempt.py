@@ -8,7 +8,8 @@ Node-name requests (nodeCacheCapable: true) name victims by UID only. When a
 preempt plugin reads victim pods, they are listed from the Kubernetes API per
 candidate node; a candidate whose victim is no longer there is vetoed (the
 scheduler's view is stale), and one whose pods cannot be listed keeps UID-only
-victims, so the failurePolicy decides. At most MAX_POD_LISTS candidates are
+victims, so each plugin's failurePolicy decides (Fail vetoes only those
+candidates). At most MAX_POD_LISTS candidates are
 listed per request (the scheduler offers a few dozen; a request naming
 thousands must not turn into thousands of API calls): the others are treated
 as unlisted. Warnings name a bounded number of nodes: one log entry stays far
@@ -88,7 +89,7 @@ def _with_victim_pods(
             found = _victims_in(found, victims)
         if isinstance(found, KubeError):
             unavailable.append(bounded(f"{node} ({found.message})", _ENTRY_CHARS))
-            detailed[node] = victims  # UID-only: the failurePolicy decides
+            detailed[node] = victims  # UID-only: each plugin's failurePolicy decides
         elif isinstance(found, Status):
             stale[node] = found
         else:
@@ -96,10 +97,10 @@ def _with_victim_pods(
     if unavailable:
         more = len(unavailable) - _NAMED_IN_LOG
         logger.warning(
-            "victim pods unavailable on %s; failurePolicy %s: %s",
+            "victim pods unavailable on %s; each plugin's failurePolicy decides (policy default %s): %s",
             ", ".join(unavailable[:_NAMED_IN_LOG]) + (f" and {more} more node(s)" if more > 0 else ""),
             "Ignore" if fail_open else "Fail",
-            "plugins that read victims are skipped there" if fail_open else "preemption is vetoed with an Error",
+            "Fail vetoes these candidates, Ignore skips the plugins that read victims there",
         )
     return detailed, stale
 

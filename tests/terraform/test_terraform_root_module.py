@@ -341,6 +341,32 @@ def test_log_based_metrics_read_the_decision_log_entry() -> None:
     assert "error" not in decision_fields(Route("filter", "default"), Answer(body=None), 0.012, 5.0, method="POST", path="/filter")
 
 
+def test_would_reject_metric_counts_the_audit_entries_per_plugin_and_rule() -> None:
+    """Audited plugins' held-back verdicts: one audit entry per plugin and reason, whose fields the extractors read."""
+    from extender.decision_log import AUDIT_EVENT, audit_entries
+    from extender.framework import status
+    from extender.framework.profile import FilterResult
+
+    metric = RESOURCES[("google_logging_metric", "would_reject")]
+    assert _expression(_raw(metric["count"])) == _code("var.monitoring_enabled ? 1 : 0")
+    assert metric["filter"] == "${local.audit_log_filter}"
+    filter_ = _expression(LOCALS["audit_log_filter"])
+    assert _code(f'jsonPayload.event=\\"{AUDIT_EVENT}\\"') in filter_
+    assert _code('resource.labels.service_name=\\"${var.function_name}\\"') in filter_
+    assert set(LOCALS["audit_metric_labels"]) == {"plugin", "rule", "verdict"}
+    assert _block(metric, "metric_descriptor")["value_type"] == "INT64"
+    assert _code("local.audit_metric_labels") in _expression(metric["label_extractors"])
+    # The fields the extractors read are those the function logs, the rule taken from the plugin's reason.
+    held = status.unresolvable("NodeLabelPolicy rule 'others-off-gpu-pool': node does not match x").with_plugin("NodeLabelPolicy")
+    result = FilterResult(feasible=["n-1", "n-2"], would_reject={"n-1": (held,), "n-2": (held,)})
+    fields = decision_fields(Route("filter", "default"), Answer(body=None, result=result), 0.01, 5.0, method="POST", path="/filter")
+    [entry] = audit_entries(fields)
+    assert entry["event"] == AUDIT_EVENT and {"verb", "profile"} <= set(entry)
+    assert (entry["plugin"], entry["rule"], entry["verdict"], entry["count"]) == (
+        "NodeLabelPolicy", "others-off-gpu-pool", "wouldReject", 2
+    )
+
+
 def test_unauthenticated_requests_are_kept_apart_from_errors() -> None:
     """A 404 is what a request without the token gets: internet probes must never count as the scheduler's errors."""
     assert LOCALS["errors_log_filter"] == "${local.decision_log_filter} AND jsonPayload.error:* AND jsonPayload.status!=404"
