@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+import pytest
+
 
 class Tally:
     """Requests sent per suite and answer status: the counts the fuzzing is reported by."""
@@ -30,3 +32,13 @@ class Tally:
             statuses = ", ".join(f"{status}: {n}" for status, n in ordered)
             lines.append(f"  {suite}: {sum(counts.values())} ({statuses})")
         return lines
+
+    def print_report(self, request: pytest.FixtureRequest) -> None:
+        """The report on the terminal even when output is captured, so that CI logs show the counts."""
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        capture = request.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is not None and capture is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line("")
+                for line in self.report():
+                    reporter.write_line(line)

@@ -88,13 +88,7 @@ TALLY = Tally()
 @pytest.fixture(scope="module", autouse=True)
 def report_counts(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is not None and capture is not None:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line("")
-            for line in TALLY.report():
-                reporter.write_line(line)
+    TALLY.print_report(request)
     assert all(status < 500 for counts in TALLY.by_suite.values() for status in counts)
 
 

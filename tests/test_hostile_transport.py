@@ -66,13 +66,7 @@ def port(log_path: Path, request: pytest.FixtureRequest) -> Iterator[int]:
     log = log_path.read_text(errors="replace")
     assert TOKEN not in log
     assert "Traceback" not in log and "Exception on" not in log and "Error handling request" not in log
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is not None and capture is not None:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line("")
-            for line in TALLY.report():
-                reporter.write_line(line)
+    TALLY.print_report(request)
 
 
 @pytest.fixture(scope="module")
