@@ -43,15 +43,21 @@ def check_headers(request: Request, max_bytes: int) -> None:
         raise RequestError(413, _too_large(max_bytes, f"{declared} bytes declared"))
 
 
-def read_body(request: Request, max_bytes: int, seconds: float, holding: Holding) -> bytes:
+def read_body(request: Request, max_bytes: int, seconds: float, holding: Holding) -> bytearray:
     """The whole body, charged to ``holding`` as it arrives, within ``seconds``.
+
+    Each piece is appended to one buffer as it comes and freed at once: the
+    body is never held twice, and the buffer grows with the bytes received,
+    as the budget is charged (a declared length that never arrives holds
+    nothing). Above glibc's mmap threshold (``extender.memory``) the buffer
+    grows by remapping, without copying.
 
     A body cut off, with broken chunked framing, or not complete in time is a
     4xx naming the problem: the client's fault, never a server error.
     """
     sock = _socket(request)
     alarm = read_deadline.arm(sock, seconds) if sock is not None else None
-    pieces: list[bytes] = []
+    body = bytearray()
     size = 0
     failure: Exception | None = None
     try:
@@ -60,7 +66,7 @@ def read_body(request: Request, max_bytes: int, seconds: float, holding: Holding
             if size > max_bytes:
                 raise RequestError(413, _too_large(max_bytes, f"more than {max_bytes} bytes sent"))
             holding.take(len(piece))
-            pieces.append(piece)
+            body += piece
     except Exception as exc:  # the server's framing errors, a reset connection, werkzeug's ClientDisconnected
         failure = exc
     if alarm is not None and read_deadline.disarm(alarm):
@@ -75,7 +81,7 @@ def read_body(request: Request, max_bytes: int, seconds: float, holding: Holding
     request.environ[_COMPLETE] = True
     if not size:
         raise RequestError(400, "empty body: expected a JSON object")
-    return b"".join(pieces)
+    return body
 
 
 def finish_body(request: Request) -> None:

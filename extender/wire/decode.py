@@ -38,21 +38,21 @@ _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 _SCALARS = {str, int, float, bool, type(None)}
 
 
-def decoder_for(verb: str) -> Callable[[bytes], Any]:
+def decoder_for(verb: str) -> Callable[[bytes | bytearray], Any]:
     """How ``verb``'s body is decoded: fast where it can carry node objects, unless the full decoder is forced."""
     if verb in FAST_VERBS and not Settings.from_environment().full_decoder:
         return decode_fast_or_full
     return decode_full
 
 
-def decode_fast_or_full(body: bytes) -> Any:
+def decode_fast_or_full(body: bytes | bytearray) -> Any:
     from extender.wire.fast_decoder import decode_extender_args
 
     payload = decode_extender_args(body)
     return payload if payload is not None else decode_full(body)
 
 
-def decode_full(body: bytes) -> Any:
+def decode_full(body: bytes | bytearray) -> Any:
     """The whole body decoded, within the limits; a RequestError (400, 413) names what is wrong."""
     try:
         payload = orjson.loads(body)

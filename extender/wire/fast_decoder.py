@@ -62,7 +62,7 @@ _decode_node = msgspec.json.Decoder(NodeFacts).decode
 NOT_FAST = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError, UnicodeDecodeError)
 
 
-def decode_extender_args(body: bytes) -> dict[str, Any] | None:
+def decode_extender_args(body: bytes | bytearray) -> dict[str, Any] | None:
     """The payload ``ExtenderArgsSchema`` loads, with ``EncodedNode`` items; None if the full decoder must look."""
     try:
         args = _decode_args(body)
@@ -108,7 +108,7 @@ def loads_raw(raw: msgspec.Raw) -> Any:
     return orjson.loads(memoryview(raw))
 
 
-def valid_utf8(body: bytes) -> bool:
+def valid_utf8(body: bytes | bytearray) -> bool:
     """msgspec does not check the UTF-8 of strings it skips; orjson would refuse invalid UTF-8."""
     if body.isascii():
         return True
