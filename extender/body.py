@@ -19,7 +19,10 @@ from extender import read_deadline
 from extender.body_budget import Holding
 from extender.errors import RequestError
 
-_CHUNK = 1 << 16
+# The body is read, and charged to the budget, a piece of this size at a time. gunicorn (functions-framework's
+# server) receives up to 1 MiB per recv() and copies what it holds beyond each read's size: smaller pieces would
+# copy the rest of every MiB received again for each piece taken out of it.
+_PIECE = 1 << 20
 # Set in the WSGI environ once the whole body was read: the connection can serve the next request.
 _COMPLETE = "extender.body_complete"
 # The body's stream, in the WSGI environ, when the answer goes out with the body unread.
@@ -61,7 +64,7 @@ def read_body(request: Request, max_bytes: int, seconds: float, holding: Holding
     size = 0
     failure: Exception | None = None
     try:
-        while piece := request.stream.read(_CHUNK):
+        while piece := request.stream.read(_PIECE):
             size += len(piece)
             if size > max_bytes:
                 raise RequestError(413, _too_large(max_bytes, f"more than {max_bytes} bytes sent"))
@@ -120,7 +123,7 @@ def _drain_or_hang_up(sock: socket.socket, stream: IO[bytes]) -> None:
     ended = False
     try:
         while drained <= _DRAIN_BYTES and not ended:
-            piece = stream.read(_CHUNK)
+            piece = stream.read(_DRAIN_BYTES)
             drained += len(piece)
             ended = not piece
     except Exception:  # framing errors, resets: the connection is done for
