@@ -423,14 +423,7 @@ def read_pod(path: str) -> dict[str, Any]:
 
 def read_nodes(path: str) -> list[dict[str, Any]]:
     """Nodes from a List (``kubectl get nodes -o json``), Node manifests, or a YAML sequence of them."""
-    nodes: list[dict[str, Any]] = []
-    for document in _documents(path):
-        items = document.get("items") if isinstance(document, dict) and "items" in document else document
-        for node in items if isinstance(items, list) else [items]:
-            if not isinstance(node, dict) or node.get("kind", "Node") != "Node":
-                kind = node.get("kind") if isinstance(node, dict) else type(node).__name__
-                raise InputError(f"{path}: expected Node manifests or a List of them, found {kind}")
-            nodes.append(node)
+    nodes = _manifests(path, "Node")
     if not nodes:
         raise InputError(f"{path}: no nodes found")
     return nodes
@@ -439,22 +432,30 @@ def read_nodes(path: str) -> list[dict[str, Any]]:
 def read_victims(path: str) -> dict[str, list[dict[str, Any]]]:
     """Victim pods by the node they run on (spec.nodeName); a pod without a UID gets namespace/name as one."""
     victims: dict[str, list[dict[str, Any]]] = {}
-    for document in _documents(path):
-        items = document.get("items") if isinstance(document, dict) and "items" in document else document
-        for pod in items if isinstance(items, list) else [items]:
-            if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
-                kind = pod.get("kind") if isinstance(pod, dict) else type(pod).__name__
-                raise InputError(f"{path}: expected Pod manifests or a List of them, found {kind}")
-            metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-            node = (pod.get("spec") or {}).get("nodeName") if isinstance(pod.get("spec"), dict) else None
-            if not node:
-                raise InputError(f"{path}: victim pod {metadata.get('name', '?')} has no spec.nodeName")
-            namespace = metadata.get("namespace") or "default"
-            uid = metadata.get("uid") or f"{namespace}/{metadata.get('name', '')}"
-            victims.setdefault(node, []).append({**pod, "metadata": {**metadata, "namespace": namespace, "uid": uid}})
+    for pod in _manifests(path, "Pod"):
+        metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+        node = (pod.get("spec") or {}).get("nodeName") if isinstance(pod.get("spec"), dict) else None
+        if not node:
+            raise InputError(f"{path}: victim pod {metadata.get('name', '?')} has no spec.nodeName")
+        namespace = metadata.get("namespace") or "default"
+        uid = metadata.get("uid") or f"{namespace}/{metadata.get('name', '')}"
+        victims.setdefault(node, []).append({**pod, "metadata": {**metadata, "namespace": namespace, "uid": uid}})
     if not victims:
         raise InputError(f"{path}: no victim pods found")
     return victims
+
+
+def _manifests(path: str, kind: str) -> list[dict[str, Any]]:
+    """The ``kind`` objects of a file: manifests, Lists of them, or YAML sequences of them (a kind left out is taken)."""
+    manifests: list[dict[str, Any]] = []
+    for document in _documents(path):
+        items = document.get("items") if isinstance(document, dict) and "items" in document else document
+        for item in items if isinstance(items, list) else [items]:
+            if not isinstance(item, dict) or item.get("kind", kind) != kind:
+                found = item.get("kind") if isinstance(item, dict) else type(item).__name__
+                raise InputError(f"{path}: expected {kind} manifests or a List of them, found {found}")
+            manifests.append(item)
+    return manifests
 
 
 def _documents(path: str) -> list[Any]:
