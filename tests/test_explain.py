@@ -262,3 +262,14 @@ def test_a_victim_without_a_node_is_named(policy, tmp_path, capsys):
     code, out, err = run_explain(capsys, pod, *nodes, "--victims", str(victims), "--policy", str(policy))
     assert (code, out) == (1, "")
     assert err == f"{victims}: victim pod web has no spec.nodeName\n"
+
+
+@pytest.mark.parametrize(("option", "kind"), [("--nodes", "Node"), ("--victims", "Pod")])
+def test_a_file_of_the_wrong_kind_is_named(policy, tmp_path, capsys, option, kind):
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("apiVersion: v1\nkind: List\nitems:\n- kind: ConfigMap\n  metadata: {name: settings}\n")
+    pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
+    arguments = [*nodes, option, str(wrong)] if option == "--victims" else [option, str(wrong)]
+    code, out, err = run_explain(capsys, pod, *arguments, "--policy", str(policy))
+    assert (code, out) == (1, "")
+    assert err == f"{wrong}: expected {kind} manifests or a List of them, found ConfigMap\n"
