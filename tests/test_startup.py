@@ -88,6 +88,8 @@ LAZY_AT_START_UP = (
     "extender.plugins.protectedvictims",
     "extender.plugins.topologypreference",
     "zoneinfo",  # maintenance windows with a time zone
+    "extender.wire.fast_decoder",  # bodies with node objects: a node-name body goes to the full decoder
+    "msgspec",
     "extender.verbs.prioritize",  # verbs not called yet
     "extender.verbs.preempt",
     "extender.verbs.bind",

@@ -7,6 +7,13 @@ Two strategies sit behind ``decode``:
   keeps each node's bytes to echo;
 - the full decoder here: orjson, then the nesting depth and node count limits.
 
+Which bodies carry node objects is read from their last bytes: kube-scheduler
+writes ``NodeNames`` last, and null when it sends node objects. A node-name
+body thus goes straight to the full decoder, which reads it in one pass, and a
+cold instance's first answer does not wait for the fast decoder's import. The
+hint decides only which decoder looks first: a body it misjudges is answered
+alike, by the full decoder.
+
 The fast decoder returns None for anything unusual, and the full one then
 answers it, so the two must agree on every body: the same status and the
 same answer (tests/test_decoders_agree.py). ``EXTENDER_DECODER=full`` forces
@@ -16,6 +23,7 @@ operator can compare the two on one instance).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +41,10 @@ MAX_NODES = 65_536
 # Verbs whose ExtenderArgs body can carry thousands of full node objects.
 FAST_VERBS = ("filter", "prioritize")
 
+# How a body carrying node objects ends (see above); looked for in its last bytes only.
+_ENDS_AS_NODE_OBJECTS = re.compile(rb'"NodeNames"\s*:\s*null\s*\}\s*\Z')
+_TAIL = 64
+
 _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 # What orjson decodes that holds nothing deeper.
 _SCALARS = {str, int, float, bool, type(None)}
@@ -46,6 +58,8 @@ def decoder_for(verb: str) -> Callable[[bytes | bytearray], Any]:
 
 
 def decode_fast_or_full(body: bytes | bytearray) -> Any:
+    if _ENDS_AS_NODE_OBJECTS.search(body, max(0, len(body) - _TAIL)) is None:
+        return decode_full(body)
     from extender.wire.fast_decoder import decode_extender_args
 
     payload = decode_extender_args(body)
