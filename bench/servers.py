@@ -7,6 +7,7 @@ and peak memory are read from that worker's /proc entries.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -105,7 +106,10 @@ class Server:
         # The function logs every decision: to a file, as a pipe nobody drains would block it once full.
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server; closed by stop)
         self.launched = time.perf_counter()
-        self.process = subprocess.Popen(argv, cwd=spec.root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        # In a session of its own: stop() can then take down a worker its master left behind.
+        self.process = subprocess.Popen(
+            argv, cwd=spec.root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self._worker: int | None = None
 
     def wait_listening(self, timeout: float = 60.0) -> None:
@@ -154,6 +158,9 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        # A worker still starting when the master quits outlives it, and would load the runs that follow.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.log.close()
 
     def check_alive(self) -> None:
