@@ -18,7 +18,7 @@ import hmac
 import os
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from extender.errors import ConfigError, RequestError
 from extender.policy.schema import DEFAULT_PROFILE
@@ -44,8 +44,7 @@ REDACTED = "<redacted>"
 _QUOTED_MAX = 64
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
+class Route(NamedTuple):
     verb: str
     profile: str
 

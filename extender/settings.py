@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from extender.errors import ConfigError
 
@@ -20,8 +20,7 @@ DECODER_ENV = "EXTENDER_DECODER"
 TUNING_ENV = "EXTENDER_PROCESS_TUNING"
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     result_cache: bool = True
     full_decoder: bool = False
     process_tuning: bool = True

@@ -87,7 +87,9 @@ LAZY_AT_START_UP = (
     "extender.plugins.nodelabelpolicy",
     "extender.plugins.protectedvictims",
     "extender.plugins.topologypreference",
-    "zoneinfo",  # maintenance windows with a time zone
+    "extender.plugins.nodenamefilter.windows",  # maintenance windows
+    "zoneinfo",
+    "extender.kube.config",  # only with KUBERNETES_* set
     "extender.wire.fast_decoder",  # bodies with node objects: a node-name body goes to the full decoder
     "msgspec",
     "extender.verbs.prioritize",  # verbs not called yet

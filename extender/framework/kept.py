@@ -35,10 +35,9 @@ request then touches only the names it carries. Invariants:
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import filterfalse
 from operator import attrgetter
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from extender.framework.cycle import CycleState
 from extender.framework.profile import FilterResult, Notes, PreemptResult, Profile, ScoreResult, judged_or_error
@@ -56,15 +55,17 @@ _labels = attrgetter("labels")
 _why_unknown = attrgetter("why_unknown")
 
 
-@dataclass(frozen=True)
-class KeptVerdicts:
-    """Each name's verdict of the whole filter chain: Success for a name in ``nodes`` unless ``rejected``."""
+class KeptVerdicts(NamedTuple):
+    """Each name's verdict of the whole filter chain: Success for a name in ``nodes`` unless ``rejected``.
+
+    Shared by every request: nobody changes them (``adding`` makes new ones).
+    """
 
     # The Node object each verdict was worked out for, by name.
-    nodes: Mapping[str, Node] = field(default_factory=dict)
-    rejected: Mapping[str, Status] = field(default_factory=dict)
+    nodes: Mapping[str, Node]
+    rejected: Mapping[str, Status]
     # Rejections audited plugins held back (the node passed), by name.
-    would_reject: Notes = field(default_factory=dict)
+    would_reject: Notes
 
     def adding(
         self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, skipped: Notes
@@ -83,8 +84,10 @@ class KeptVerdicts:
         )
 
 
-@dataclass(frozen=True)
-class KeptScores:
+_NO_VERDICTS = KeptVerdicts({}, {}, {})
+
+
+class KeptScores(NamedTuple):
     """The scores of one candidate set: only that set may use them. Shared by every request: nobody changes them."""
 
     names: frozenset[str]
@@ -143,11 +146,11 @@ class KeptProfile:
         seconds = dict.fromkeys((plugin.name for plugin in plain.filters), 0.0)
         if kept is None:  # the first request of this generation with these keys
             nodes = source.lookup(names)
-            previous = kept_now.inherited.pop(keys, KeptVerdicts())
+            previous = kept_now.inherited.pop(keys, _NO_VERDICTS)
             known = previous.nodes.get
             fresh = [node for node in nodes if known(node.name) is not node]
             carried = [node for node in nodes if known(node.name) is node]
-            kept = KeptVerdicts().adding(carried, previous.rejected, previous.would_reject, {})
+            kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, {})
         else:
             missing = list(filterfalse(kept.nodes.__contains__, names))
             fresh = source.lookup(missing) if missing else []

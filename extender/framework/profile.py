@@ -31,7 +31,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_, not_
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from extender.framework import status as st
 from extender.framework.cycle import CycleState
@@ -51,8 +51,7 @@ MAX_EXTENDER_PRIORITY = 10
 Notes = dict[str, tuple[Status, ...]]
 
 
-@dataclass(frozen=True, slots=True)
-class EntryPolicy:
+class EntryPolicy(NamedTuple):
     """How one enabled plugin entry applies: its ``failurePolicy`` and ``enforcement``."""
 
     fail_open: bool = False  # failurePolicy Ignore: a node whose facts are missing passes the plugin
@@ -126,8 +125,7 @@ class PreemptResult:
     would_veto: Notes = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class ScorePluginEntry:
+class ScorePluginEntry(NamedTuple):
     plugin: ScorePlugin
     weight: int
 

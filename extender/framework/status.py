@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class Code(enum.Enum):
@@ -16,8 +16,7 @@ class Code(enum.Enum):
     ERROR = "Error"
 
 
-@dataclass(frozen=True, slots=True)
-class Status:
+class Status(NamedTuple):
     code: Code = Code.SUCCESS
     reason: str = ""
     plugin: str = ""

@@ -1,7 +1,8 @@
 """The Kubernetes API, for what the scheduler leaves to the extender: node facts, victim pods, bindings.
 
 ``requests`` costs start-up time, so the client module is only imported when
-``KUBERNETES_API_URL`` is set.
+``KUBERNETES_API_URL`` is set, and the configuration module when any of these
+variables is.
 """
 
 from __future__ import annotations
@@ -11,14 +12,23 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from extender.duration import http_timeout_seconds
-from extender.kube.config import KubeConfig
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
 
+API_URL_ENV = "KUBERNETES_API_URL"
+TOKEN_ENV = "KUBERNETES_TOKEN"
+TOKEN_FILE_ENV = "KUBERNETES_TOKEN_FILE"
+CA_DATA_ENV = "KUBERNETES_CA_DATA"
+CA_FILE_ENV = "KUBERNETES_CA_FILE"
+
 
 def client_from_environment(environ: Mapping[str, str] = os.environ) -> KubeClient | None:
     """The configured client, or None without ``KUBERNETES_API_URL``; a bad setting raises ValueError."""
+    if not any(environ.get(name) for name in (API_URL_ENV, TOKEN_ENV, TOKEN_FILE_ENV, CA_DATA_ENV, CA_FILE_ENV)):
+        return None
+    from extender.kube.config import KubeConfig
+
     config = KubeConfig.from_environment(environ)
     if config is None:
         return None

@@ -26,7 +26,8 @@ import requests
 
 from extender import __version__, read_deadline
 from extender.errors import bounded
-from extender.kube.config import TOKEN_ENV, TOKEN_FILE_ENV, KubeConfig
+from extender.kube import TOKEN_ENV, TOKEN_FILE_ENV
+from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
 from extender.kube.nodelist import decode_node_list
 from extender.urls import failure_cause

@@ -16,13 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extender.errors import ConfigError
+from extender.kube import API_URL_ENV, CA_DATA_ENV, CA_FILE_ENV, TOKEN_ENV, TOKEN_FILE_ENV
 from extender.urls import credential_base_url
-
-API_URL_ENV = "KUBERNETES_API_URL"
-TOKEN_ENV = "KUBERNETES_TOKEN"
-TOKEN_FILE_ENV = "KUBERNETES_TOKEN_FILE"
-CA_DATA_ENV = "KUBERNETES_CA_DATA"
-CA_FILE_ENV = "KUBERNETES_CA_FILE"
 
 _PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
 

@@ -8,8 +8,7 @@ kind's module is imported only when a policy chooses it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Length
@@ -80,8 +79,7 @@ class NamesSourceSchema(Schema):
     nodePools = fields.List(fields.String(validate=Length(min=1)), load_default=list)
 
 
-@dataclass(frozen=True)
-class NodeSourceSpec:
+class NodeSourceSpec(NamedTuple):
     """A validated ``nodeSource``; ``build`` makes the source once the environment (the API client) is known."""
 
     kind: str = ""

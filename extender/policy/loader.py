@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 from marshmallow import ValidationError
@@ -29,14 +29,13 @@ class PolicyError(Exception):
         super().__init__(f"invalid policy {source}:\n" + "\n".join(f"  {line}" for line in problems))
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(NamedTuple):
     # Each profile as served: with kept results unless EXTENDER_RESULT_CACHE=off.
     profiles: dict[str, ServedProfile]
     source: str
     sha256: str
     # The configured nodeSource; ``node_source.build(kube_client)`` makes it at start-up.
-    node_source: NodeSourceSpec = field(default_factory=NodeSourceSpec)
+    node_source: NodeSourceSpec = NodeSourceSpec()
     # As declared: the scheduler's nodeCacheCapable (None: not said), and the preempt opt-in (see docs/policy.md).
     node_cache_capable: bool | None = None
     preempt_trusts_scheduler_filter: bool = False

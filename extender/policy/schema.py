@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Equal, Length, OneOf, Range, Regexp
@@ -270,7 +269,7 @@ class PolicySchema(StrictSchema):
                 profile["name"]: _build_profile(profile, fail_open, trusts)
                 for profile in data["profiles"]
             },
-            "node_source": replace(data.get("nodeSource") or NodeSourceSpec(), fail_open=fail_open),
+            "node_source": (data.get("nodeSource") or NodeSourceSpec())._replace(fail_open=fail_open),
             "node_cache_capable": data.get("nodeCacheCapable"),
             "preempt_trusts_scheduler_filter": data["preemptTrustsSchedulerFilter"],
         }
@@ -279,8 +278,7 @@ class PolicySchema(StrictSchema):
 _FULL_NODES = "or set nodeCacheCapable: false if the scheduler sends full nodes"
 
 
-@dataclass(frozen=True)
-class _FactsAvailable:
+class _FactsAvailable(NamedTuple):
     """What node facts each kind of request brings, for checking the plugins of one profile (as written)."""
 
     full_nodes: bool  # nodeCacheCapable: false: filter and prioritize requests carry whole Node objects

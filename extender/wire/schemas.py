@@ -11,9 +11,8 @@ and bind verbs' own types are in ``preemption`` and ``binding``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validates_schema
@@ -138,8 +137,7 @@ class NodeListSchema(WireSchema):
 # --- Requests ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ExtenderArgs:
+class ExtenderArgs(NamedTuple):
     pod: Pod
     # Full-node request (nodeCacheCapable: false) when set ...
     nodes: list[Node] | None

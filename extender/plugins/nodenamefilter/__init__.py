@@ -22,8 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from marshmallow import Schema, fields, post_load
 from marshmallow.validate import Length
@@ -34,7 +33,9 @@ from extender.framework.globs import compile_globs, validate_glob
 from extender.framework.plugin import FilterPlugin
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
-from extender.plugins.nodenamefilter.windows import Window, WindowSchema
+
+if TYPE_CHECKING:
+    from extender.plugins.nodenamefilter.windows import Window
 
 Clock = Callable[[], dt.datetime]
 # The node-name patterns of the maintenance closed at one instant, each with its rejection message.
@@ -45,12 +46,18 @@ def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _window_schema() -> Schema:
+    """Imported with the first maintenance window a policy has: the others do not load their parsing."""
+    from extender.plugins.nodenamefilter.windows import WindowSchema
+
+    return WindowSchema()
+
+
 def _globs(**kwargs: Any) -> fields.List:
     return fields.List(fields.String(validate=validate_glob), **kwargs)
 
 
-@dataclass(frozen=True)
-class Maintenance:
+class Maintenance(NamedTuple):
     name: str
     nodes: re.Pattern[str]
     windows: tuple[Window, ...]
@@ -64,7 +71,7 @@ class Maintenance:
 class MaintenanceSchema(Schema):
     name = fields.String(required=True, validate=Length(min=1))
     nodes = _globs(required=True, validate=Length(min=1))
-    windows = fields.List(fields.Nested(WindowSchema), required=True, validate=Length(min=1))
+    windows = fields.List(fields.Nested(_window_schema), required=True, validate=Length(min=1))
 
     @post_load
     def make(self, data: dict[str, Any], **kwargs: Any) -> Maintenance:

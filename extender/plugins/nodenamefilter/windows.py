@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Length
@@ -34,8 +33,7 @@ DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _CLOCK_TIME = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$|^24:00$")
 
 
-@dataclass(frozen=True, slots=True)
-class OneOffWindow:
+class OneOffWindow(NamedTuple):
     start: dt.datetime
     end: dt.datetime
 
@@ -44,8 +42,7 @@ class OneOffWindow:
         return self.end if self.start <= now < self.end else None
 
 
-@dataclass(frozen=True, slots=True)
-class WeeklyWindow:
+class WeeklyWindow(NamedTuple):
     days: frozenset[int]  # datetime.weekday() numbers: Monday is 0
     start: dt.time
     # Minutes after ``start`` (so "24:00" and windows past midnight need no special case).
