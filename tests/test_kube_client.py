@@ -52,6 +52,12 @@ def test_bad_settings_are_named_at_start_up(env, message):
     assert "hunter2" not in str(raised.value)
 
 
+def test_the_configuration_shows_no_token_or_ca_bundle():
+    config = KubeConfig.from_environment({"KUBERNETES_API_URL": "https://api", "KUBERNETES_TOKEN": "hunter2"})
+    assert config is not None and config.token == "hunter2"
+    assert "hunter2" not in repr(config) and "hunter2" not in f"{config}" and "https://api" in repr(config)
+
+
 def test_ca_as_pem_or_base64_and_http_only_to_loopback(test_ca):
     pem = test_ca.cert_pem.decode()
     as_pem = KubeConfig.from_environment({"KUBERNETES_API_URL": "https://api/", "KUBERNETES_CA_DATA": pem})

@@ -90,6 +90,7 @@ LAZY_AT_START_UP = (
     "extender.plugins.nodenamefilter.windows",  # maintenance windows
     "zoneinfo",
     "extender.kube.config",  # only with KUBERNETES_* set
+    "extender.nodesource.schema",  # only for a policy with a nodeSource
     "extender.wire.fast_decoder",  # bodies with node objects: a node-name body goes to the full decoder
     "msgspec",
     "extender.verbs.prioritize",  # verbs not called yet

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Length
@@ -64,8 +63,7 @@ def _as_integer(value: str) -> int | None:
     return number if -(2**63) <= number < 2**63 else None
 
 
-@dataclass(frozen=True, slots=True)
-class Requirement:
+class Requirement(NamedTuple):
     """One ``matchExpressions`` entry."""
 
     key: str
@@ -102,8 +100,7 @@ class Requirement:
                 return f"{self.key}{'>' if self.operator == 'Gt' else '<'}{self.values[0]}"
 
 
-@dataclass(frozen=True, slots=True)
-class LabelSelector:
+class LabelSelector(NamedTuple):
     """``matchLabels`` AND every ``matchExpressions`` entry; empty matches everything."""
 
     match_labels: tuple[tuple[str, str], ...] = ()
@@ -128,8 +125,7 @@ class LabelSelector:
 EVERYTHING = LabelSelector()
 
 
-@dataclass(frozen=True, slots=True)
-class PodSelector:
+class PodSelector(NamedTuple):
     """Which pods a rule is about; every criterion that is set must hold, and an empty selector matches every pod."""
 
     namespaces: frozenset[str] | None = None

@@ -12,8 +12,8 @@ import base64
 import binascii
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from extender.errors import ConfigError
 from extender.kube import API_URL_ENV, CA_DATA_ENV, CA_FILE_ENV, TOKEN_ENV, TOKEN_FILE_ENV
@@ -22,15 +22,18 @@ from extender.urls import credential_base_url
 _PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
 
 
-@dataclass(frozen=True)
-class KubeConfig:
+class KubeConfig(NamedTuple):
     # Scheme, host, port and an optional path prefix, without a trailing "/".
     url: str
-    token: str | None = field(default=None, repr=False)
+    token: str | None = None
     token_file: Path | None = None
     # PEM bundle to verify the API server with; neither means the system roots.
-    ca_pem: bytes | None = field(default=None, repr=False)
+    ca_pem: bytes | None = None
     ca_file: Path | None = None
+
+    def __repr__(self) -> str:
+        """Without the token and the CA bundle: a repr can end up in a log line."""
+        return f"KubeConfig(url={self.url!r}, token_file={self.token_file!r}, ca_file={self.ca_file!r})"
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> KubeConfig | None:

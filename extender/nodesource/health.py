@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from extender.duration import duration_setting
 
@@ -27,8 +27,7 @@ def max_age_seconds(environ: Mapping[str, str] = os.environ) -> float:
     return duration_setting(MAX_AGE_ENV, DEFAULT_MAX_AGE, "5m", environ)
 
 
-@dataclass(frozen=True)
-class SourceHealth:
+class SourceHealth(NamedTuple):
     kind: str
     # Nodes in the last list; None for sources that do not list.
     nodes: int | None = None

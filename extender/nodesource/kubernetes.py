@@ -30,8 +30,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from extender.framework.status import Code
 from extender.framework.types import Node
@@ -47,8 +46,7 @@ logger = logging.getLogger("extender")
 _SHOWN = 5
 
 
-@dataclass(frozen=True)
-class KubernetesSettings:
+class KubernetesSettings(NamedTuple):
     # Age after which a lookup starts a background refresh (and still answers from the cache).
     cache_ttl: float = 30.0
     # Longest a request waits for a list: cold cache or an unknown node; capped at the client's call budget.
@@ -59,8 +57,7 @@ class KubernetesSettings:
     min_refresh_interval: float = 5.0
 
 
-@dataclass(frozen=True)
-class _Snapshot:
+class _Snapshot(NamedTuple):
     nodes: dict[str, Node]
     # Clock time the last successful list started; None before the first one.
     listed_at: float | None = None
@@ -204,7 +201,7 @@ class KubernetesNodes:
             snapshot = _Snapshot(_index(listed, snapshot.nodes), listed_at=started)
         except Exception as exc:  # KubeError, or a bug: either way the cache must not stay "refreshing" forever
             reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-            snapshot = replace(snapshot, error=f"listing nodes failed: {reason}")
+            snapshot = snapshot._replace(error=f"listing nodes failed: {reason}")
             served = f"still serving the list from {started - snapshot.listed_at:.0f} s ago" if snapshot.listed_at else "no list yet"
             logger.warning("%s; %s", snapshot.error, served)
         finally:

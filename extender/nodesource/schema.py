@@ -3,28 +3,25 @@
 Exactly one of ``kubernetes``, ``static`` or ``names`` (like a Kubernetes
 volume source); without ``nodeSource`` only node names are known. Unknown
 keys are rejected (marshmallow's default), so a typo fails start-up. Each
-kind's module is imported only when a policy chooses it.
+kind's module is imported only when a policy chooses it, and this one only
+when a policy has a ``nodeSource``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Length
 
 from extender.duration import Duration
-from extender.errors import ConfigError
 from extender.framework.args import Map
 from extender.framework.globs import validate_glob
-from extender.nodesource.base import NamesOnly, NodeSource
+from extender.nodesource.spec import KINDS, NodeSourceSpec
 
 if TYPE_CHECKING:
-    from extender.kube.client import KubeClient
     from extender.nodesource.kubernetes import KubernetesSettings
     from extender.nodesource.static import InventoryEntry
-
-KINDS = ("kubernetes", "static", "names")
 
 
 class KubernetesSourceSchema(Schema):
@@ -77,51 +74,6 @@ class StaticSourceSchema(Schema):
 class NamesSourceSchema(Schema):
     cluster = fields.String(required=True, validate=Length(min=1))
     nodePools = fields.List(fields.String(validate=Length(min=1)), load_default=list)
-
-
-class NodeSourceSpec(NamedTuple):
-    """A validated ``nodeSource``; ``build`` makes the source once the environment (the API client) is known."""
-
-    kind: str = ""
-    settings: Any = None
-    # failurePolicy Ignore: the source logs that plugins let nodes with unavailable facts pass.
-    fail_open: bool = False
-
-    def label_keys(self) -> frozenset[str] | None:
-        """The node label keys this source supplies (None: every label a node has), so that the policy can reject
-        a rule reading a key the source never knows, which would otherwise judge every node as lacking it."""
-        if self.kind == "kubernetes":
-            return None
-        if self.kind == "static":
-            return frozenset(key for entry in self.settings["nodes"] for key in entry.labels)
-        if self.kind == "names":
-            from extender.nodesource.gke_names import NODE_POOL_LABEL
-
-            return frozenset({NODE_POOL_LABEL})
-        return frozenset()
-
-    def build(self, kube: KubeClient | None) -> NodeSource:
-        if self.kind == "kubernetes":
-            if kube is None:
-                raise ConfigError(
-                    "the policy's nodeSource is kubernetes, but KUBERNETES_API_URL is not set: "
-                    "set it, with KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE and the API server's CA"
-                )
-            from extender.nodesource.health import max_age_seconds
-            from extender.nodesource.kubernetes import KubernetesNodes
-
-            source = KubernetesNodes(kube, self.settings, self.fail_open, max_age=max_age_seconds())
-            source.start(wait=self.settings.list_timeout)
-            return source
-        if self.kind == "static":
-            from extender.nodesource.static import StaticInventory
-
-            return StaticInventory(self.settings["nodes"])
-        if self.kind == "names":
-            from extender.nodesource.gke_names import GkeNodeNames
-
-            return GkeNodeNames(self.settings["cluster"], self.settings["nodePools"])
-        return NamesOnly()
 
 
 class NodeSourceSchema(Schema):

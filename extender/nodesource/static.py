@@ -17,15 +17,14 @@ forgot a node must not let it pass a rule as if it had no labels.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from extender.framework.globs import compile_globs
 from extender.framework.types import Node
 from extender.nodesource.base import PerNameSource, unknowable
 
 
-@dataclass(frozen=True)
-class InventoryEntry:
+class InventoryEntry(NamedTuple):
     names: tuple[str, ...]
     labels: Mapping[str, str]
 

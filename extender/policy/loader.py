@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
@@ -12,12 +11,14 @@ import orjson
 from marshmallow import ValidationError
 
 from extender.framework.kept import ServedProfile, keeping_results
-from extender.nodesource.schema import NodeSourceSpec
+from extender.nodesource.spec import NodeSourceSpec
 from extender.settings import Settings
 from extender.wire.errors import flatten_errors
 
 POLICY_ENV = "EXTENDER_POLICY"
 EMBEDDED = "embedded default"
+# The embedded policy's files sit beside this module (a deployed function is a directory, never a zip).
+_HERE = Path(__file__).parent
 
 
 class PolicyError(Exception):
@@ -61,9 +62,8 @@ def embedded_default() -> Policy:
     written from the YAML (tests/test_policy.py checks that they hold the same document and says how to rewrite
     it), and the policy's identity stays the YAML's text.
     """
-    package = resources.files("extender.policy")
-    text = package.joinpath("default.yaml").read_text(encoding="utf-8")
-    return build_policy(orjson.loads(package.joinpath("default.json").read_bytes()), text, EMBEDDED)
+    text = (_HERE / "default.yaml").read_text(encoding="utf-8")
+    return build_policy(orjson.loads((_HERE / "default.json").read_bytes()), text, EMBEDDED)
 
 
 def parse_policy(text: str, source: str) -> Policy:

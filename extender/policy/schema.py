@@ -17,7 +17,7 @@ from extender.framework import registry
 from extender.framework.plugin import FilterPlugin, Plugin, PreemptPlugin, ScorePlugin
 from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
-from extender.nodesource.schema import NodeSourceSchema, NodeSourceSpec
+from extender.nodesource.spec import NodeSourceSpec
 from extender.wire.errors import entries_as_written, flatten_errors
 
 API_VERSION = "extender.scheduling.gcf/v1alpha1"
@@ -209,6 +209,13 @@ class PluginModule(fields.String):
         return name
 
 
+def _node_source_schema() -> Schema:
+    """Imported with the first policy that has a ``nodeSource``: the others do not load its parsing."""
+    from extender.nodesource.schema import NodeSourceSchema
+
+    return NodeSourceSchema()
+
+
 class PolicySchema(StrictSchema):
     apiVersion = fields.String(load_default=API_VERSION, validate=Equal(API_VERSION))
     kind = fields.String(load_default=KIND, validate=Equal(KIND))
@@ -221,7 +228,7 @@ class PolicySchema(StrictSchema):
     # plugins these modules register.
     pluginModules = fields.List(PluginModule(), load_default=list)
     # Where node-name requests get node facts (and which failurePolicy applies when it cannot answer).
-    nodeSource = fields.Nested(NodeSourceSchema)
+    nodeSource = fields.Nested(_node_source_schema)
     # Full-node mode without a nodeSource: preempt requests carry no Node objects, so filters reading labels cannot
     # run there. True accepts that, relying on the scheduler's own filter result (see docs/policy.md).
     preemptTrustsSchedulerFilter = fields.Boolean(truthy={True}, falsy={False}, load_default=False)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import orjson
 from marshmallow import Schema, ValidationError
@@ -17,11 +18,13 @@ from extender.wire.errors import flatten_errors
 _MAX_PROBLEMS = 10
 
 
-@dataclass
-class Answer:
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+class Answer(NamedTuple):
     body: Any
     status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = _NO_HEADERS
     # What the decision log and ``explain`` say beyond the wire answer (counts, per-plugin times, errors).
     error: str = ""
     nodes_in: int = 0

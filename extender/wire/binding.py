@@ -6,8 +6,7 @@ imports them when it is first asked to bind.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from marshmallow import Schema, fields, post_load
 
@@ -15,8 +14,7 @@ from extender.wire.fields import non_empty_string
 from extender.wire.schemas import WireSchema
 
 
-@dataclass(frozen=True, slots=True)
-class BindingArgs:
+class BindingArgs(NamedTuple):
     pod_name: str
     pod_namespace: str
     pod_uid: str

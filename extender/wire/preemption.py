@@ -6,8 +6,7 @@ imports them when it is first asked to preempt.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 
@@ -47,8 +46,7 @@ class MetaVictimsSchema(VictimsSchema):
     Pods = fields.List(fields.Nested(MetaPodSchema), load_default=list)
 
 
-@dataclass(frozen=True, slots=True)
-class PreemptionArgs:
+class PreemptionArgs(NamedTuple):
     pod: Pod
     candidates: dict[str, Victims]
     # True when victims came as full pods (NodeNameToVictims, nodeCacheCapable: false).

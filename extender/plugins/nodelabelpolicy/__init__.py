@@ -25,8 +25,7 @@ change its labels), with a message naming the rule.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from marshmallow import Schema, fields, post_load
 from marshmallow.validate import Length
@@ -39,8 +38,7 @@ from extender.framework.status import Status
 from extender.framework.types import Facts, Node, Pod
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(NamedTuple):
     name: str
     pods: PodSelector
     node_selector: LabelSelector

@@ -24,8 +24,7 @@ are looked up in the Kubernetes API, so the policy must either say
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from marshmallow import Schema, fields, post_load
 from marshmallow.validate import Length
@@ -38,8 +37,7 @@ from extender.framework.status import Status
 from extender.framework.types import Pod, VictimFacts, Victims
 
 
-@dataclass(frozen=True, slots=True)
-class Protection:
+class Protection(NamedTuple):
     name: str
     pods: PodSelector
 

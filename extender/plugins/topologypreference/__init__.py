@@ -20,8 +20,7 @@ Nodes without the label, or with an unlisted value, add 0.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from marshmallow import Schema, fields, post_load
 from marshmallow.validate import Length, Range
@@ -32,8 +31,7 @@ from extender.framework.selectors import PodSelector, PodSelectorSchema, validat
 from extender.framework.types import Facts, Node, Pod
 
 
-@dataclass(frozen=True, slots=True)
-class Preference:
+class Preference(NamedTuple):
     label: str
     weights: Mapping[str, int]
     pods: PodSelector
