@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from extender.framework import status
 from extender.framework.cycle import CycleState
 from extender.framework.kept import KeptProfile
-from extender.framework.plugin import FilterPlugin
+from extender.framework.plugin import SKIP, FilterPlugin
 from extender.framework.profile import Profile
 from extender.framework.status import Status
-from extender.framework.types import Node, Pod
+from extender.framework.types import Node, Pod, Victims
 from extender.plugins.nodenamefilter import NodeNameFilter
 from tests.plugin_helpers import ListedNodes, build, node, pod
 
@@ -32,7 +32,9 @@ def test_interleaved_requests_at_a_window_boundary_leave_no_sticky_verdict():
     window opens). Each is judged at its own instant, and what is kept under "no window closed" stays true: an hour
     after the window ended the node is accepted again."""
     now = [at(12, 59, 59)]
-    served = KeptProfile(Profile("p", filters=[build(NodeNameFilter, WINDOW, clock=lambda: now[0])]))
+    # A deny list (matching no node here) keeps the filter from skipping the request while no window is closed.
+    args = {"deny": ["other-*"], **WINDOW}
+    served = KeptProfile(Profile("p", filters=[build(NodeNameFilter, args, clock=lambda: now[0])]))
 
     class Interleaving(ListedNodes):
         """A node source whose first lookup lets another request run to its end (as another thread may)."""
@@ -51,6 +53,7 @@ def test_interleaved_requests_at_a_window_boundary_leave_no_sticky_verdict():
 
     source = Interleaving([node("n-1")])
     assert served.filter_names(pod(name="a"), ["n-1"], source).feasible == ["n-1"]  # judged at its own instant
+    assert not source.interleave  # request B ran inside request A
     now[0] = at(15)
     later = served.filter_names(pod(name="c"), ["n-1"], source)
     assert later.feasible == ["n-1"] and not later.rejected
@@ -85,3 +88,46 @@ def test_a_plugin_prepares_once_per_request_and_the_cycle_holds_its_value_and_ke
     assert cycle.reuse_key(plugin) == "n-2" and plugin.prepared == 1
     Profile("p", filters=[plugin]).filter(pod(name="n-1"), [node("n-1")])
     assert plugin.prepared == 2  # a new request prepares afresh
+
+
+class Skipping(FilterPlugin):
+    """Skips the requests of pods named "skip"; counts the nodes it is asked about."""
+
+    name = "Skipping"
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.judged = 0
+
+    def prepare(self, pod: Pod) -> object:
+        return SKIP if pod.name == "skip" else None
+
+    def filter(self, pod: Pod, node: Node, prepared: object) -> Status:
+        self.judged += 1
+        return status.unschedulable("judged and rejected")
+
+
+def test_a_filter_that_skips_the_request_passes_every_node_unasked_and_nothing_is_looked_up():
+    plugin = Skipping()
+    source = ListedNodes([node("n-1"), node("n-2")])
+    for served in (Profile("p", filters=[plugin]), KeptProfile(Profile("p", filters=[plugin]))):
+        skipped = served.filter_names(pod(name="skip"), ["n-1", "n-2"], source)
+        assert skipped.feasible == ["n-1", "n-2"] and not skipped.rejected and skipped.seconds_by_plugin == {"Skipping": 0.0}
+        assert plugin.judged == 0 and source.looked_up == []
+        judged = served.filter_names(pod(name="other"), ["n-1", "n-2"], source)
+        assert judged.feasible == [] and set(judged.rejected) == {"n-1", "n-2"} and plugin.judged == 2
+        plugin.judged, source.looked_up = 0, []
+    # Beside a filter that judges, the skipping one is left out of each node's chain; in preemption too.
+    both = Profile("p", filters=[plugin, build(NodeNameFilter, {"deny": ["n-2"]})])
+    result = both.filter(pod(name="skip"), [node("n-1"), node("n-2")])
+    assert result.feasible == ["n-1"] and list(result.rejected) == ["n-2"] and plugin.judged == 0
+    preempted = both.preempt(pod(name="skip"), {"n-1": Victims(())}, {"n-1": node("n-1")})
+    assert list(preempted.accepted) == ["n-1"] and plugin.judged == 0
+
+
+def test_node_name_filter_skips_only_with_no_list_and_no_window_closed():
+    def skips(args: dict, hour: int) -> bool:
+        return CycleState(pod()).skips(build(NodeNameFilter, args, clock=lambda: at(hour)))
+
+    assert skips({}, 12) and skips(WINDOW, 12) and skips(WINDOW, 14)
+    assert not skips(WINDOW, 13) and not skips({"deny": ["x-*"]}, 12) and not skips({"allow": ["n-*"]}, 12)

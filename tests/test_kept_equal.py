@@ -66,6 +66,31 @@ profiles:
       - {name: InstanceCost, weight: 2, failurePolicy: Ignore}
       - {name: TopologyPreference, weight: 1, enforcement: Audit}
   pluginConfig: *config
+# Maintenance windows without a list: outside them NodeNameFilter skips the request, alone or beside another filter.
+- name: windows
+  plugins:
+    filter: {enabled: [{name: NodeNameFilter}]}
+  pluginConfig:
+  - &windows_filter
+    name: NodeNameFilter
+    args:
+      maintenance:
+      - name: pool-1
+        nodes: ["node-1*"]
+        windows: [{start: "2026-03-01T13:00:00Z", end: "2026-03-01T14:00:00Z"}]
+      - name: nightly
+        nodes: ["node-2*", "node-3"]
+        windows: [{from: "13:30", to: "14:30"}]
+- name: windows-and-labels
+  plugins:
+    filter: {enabled: [{name: NodeNameFilter}, {name: NodeLabelPolicy}]}
+  pluginConfig:
+  - *windows_filter
+  - name: NodeLabelPolicy
+    args:
+      rules:
+      - name: off-gpu
+        nodeSelector: {matchExpressions: [{key: pool, operator: NotIn, values: [gpu]}]}
 """
 
 NODES = [f"node-{index}" for index in range(25)]
@@ -82,7 +107,9 @@ LABELS = st.fixed_dictionaries(
 INSTANTS = st.sampled_from(["12:59:59", "13:00", "13:29:59", "13:30", "13:59:59", "14:00", "14:30", "15:00"])
 REQUESTS = st.fixed_dictionaries(
     {
-        "verb": st.sampled_from(["filter", "prioritize", "audit/filter", "audit/prioritize"]),
+        "verb": st.sampled_from(
+            ["filter", "prioritize", "audit/filter", "audit/prioritize", "windows/filter", "windows-and-labels/filter"]
+        ),
         "namespace": st.sampled_from(["default", "ml", "web"]),
         "priority": st.sampled_from([None, 0, 1000]),
         "names": st.lists(st.sampled_from(NODES), unique=True, max_size=len(NODES)),

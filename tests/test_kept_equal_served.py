@@ -46,7 +46,8 @@ def request(rng: random.Random) -> tuple[str, bytes]:
     pod: dict[str, Any] = {"metadata": {"name": "p", "namespace": rng.choice(["default", "ml", "web"]), "uid": "u"}}
     pod["spec"] = {"priority": rng.choice([0, 1000])}
     names = rng.sample(NAMES, rng.randint(1, len(NAMES)))
-    return rng.choice(["filter", "prioritize", "audit/filter", "audit/prioritize"]), orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+    verbs = ["filter", "prioritize", "audit/filter", "audit/prioritize", "windows/filter", "windows-and-labels/filter"]
+    return rng.choice(verbs), orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
 
 
 def post(url: str, verb: str, data: bytes) -> tuple[int, bytes]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from extender.framework.plugin import Plugin, prepares
+from extender.framework.plugin import SKIP, Plugin, prepares
 from extender.framework.types import Pod
 
 
@@ -39,6 +39,15 @@ class CycleState:
             extra = (plugin.prepare(self.pod),) if prepares(plugin) else ()
             self._extra[id(plugin)] = extra
         return extra
+
+    def skips(self, plugin: Plugin) -> bool:
+        """Whether ``plugin``'s ``prepare`` returned ``SKIP`` for this request; False when it failed (the plugin then
+        runs per node, and reports its failure there)."""
+        try:
+            extra = self.extra(plugin)
+        except Exception:
+            return False
+        return bool(extra) and extra[0] is SKIP
 
     def reuse_key(self, plugin: Plugin) -> Hashable | None:
         """The plugin's reuse key for this request, worked out once; None when it has none or working it out fails

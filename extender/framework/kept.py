@@ -138,7 +138,7 @@ class KeptProfile:
         plain = self.plain
         cycle = cycle or CycleState(pod)
         keys = tuple(map(cycle.reuse_key, plain.filters))
-        if not plain.filters or None in keys:
+        if not plain.judging_filters(cycle) or None in keys:
             return plain.filter_names(pod, names, source, cycle)
         generation = source.generation()
         kept_now = self._current(generation)

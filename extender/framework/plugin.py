@@ -14,7 +14,7 @@ the plugin's other calls for that request (only to plugins that override
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from marshmallow import Schema
 
@@ -32,6 +32,21 @@ def rescale_scores(scores: dict[str, int], scale: Callable[[int], int]) -> None:
     share a few raw scores, and ``normalize_scores`` runs on every request."""
     scaled = {raw: scale(raw) for raw in set(scores.values())}
     scores.update(zip(list(scores), map(scaled.__getitem__, list(scores.values()))))
+
+
+class Skip:
+    """The type of ``SKIP``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "SKIP"
+
+
+# What a filter plugin's ``prepare`` returns when it has nothing to judge in this request (no list to check, no
+# window closed now): its ``filter`` is not called and every node passes it, as after a PreFilter's Skip status in
+# the scheduling framework. A node-name request whose filters all skip looks up no node.
+SKIP: Final = Skip()
 
 
 class Plugin:
@@ -58,7 +73,8 @@ class Plugin:
         """Optional: what every call of this request needs, worked out once (which rules apply, the current time).
 
         Called once per request; the value is kept in the request's ``CycleState`` and passed as the last argument
-        of ``reuse_key``, ``filter``, ``score`` and ``normalize_scores``. It must not be stored on the plugin.
+        of ``reuse_key``, ``filter``, ``score`` and ``normalize_scores``. It must not be stored on the plugin. A filter
+        plugin returns ``SKIP`` when no node can fail it in this request.
         """
         return None
 

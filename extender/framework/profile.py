@@ -194,9 +194,14 @@ class Profile:
         self, pod: Pod, names: Sequence[str], source: NodeSource, cycle: CycleState | None = None
     ) -> FilterResult:
         """``filter`` for a node-name request: the facts of ``names`` come from ``source``."""
-        if not self.filters:  # every node passes: nothing to look up (nor to wait for, on a name the source lacks)
-            return FilterResult(feasible=list(names))
+        cycle = cycle or CycleState(pod)
+        if not self.judging_filters(cycle):  # every node passes: nothing to look up (nor to wait for on the source)
+            return FilterResult(feasible=list(names), seconds_by_plugin=dict.fromkeys(map(_name, self.filters), 0.0))
         return self.filter(pod, source.lookup(names), cycle)
+
+    def judging_filters(self, cycle: CycleState) -> tuple[FilterPlugin, ...]:
+        """The filters that judge nodes in this request, in policy order: one that skips it passes every node."""
+        return tuple(plugin for plugin in self.filters if not cycle.skips(plugin))
 
     def _verdicts_of(
         self, cycle: CycleState, nodes: Sequence[Node], seconds: dict[str, float], judging: Judging
@@ -205,7 +210,7 @@ class Profile:
         verdicts: list[Status] = [st.SUCCESS] * len(nodes)
         # The nodes still passing, and where they are in ``nodes``.
         passing, at = list(nodes), list(range(len(nodes)))
-        for plugin in self.filters:
+        for plugin in self.judging_filters(cycle):
             started = time.perf_counter()
             outcomes = list(self._run_filter(plugin, self.entry("filter", plugin), cycle, passing, judging))
             passed = list(map(is_, map(_code, outcomes), repeat(Code.SUCCESS)))
@@ -296,7 +301,7 @@ class Profile:
     def _preempt_verdict(
         self, cycle: CycleState, node: Node, victims: Victims, seconds: dict[str, float], judging: Judging
     ) -> Status:
-        for filter_plugin in self.filters:
+        for filter_plugin in self.judging_filters(cycle):
             no_source = node.labels is None and node.why_unknown is None  # nobody supplies labels here
             if self.trust_scheduler_filter and no_source and filter_plugin.facts > Facts.NAME:
                 judging.skip(node.name, _trusted(filter_plugin.name))

@@ -30,7 +30,7 @@ from marshmallow.validate import Length
 from extender.framework import status
 from extender.framework.args import unique_names
 from extender.framework.globs import compile_globs, validate_glob
-from extender.framework.plugin import FilterPlugin
+from extender.framework.plugin import SKIP, FilterPlugin, Skip
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
 
@@ -97,12 +97,13 @@ class NodeNameFilter(FilterPlugin):
         self._maintenance: tuple[Maintenance, ...] = tuple(args["maintenance"])
         self._clock = clock  # None: ``utc_now``, looked up at each request
 
-    def prepare(self, pod: Pod) -> Closed:
+    def prepare(self, pod: Pod) -> Closed | Skip:
         """The maintenance closed now: the clock is read once per request, so all its nodes are judged at one
-        instant."""
-        return _closed(self._maintenance, self._clock() if self._clock is not None else utc_now())
+        instant. ``SKIP`` when no list is set and nothing is closed: no node can fail."""
+        closed = self._closed_now()
+        return SKIP if not closed and self._allow is None and self._deny is None else closed
 
-    def reuse_key(self, pod: Pod, closed: Closed) -> Hashable:
+    def reuse_key(self, pod: Pod, closed: Closed | Skip) -> Hashable:
         """The verdict depends on the name and on which maintenance is closed (each with its end): the key holds
         every time-dependent input, so a verdict kept under it holds at any instant with the same key."""
         return closed
@@ -114,11 +115,14 @@ class NodeNameFilter(FilterPlugin):
         if self._allow is not None and not self._allow.match(node.name):
             return status.unresolvable("NodeNameFilter: node name is not on the allow list")
         if closed is None:
-            closed = self.prepare(pod)
+            closed = self._closed_now()
         for nodes, reason in closed:
             if nodes.match(node.name):
                 return status.unresolvable(reason)
         return status.SUCCESS
+
+    def _closed_now(self) -> Closed:
+        return _closed(self._maintenance, self._clock() if self._clock is not None else utc_now())
 
 
 def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime) -> Closed:
