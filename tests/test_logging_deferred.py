@@ -54,18 +54,27 @@ def wait_for(condition, seconds: float = 10.0) -> None:
         time.sleep(0.005)
 
 
-def test_entries_wait_for_the_first_one_logged_in_a_request_then_go_in_order_within_their_trace():
+def test_entries_wait_for_the_answer_of_the_first_request_that_logs_then_go_in_order_within_their_trace(monkeypatch):
+    monkeypatch.setattr(deferred, "HOLD_SECONDS", 60.0)  # only the answer can start the import here
     target, ready = Recorded(), []
     handler = held_by(lambda: target, ready.append)
     log(handler, "listed %d nodes", 5)
     labels = {"zone": "a"}
     log(handler, "labels %s", labels)
     labels["zone"] = "changed later"  # a held entry keeps the message it had when logged
-    time.sleep(0.05)
-    assert target.seen == [] and ready == []
-    traceparent = f"00-{TRACE_ID}-b7ad6b7169203331-01"
-    with flask.Flask(__name__).test_request_context(headers={"traceparent": traceparent}):
+    app = flask.Flask(__name__)
+
+    @app.post("/filter")
+    def decide() -> str:
         log(handler, "decision")
+        return "answer"
+
+    traceparent = f"00-{TRACE_ID}-b7ad6b7169203331-01"
+    response = app.test_client().post("/filter", headers={"traceparent": traceparent})
+    time.sleep(0.05)
+    # Answered, not yet sent: the import would compete with writing it.
+    assert response.data == b"answer" and target.seen == [] and ready == []
+    response.close()  # what the server does once the answer is written
     wait_for(lambda: ready == [target])
     assert target.seen == [("listed 5 nodes", None), ("labels {'zone': 'a'}", None), ("decision", traceparent)]
     log(handler, "after")  # straight through once handed over

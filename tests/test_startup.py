@@ -100,7 +100,7 @@ LAZY_AT_START_UP = (
     "extender.wire.binding",
     "extender.cli",  # python -m extender, never at serve time
     "extender.proxy",
-    "google.cloud.logging",  # deferred until the first entry is on its way (docs/observability.md)
+    "google.cloud.logging",  # deferred until the first answer has been sent (docs/observability.md)
     "google.auth",
 )
 

@@ -2,8 +2,8 @@
 
 Importing google-cloud-logging about doubles the function's start-up time, so
 only instances on Google Cloud, whose entries need its severity, JSON payload
-and trace correlation, import it, and only once their first answer is on its
-way (``extender.logs.deferred``); local runs and tools never pay for it.
+and trace correlation, import it, and only once their first answer has been
+sent (``extender.logs.deferred``); local runs and tools never pay for it.
 """
 
 from __future__ import annotations

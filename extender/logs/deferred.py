@@ -2,10 +2,11 @@
 
 google-cloud-logging pulls in gRPC, protobuf and google-auth: about 0.2 s of
 importing, as long as the rest of start-up together. So on Google Cloud the
-entries wait here until the first one logged while serving a request (the
-first decision: its answer is on its way), ``HOLD_SECONDS`` after the first
-entry, or a ``flush()`` (``logging.shutdown`` calls it at exit), whichever
-comes first. A background thread then imports the library, writes the held
+entries wait here until the answer of the first request that logged one (the
+first decision) has been sent, ``HOLD_SECONDS`` after the first entry, or a
+``flush()`` (``logging.shutdown`` calls it at exit), whichever comes first:
+an import under way would hold the interpreter lock while that answer is
+still being written. A background thread then imports the library, writes the held
 entries in order, each within the trace of the request that logged it, and
 puts the library's handler in this one's place.
 
@@ -74,9 +75,10 @@ class DeferredCloudHandler(logging.Handler):
                 self._held.append(record)
                 del self._held[:-MAX_HELD]
                 self._start_importer()
-                if in_request:
-                    self._due.set()
-                return
+        if target is None:
+            if in_request:
+                _once_answered(self._due.set)
+            return
         target.handle(record)  # an entry that raced the hand-over
 
     def flush(self) -> None:
@@ -143,6 +145,20 @@ class DeferredCloudHandler(logging.Handler):
         self._reset_threads()
         if self.target is None and self._held:
             self._start_importer()
+
+
+def _once_answered(callback: Callable[[], None]) -> None:
+    """Call ``callback`` once the current request's answer is sent: the WSGI server closes a response after writing
+    it. A request context that makes no response (a test's) leaves it to ``HOLD_SECONDS``."""
+
+    def on_response(response: flask.Response) -> flask.Response:
+        response.call_on_close(callback)
+        return response
+
+    try:
+        flask.after_this_request(on_response)
+    except RuntimeError:
+        callback()
 
 
 def _write(target: logging.Handler, record: logging.LogRecord) -> None:
