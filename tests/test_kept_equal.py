@@ -34,7 +34,7 @@ profiles:
   - name: NodeNameFilter
     args:
       deny: ["*-9"]
-      maintenance:
+      maintenance: &maintenance
       - name: pool-1
         nodes: ["node-1*"]
         windows: [{start: "2026-03-01T13:00:00Z", end: "2026-03-01T14:00:00Z"}]
@@ -71,16 +71,7 @@ profiles:
   plugins:
     filter: {enabled: [{name: NodeNameFilter}]}
   pluginConfig:
-  - &windows_filter
-    name: NodeNameFilter
-    args:
-      maintenance:
-      - name: pool-1
-        nodes: ["node-1*"]
-        windows: [{start: "2026-03-01T13:00:00Z", end: "2026-03-01T14:00:00Z"}]
-      - name: nightly
-        nodes: ["node-2*", "node-3"]
-        windows: [{from: "13:30", to: "14:30"}]
+  - &windows_filter {name: NodeNameFilter, args: {maintenance: *maintenance}}
 - name: windows-and-labels
   plugins:
     filter: {enabled: [{name: NodeNameFilter}, {name: NodeLabelPolicy}]}
