@@ -74,7 +74,8 @@ class Plugin:
 
         Called once per request; the value is kept in the request's ``CycleState`` and passed as the last argument
         of ``reuse_key``, ``filter``, ``score`` and ``normalize_scores``. It must not be stored on the plugin. A filter
-        plugin returns ``SKIP`` when no node can fail it in this request.
+        plugin returns ``SKIP`` when no node can fail it in this request; its other calls of the request (``reuse_key``,
+        and ``score`` if it also scores) then receive ``SKIP`` as that value.
         """
         return None
 
