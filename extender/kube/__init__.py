@@ -21,11 +21,13 @@ TOKEN_ENV = "KUBERNETES_TOKEN"
 TOKEN_FILE_ENV = "KUBERNETES_TOKEN_FILE"
 CA_DATA_ENV = "KUBERNETES_CA_DATA"
 CA_FILE_ENV = "KUBERNETES_CA_FILE"
+# How to authenticate to and trust the API server: meaningless without its URL.
+CREDENTIAL_ENVS = (TOKEN_ENV, TOKEN_FILE_ENV, CA_DATA_ENV, CA_FILE_ENV)
 
 
 def client_from_environment(environ: Mapping[str, str] = os.environ) -> KubeClient | None:
     """The configured client, or None without ``KUBERNETES_API_URL``; a bad setting raises ValueError."""
-    if not any(environ.get(name) for name in (API_URL_ENV, TOKEN_ENV, TOKEN_FILE_ENV, CA_DATA_ENV, CA_FILE_ENV)):
+    if not any(environ.get(name) for name in (API_URL_ENV, *CREDENTIAL_ENVS)):
         return None
     from extender.kube.config import KubeConfig
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from extender.errors import ConfigError
-from extender.kube import API_URL_ENV, CA_DATA_ENV, CA_FILE_ENV, TOKEN_ENV, TOKEN_FILE_ENV
+from extender.kube import API_URL_ENV, CA_DATA_ENV, CA_FILE_ENV, CREDENTIAL_ENVS, TOKEN_ENV, TOKEN_FILE_ENV
 from extender.urls import credential_base_url
 
 _PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
@@ -40,7 +40,7 @@ class KubeConfig(NamedTuple):
         """None when ``KUBERNETES_API_URL`` is unset; ConfigError naming the variable for anything wrong."""
         url = environ.get(API_URL_ENV, "").strip()
         if not url:
-            stray = [name for name in (TOKEN_ENV, TOKEN_FILE_ENV, CA_DATA_ENV, CA_FILE_ENV) if environ.get(name)]
+            stray = [name for name in CREDENTIAL_ENVS if environ.get(name)]
             if stray:
                 raise ConfigError(f"{', '.join(stray)} set without {API_URL_ENV}: set the API server URL too")
             return None
