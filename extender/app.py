@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import orjson
 from flask import Request, Response
 
 from extender import __version__
+from extender.after_answer import answered
 from extender.body import check_headers, finish_body, hang_up_after, read_body
 from extender.body_budget import BUDGET_ENV, DEFAULT_BUDGET_BYTES, BodyBudget
 from extender.decision_log import log_decision
@@ -45,32 +45,45 @@ FAILED = {
 }
 
 
-@dataclass
 class Extender:
-    policy: Policy
-    source: NodeSource
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    # The scheduler's httpTimeout in seconds: each decision is logged against this budget.
-    http_timeout: float = DEFAULT_HTTP_TIMEOUT
-    # The secret first path segment; None serves every path openly.
-    caller_token: str | None = field(default=None, repr=False)
-    # The token before a rotation, accepted too until the scheduler's urlPrefix carries the new one.
-    previous_caller_token: str | None = field(default=None, repr=False)
-    # The Kubernetes API (KUBERNETES_API_URL), for binding and node-name preemption; None when not configured.
-    kube: KubeClient | None = field(default=None, repr=False)
-    # Bodies of requests served at once, in bytes, before more wait (EXTENDER_MAX_BODY_BYTES_IN_FLIGHT).
-    max_body_bytes_in_flight: int = DEFAULT_BUDGET_BYTES
-    router: Router = field(init=False, repr=False)
-    budget: BodyBudget = field(init=False, repr=False)
+    """The function's request handler over one policy and node source.
 
-    def __post_init__(self) -> None:
-        if self.previous_caller_token and not self.caller_token:
+    A plain class: a dataclass compiles its methods from source at import, on the way to a cold instance's first
+    answer. The tokens and the Kubernetes client stay out of ``repr``, which has only the policy's profile names.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        source: NodeSource,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        http_timeout: float = DEFAULT_HTTP_TIMEOUT,
+        caller_token: str | None = None,
+        previous_caller_token: str | None = None,
+        kube: KubeClient | None = None,
+        max_body_bytes_in_flight: int = DEFAULT_BUDGET_BYTES,
+    ) -> None:
+        if previous_caller_token and not caller_token:
             raise ConfigError(
                 f"{PREVIOUS_CALLER_TOKEN_ENV} is set without {CALLER_TOKEN_ENV}: set the current token too"
             )
-        tokens = [token for token in (self.caller_token, self.previous_caller_token) if token]
-        self.router = Router(self.policy.profiles, function_names(), tokens)
-        self.budget = BodyBudget(self.max_body_bytes_in_flight)
+        self.policy = policy
+        self.source = source
+        self.max_body_bytes = max_body_bytes
+        # The scheduler's httpTimeout in seconds: each decision is logged against this budget.
+        self.http_timeout = http_timeout
+        # The Kubernetes API (KUBERNETES_API_URL), for binding and node-name preemption; None when not configured.
+        self.kube = kube
+        # The secret first path segment; None serves every path openly.
+        self.caller_token = caller_token
+        # With the token before a rotation, accepted too until the scheduler's urlPrefix carries the new one.
+        tokens = [token for token in (caller_token, previous_caller_token) if token]
+        self.router = Router(policy.profiles, function_names(), tokens)
+        # Bodies of requests served at once, in bytes, before more wait (EXTENDER_MAX_BODY_BYTES_IN_FLIGHT).
+        self.budget = BodyBudget(max_body_bytes_in_flight)
+
+    def __repr__(self) -> str:
+        return f"Extender(profiles={sorted(self.policy.profiles)!r}, source={self.source!r})"
 
     @classmethod
     def from_environment(cls, policy_path: str | None = None) -> Extender:
@@ -99,6 +112,7 @@ class Extender:
         headers = {name: _header_value(value) for name, value in answer.headers.items()}
         response = Response(body, status=answer.status, headers=headers, mimetype="application/json")
         hang_up_after(request, response)
+        answered(response)
         return response
 
     def decide(self, request: Request) -> tuple[Route | None, Answer]:

@@ -189,3 +189,15 @@ def test_a_previous_token_alone_or_malformed_stops_start_up(client_factory, monk
         client_factory(EXTENDER_CALLER_TOKEN_PREVIOUS="previous-T0ken-0123456789")
     with pytest.raises(SystemExit, match="EXTENDER_CALLER_TOKEN_PREVIOUS must be at least 16 characters"):
         client_factory(EXTENDER_CALLER_TOKEN=TOKEN, EXTENDER_CALLER_TOKEN_PREVIOUS="short")
+
+
+def test_the_extender_s_repr_shows_neither_token(monkeypatch):
+    from extender.app import Extender
+
+    previous = "previous-T0ken-0123456789"
+    monkeypatch.setenv("EXTENDER_CALLER_TOKEN", TOKEN)
+    monkeypatch.setenv("EXTENDER_CALLER_TOKEN_PREVIOUS", previous)
+    extender = Extender.from_environment()
+    assert extender.caller_token == TOKEN
+    shown = f"{extender!r} {extender!s}"
+    assert "default" in shown and TOKEN not in shown and previous not in shown

@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import attrgetter, is_, not_
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from extender.framework import status as st
 from extender.framework.cycle import CycleState
@@ -50,6 +49,9 @@ MAX_EXTENDER_PRIORITY = 10
 # Per node name, the statuses (with their plugins) of a kind of note, in policy order.
 Notes = dict[str, tuple[Status, ...]]
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
 
 class EntryPolicy(NamedTuple):
     """How one enabled plugin entry applies: its ``failurePolicy`` and ``enforcement``."""
@@ -58,18 +60,20 @@ class EntryPolicy(NamedTuple):
     audit: bool = False  # enforcement Audit: rejections, vetoes and scores are only noted
 
 
-@dataclass
 class Judging:
     """What one request's plugins did not decide: filled while judging, read into the result."""
 
-    # Plugins that did not judge a node: facts missing, the scheduler's filter trusted.
-    skipped: Notes = field(default_factory=dict)
-    # Rejections (filter) or vetoes (preempt) of audited plugins, which did not apply.
-    would: Notes = field(default_factory=dict)
-    # Nodes rejected only because their facts were missing (failurePolicy Fail), with why (an Error status).
-    unjudged: dict[str, Status] = field(default_factory=dict)
-    # Plugins that judged at least one node, and those skipped somewhere: one skipped everywhere has no time.
-    ran: set[str] = field(default_factory=set)
+    __slots__ = ("ran", "skipped", "unjudged", "would")
+
+    def __init__(self) -> None:
+        # Plugins that did not judge a node: facts missing, the scheduler's filter trusted.
+        self.skipped: Notes = {}
+        # Rejections (filter) or vetoes (preempt) of audited plugins, which did not apply.
+        self.would: Notes = {}
+        # Nodes rejected only because their facts were missing (failurePolicy Fail), with why (an Error status).
+        self.unjudged: dict[str, Status] = {}
+        # Plugins that judged at least one node, and those skipped somewhere: one skipped everywhere has no time.
+        self.ran: set[str] = set()
 
     def skip(self, node: str, status: Status) -> None:
         self.skipped[node] = (*self.skipped.get(node, ()), status)
@@ -85,44 +89,85 @@ class Judging:
                     seconds.pop(status.plugin, None)
 
 
-@dataclass
+# The results are plain classes, filled in while a request is judged: a dataclass compiles its methods from source
+# when its module is imported, on the way to a cold instance's first answer. An argument left out (None) starts empty.
+
+
 class FilterResult:
-    # The names of the nodes every filter accepts, in input order.
-    feasible: list[str]
-    rejected: dict[str, Status] = field(default_factory=dict)
-    error: Status | None = None
-    seconds_by_plugin: dict[str, float] = field(default_factory=dict)
-    skipped: Notes = field(default_factory=dict)
-    would_reject: Notes = field(default_factory=dict)
-    # Nodes rejected only because their facts were missing, with why: never kept, and when they are all, the answer
-    # is that Error.
-    unjudged: dict[str, Status] = field(default_factory=dict)
+    __slots__ = ("error", "feasible", "rejected", "seconds_by_plugin", "skipped", "unjudged", "would_reject")
+
+    def __init__(
+        self,
+        feasible: list[str],
+        rejected: dict[str, Status] | None = None,
+        error: Status | None = None,
+        seconds_by_plugin: dict[str, float] | None = None,
+        skipped: Notes | None = None,
+        would_reject: Notes | None = None,
+        unjudged: dict[str, Status] | None = None,
+    ) -> None:
+        # The names of the nodes every filter accepts, in input order.
+        self.feasible = feasible
+        self.rejected = _or_empty(rejected)
+        self.error = error
+        self.seconds_by_plugin = _or_empty(seconds_by_plugin)
+        self.skipped = _or_empty(skipped)
+        self.would_reject = _or_empty(would_reject)
+        # Nodes rejected only because their facts were missing, with why: never kept, and when they are all, the
+        # answer is that Error.
+        self.unjudged = _or_empty(unjudged)
 
 
-@dataclass
 class ScoreResult:
-    # Final extender scores (0..10) per node name; empty when ``error`` is set.
-    scores: dict[str, int]
-    # Normalized plugin scores (0..100) per plugin, for explanations.
-    by_plugin: dict[str, dict[str, int]] = field(default_factory=dict)
-    error: Status | None = None
-    seconds_by_plugin: dict[str, float] = field(default_factory=dict)
-    # Kept across requests (``extender.framework.kept``): the same objects answer again, and nobody may change them,
-    # so what is derived from them (the encoded answer, the top scores) may be kept by their identity too.
-    kept: bool = False
-    skipped: Notes = field(default_factory=dict)
-    # Audited score plugins: in ``by_plugin``, but not in ``scores``.
-    audited: list[str] = field(default_factory=list)
+    __slots__ = ("audited", "by_plugin", "error", "kept", "scores", "seconds_by_plugin", "skipped")
+
+    def __init__(
+        self,
+        scores: dict[str, int],
+        by_plugin: dict[str, dict[str, int]] | None = None,
+        error: Status | None = None,
+        seconds_by_plugin: dict[str, float] | None = None,
+        kept: bool = False,
+        skipped: Notes | None = None,
+        audited: list[str] | None = None,
+    ) -> None:
+        # Final extender scores (0..10) per node name; empty when ``error`` is set.
+        self.scores = scores
+        # Normalized plugin scores (0..100) per plugin, for explanations.
+        self.by_plugin = _or_empty(by_plugin)
+        self.error = error
+        self.seconds_by_plugin = _or_empty(seconds_by_plugin)
+        # Kept across requests (``extender.framework.kept``): the same objects answer again, and nobody may change
+        # them, so what is derived from them (the encoded answer, the top scores) may be kept by their identity too.
+        self.kept = kept
+        self.skipped = _or_empty(skipped)
+        # Audited score plugins: in ``by_plugin``, but not in ``scores``.
+        self.audited = [] if audited is None else audited
 
 
-@dataclass
 class PreemptResult:
-    accepted: dict[str, Victims]
-    rejected: dict[str, Status] = field(default_factory=dict)
-    error: Status | None = None
-    seconds_by_plugin: dict[str, float] = field(default_factory=dict)
-    skipped: Notes = field(default_factory=dict)
-    would_veto: Notes = field(default_factory=dict)
+    __slots__ = ("accepted", "error", "rejected", "seconds_by_plugin", "skipped", "would_veto")
+
+    def __init__(
+        self,
+        accepted: dict[str, Victims],
+        rejected: dict[str, Status] | None = None,
+        error: Status | None = None,
+        seconds_by_plugin: dict[str, float] | None = None,
+        skipped: Notes | None = None,
+        would_veto: Notes | None = None,
+    ) -> None:
+        self.accepted = accepted
+        self.rejected = _or_empty(rejected)
+        self.error = error
+        self.seconds_by_plugin = _or_empty(seconds_by_plugin)
+        self.skipped = _or_empty(skipped)
+        self.would_veto = _or_empty(would_veto)
+
+
+def _or_empty(mapping: dict[_K, _V] | None) -> dict[_K, _V]:
+    """The given dict itself (a caller may fill it later), or a new empty one."""
+    return {} if mapping is None else mapping
 
 
 class ScorePluginEntry(NamedTuple):
