@@ -20,8 +20,6 @@ request. docs/performance.md gives the measured effect.
 
 from __future__ import annotations
 
-import ctypes
-
 # mallopt's parameter numbers (malloc.h), and the values held.
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -32,6 +30,8 @@ TRIM_THRESHOLD_BYTES = MMAP_THRESHOLD_BYTES
 
 def hold_malloc_thresholds() -> bool:
     """Fix glibc's mmap and trim thresholds; False without glibc (musl, macOS), whose allocators differ."""
+    import ctypes  # here, not at start-up: a cold instance's first answer need not wait for it to load
+
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

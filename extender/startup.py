@@ -6,7 +6,9 @@ garbage collector would walk them again and again as they pile up, finding
 nothing. So the collector is paused while they are built and they are frozen
 afterwards: later collections skip them, and gunicorn's forked worker does not
 copy their pages as the collector touches them. glibc's malloc thresholds are
-held for the requests (``extender.memory``); the worker inherits them.
+held for the requests (``extender.memory``) from the first answer on: loading
+ctypes to set them would delay that answer (``extender.after_answer``), and
+the first request runs under glibc's own thresholds.
 
 Both change the whole process, so ``start`` applies them only with
 ``EXTENDER_PROCESS_TUNING`` on (``extender.settings``; the default; the tests' in-process apps turn
@@ -36,6 +38,7 @@ def start(environ: Mapping[str, str] = os.environ) -> Extender:
     if tuning:
         gc.disable()
     try:
+        from extender.after_answer import after_first_answer
         from extender.app import Extender
         from extender.logs import setup_logging
         from extender.memory import hold_malloc_thresholds
@@ -49,9 +52,10 @@ def start(environ: Mapping[str, str] = os.environ) -> Extender:
             raise SystemExit(f"extender cannot start: {exc}") from None
         if tuning:
             # For the requests, not for start-up: the node list's buffers come faster from the heap.
-            hold_malloc_thresholds()
+            after_first_answer(hold_malloc_thresholds)
             gc.freeze()
         return extender
     finally:
         if collecting:
             gc.enable()
+

@@ -98,27 +98,35 @@ LAZY_AT_START_UP = (
     "extender.verbs.bind",
     "extender.wire.preemption",
     "extender.wire.binding",
+    "extender.wire.priorities",
     "extender.cli",  # python -m extender, never at serve time
     "extender.proxy",
     "google.cloud.logging",  # deferred until the first answer has been sent (docs/observability.md)
     "google.auth",
+    "ctypes",  # the allocator's tuning, also once the first answer has been sent
 )
 
-FIRST_FILTER = """
+# A node-name filter request to the function served from main.py, in a fresh interpreter.
+SERVED = """
 import json, sys
 import functions_framework
-app = functions_framework.create_app(target="extender", source="main.py")
+client = functions_framework.create_app(target="extender", source="main.py").test_client()
 pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {}}
 body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["node-a", "node-b"]})
-answer = app.test_client().post("/filter", data=body, content_type="application/json")
+filter = lambda: client.post("/filter", data=body, content_type="application/json")
+"""
+
+FIRST_FILTER = SERVED + """
+answer = filter()
 print(json.dumps({"status": answer.status_code, "answer": answer.get_json(), "modules": sorted(sys.modules)}))
 """
 
 
-def test_the_first_filter_answer_with_the_default_policy_imports_only_what_it_needs():
+def served_process(program: str) -> object:
+    """What ``program`` prints last, as JSON, run on Cloud Run's environment in a fresh interpreter."""
     cloud_run = {"K_SERVICE": "extender", "K_REVISION": "extender-00001-abc", "GOOGLE_CLOUD_PROJECT": "p"}
     finished = subprocess.run(
-        [sys.executable, "-c", FIRST_FILTER],
+        [sys.executable, "-c", program],
         check=False,
         cwd=ROOT,
         env={"PATH": os.environ["PATH"], **cloud_run},
@@ -126,7 +134,32 @@ def test_the_first_filter_answer_with_the_default_policy_imports_only_what_it_ne
         text=True,
     )
     assert finished.returncode == 0, finished.stderr
-    result = json.loads(finished.stdout.splitlines()[-1])
+    return json.loads(finished.stdout.splitlines()[-1])
+
+
+def test_the_first_filter_answer_with_the_default_policy_imports_only_what_it_needs():
+    result = served_process(FIRST_FILTER)
     assert result["status"] == 200 and result["answer"]["NodeNames"] == ["node-a", "node-b"]
     loaded = set(result["modules"])
     assert not [name for name in LAZY_AT_START_UP if name in loaded or any(m.startswith(name + ".") for m in loaded)]
+
+
+# The allocator's tuning, recorded instead of applied; the WSGI server closes each answer once it is sent.
+TUNED_AFTER = """
+import extender.memory
+held = []
+extender.memory.hold_malloc_thresholds = lambda: held.append(True)
+""" + SERVED + """
+seen = [len(held)]
+for _ in range(2):
+    answer = filter()
+    seen.append(len(held))
+    answer.close()
+    seen.append(len(held))
+print(json.dumps(seen))
+"""
+
+
+def test_the_allocator_is_tuned_once_and_only_after_the_first_answer_is_sent():
+    # Started, answered (not yet sent), sent, then a second answer changes nothing.
+    assert served_process(TUNED_AFTER) == [0, 0, 1, 1, 1]

@@ -26,6 +26,8 @@ from collections.abc import Callable
 
 import flask
 
+from extender.after_answer import after_this_answer
+
 # Longest an entry waits for the import when no request comes.
 HOLD_SECONDS = 2.0
 # Entries held at most; start-up logs a handful, so more would mean a burst before any request: the oldest go.
@@ -77,7 +79,7 @@ class DeferredCloudHandler(logging.Handler):
                 self._start_importer()
         if target is None:
             if in_request:
-                _once_answered(self._due.set)
+                after_this_answer(self._due.set)
             return
         target.handle(record)  # an entry that raced the hand-over
 
@@ -145,20 +147,6 @@ class DeferredCloudHandler(logging.Handler):
         self._reset_threads()
         if self.target is None and self._held:
             self._start_importer()
-
-
-def _once_answered(callback: Callable[[], None]) -> None:
-    """Call ``callback`` once the current request's answer is sent: the WSGI server closes a response after writing
-    it. A request context that makes no response (a test's) leaves it to ``HOLD_SECONDS``."""
-
-    def on_response(response: flask.Response) -> flask.Response:
-        response.call_on_close(callback)
-        return response
-
-    try:
-        flask.after_this_request(on_response)
-    except RuntimeError:
-        callback()
 
 
 def _write(target: logging.Handler, record: logging.LogRecord) -> None:
