@@ -173,15 +173,15 @@ def _rejections(rejected: Iterable[tuple[str, Status]], *, with_rule: bool = Fal
             "nodes": [_name(node) for node in nodes[:NODES_PER_REASON]],
         }
         if with_rule:
-            named = _RULE.search(reason)
+            named = re.search(_RULE, reason)
             group["rule"] = _name(named.group(1)) if named else ""
         reasons.append(group)
     return {"count": len(nodes_seen), "reasons": reasons}
 
 
 # How the built-in plugins name the rule behind a verdict: "NodeLabelPolicy rule 'ml-on-gpu-pool': ...",
-# "NodeNameFilter: node is in maintenance 'pool-a-upgrade' until ...".
-_RULE = re.compile(r"\b(?:rule|maintenance) '([^']*)'")
+# "NodeNameFilter: node is in maintenance 'pool-a-upgrade' until ...". Compiled on first use (re caches it).
+_RULE = r"\b(?:rule|maintenance) '([^']*)'"
 
 
 # The last top scores of kept scores (``ScoreResult.kept``) and the objects they came from: kept results hand back

@@ -15,9 +15,10 @@ from marshmallow import fields
 
 from extender.errors import ConfigError
 
-# time.ParseDuration: an optional sign, then one or more <decimal><unit>; "0" alone is allowed.
-_DURATION_PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION = re.compile(rf"([-+]?)((?:{_DURATION_PART.pattern})+|0)")
+# time.ParseDuration: an optional sign, then one or more <decimal><unit>; "0" alone is allowed. Compiled on first
+# use (re caches them): a function with no duration set never parses one.
+_DURATION_PART = r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)"
+_DURATION = rf"([-+]?)((?:{_DURATION_PART})+|0)"
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 HTTP_TIMEOUT_ENV = "EXTENDER_HTTP_TIMEOUT"
@@ -27,11 +28,11 @@ DEFAULT_HTTP_TIMEOUT = 5.0
 
 def parse_go_duration(text: str) -> float:
     """Seconds of a Go duration string ("5s", "1m30s", "1500ms"), as kube-scheduler's metav1.Duration reads it."""
-    match = _DURATION.fullmatch(text)
+    match = re.fullmatch(_DURATION, text)
     if match is None:
         raise ValueError(f'time: invalid duration "{text}"')
     sign, body = match.group(1), match.group(2)
-    seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(body))
+    seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in re.findall(_DURATION_PART, body))
     return -seconds if sign == "-" else seconds
 
 

@@ -36,7 +36,8 @@ CALLER_TOKEN_ENV = "EXTENDER_CALLER_TOKEN"
 # Accepted beside the current token during a rotation: the scheduler's urlPrefix changes after the function's setting.
 PREVIOUS_CALLER_TOKEN_ENV = "EXTENDER_CALLER_TOKEN_PREVIOUS"
 # URL-unreserved characters only, so the token needs no escaping in urlPrefix; 16 of them carry ~96 bits.
-_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9._~-]{16,}")
+# Compiled on first use (re caches it): only a function with a token needs it.
+_TOKEN_SHAPE = r"[A-Za-z0-9._~-]{16,}"
 # The one answer for every path that does not start with the token.
 NOT_FOUND = "not found"
 REDACTED = "<redacted>"
@@ -107,7 +108,7 @@ class Router:
 
 def _check_token(token: str, name: str, public: Collection[str]) -> str:
     # Never echo the value: it is a secret, and these messages reach the deployment log.
-    if not _TOKEN_SHAPE.fullmatch(token):
+    if not re.fullmatch(_TOKEN_SHAPE, token):
         raise ConfigError(
             f"{name} must be at least 16 characters from A-Z a-z 0-9 . _ ~ - (got {len(token)} characters)"
         )

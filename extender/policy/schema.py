@@ -33,7 +33,8 @@ EXTENSION_POINTS: dict[str, type[Plugin]] = {
 
 # A profile name is a URL path segment.
 _PROFILE_NAME = Regexp(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", error="must be a DNS label (lowercase letters, digits, '-')")
-_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# Compiled on first use (re caches it): only a policy that names plugin modules needs it.
+_MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 
 def _not_routed(name: str) -> None:
@@ -200,7 +201,7 @@ class PluginModule(fields.String):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
         name = super()._deserialize(value, attr, data, **kwargs)
-        if not _MODULE_NAME.match(name):
+        if not re.fullmatch(_MODULE_NAME, name):
             raise ValidationError(f"{name!r} is not a Python module name such as acme_plugins or acme.scheduling")
         try:
             importlib.import_module(name)
