@@ -6,7 +6,8 @@ import pytest
 from marshmallow import Schema, ValidationError, fields
 
 from extender.wire.fields import NameList, non_empty_string
-from extender.wire.schemas import HostPrioritySchema, NodeItems, NodeSchema
+from extender.wire.priorities import HostPrioritySchema
+from extender.wire.schemas import NodeItems, NodeSchema
 
 
 class Fast(Schema):

@@ -17,7 +17,8 @@ from extender.framework.profile import MIN_EXTENDER_PRIORITY, ScoreResult
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
 from extender.verbs.filtering import names_source
-from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, HostPrioritySchema
+from extender.wire.priorities import HostPrioritySchema
+from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema
 
 _args = ExtenderArgsSchema()
 _result = HostPrioritySchema(many=True)
