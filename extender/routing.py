@@ -18,7 +18,6 @@ import hmac
 import os
 import re
 from collections.abc import Collection, Sequence
-from typing import NamedTuple
 
 from extender.errors import ConfigError, RequestError
 from extender.policy.schema import DEFAULT_PROFILE
@@ -45,9 +44,12 @@ REDACTED = "<redacted>"
 _QUOTED_MAX = 64
 
 
-class Route(NamedTuple):
-    verb: str
-    profile: str
+class Route:
+    __slots__ = ("profile", "verb")
+
+    def __init__(self, verb: str, profile: str) -> None:
+        self.verb = verb
+        self.profile = profile
 
 
 def function_names() -> frozenset[str]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from itertools import filterfalse
 from operator import attrgetter
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from extender.framework.cycle import CycleState
 from extender.framework.profile import FilterResult, Notes, PreemptResult, Profile, ScoreResult, judged_or_error
@@ -55,17 +55,20 @@ _labels = attrgetter("labels")
 _why_unknown = attrgetter("why_unknown")
 
 
-class KeptVerdicts(NamedTuple):
+class KeptVerdicts:
     """Each name's verdict of the whole filter chain: Success for a name in ``nodes`` unless ``rejected``.
 
     Shared by every request: nobody changes them (``adding`` makes new ones).
     """
 
-    # The Node object each verdict was worked out for, by name.
-    nodes: Mapping[str, Node]
-    rejected: Mapping[str, Status]
-    # Rejections audited plugins held back (the node passed), by name.
-    would_reject: Notes
+    __slots__ = ("nodes", "rejected", "would_reject")
+
+    def __init__(self, nodes: Mapping[str, Node], rejected: Mapping[str, Status], would_reject: Notes) -> None:
+        # The Node object each verdict was worked out for, by name.
+        self.nodes = nodes
+        self.rejected = rejected
+        # Rejections audited plugins held back (the node passed), by name.
+        self.would_reject = would_reject
 
     def adding(
         self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, skipped: Notes
@@ -87,13 +90,22 @@ class KeptVerdicts(NamedTuple):
 _NO_VERDICTS = KeptVerdicts({}, {}, {})
 
 
-class KeptScores(NamedTuple):
+class KeptScores:
     """The scores of one candidate set: only that set may use them. Shared by every request: nobody changes them."""
 
-    names: frozenset[str]
-    by_plugin: Mapping[str, dict[str, int]]
-    scores: dict[str, int]
-    audited: tuple[str, ...] = ()
+    __slots__ = ("audited", "by_plugin", "names", "scores")
+
+    def __init__(
+        self,
+        names: frozenset[str],
+        by_plugin: Mapping[str, dict[str, int]],
+        scores: dict[str, int],
+        audited: tuple[str, ...] = (),
+    ) -> None:
+        self.names = names
+        self.by_plugin = by_plugin
+        self.scores = scores
+        self.audited = audited
 
 
 class _Generation:

@@ -170,9 +170,12 @@ def _or_empty(mapping: dict[_K, _V] | None) -> dict[_K, _V]:
     return {} if mapping is None else mapping
 
 
-class ScorePluginEntry(NamedTuple):
-    plugin: ScorePlugin
-    weight: int
+class ScorePluginEntry:
+    __slots__ = ("plugin", "weight")
+
+    def __init__(self, plugin: ScorePlugin, weight: int) -> None:
+        self.plugin = plugin
+        self.weight = weight
 
 
 class Profile:

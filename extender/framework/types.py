@@ -4,9 +4,12 @@ Only what policies read is parsed out of the Kubernetes objects. A fact that
 is ``None`` is unknown (for instance node labels in a node-name request with
 no node source), which plugins must treat differently from "empty".
 
-These records, like the other immutable ones a cold start creates, are
+``Pod`` and ``Node`` are values, equal when their fields are, so they are
 NamedTuples: a frozen dataclass compiles its methods from source when its
-module loads, which costs a cold start ten times what a NamedTuple class does.
+module loads, several times what a NamedTuple class costs. Records only read,
+like ``Victims``, are plain classes with ``__slots__``, cheaper still: a
+NamedTuple class compiles each field's annotation and generates its
+constructor from source.
 """
 
 from __future__ import annotations
@@ -60,8 +63,11 @@ class Node(NamedTuple):
         return f"Node(name={self.name!r}, labels={self.labels!r}, why_unknown={self.why_unknown!r})"
 
 
-class Victims(NamedTuple):
+class Victims:
     """The pods the scheduler proposes to evict on one node."""
 
-    pods: tuple[Pod, ...]
-    num_pdb_violations: int = 0
+    __slots__ = ("num_pdb_violations", "pods")
+
+    def __init__(self, pods: tuple[Pod, ...], num_pdb_violations: int = 0) -> None:
+        self.pods = pods
+        self.num_pdb_violations = num_pdb_violations

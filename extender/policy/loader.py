@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 import orjson
 from marshmallow import ValidationError
@@ -30,16 +29,27 @@ class PolicyError(Exception):
         super().__init__(f"invalid policy {source}:\n" + "\n".join(f"  {line}" for line in problems))
 
 
-class Policy(NamedTuple):
-    # Each profile as served: with kept results unless EXTENDER_RESULT_CACHE=off.
-    profiles: dict[str, ServedProfile]
-    source: str
-    sha256: str
-    # The configured nodeSource; ``node_source.build(kube_client)`` makes it at start-up.
-    node_source: NodeSourceSpec = NodeSourceSpec()
-    # As declared: the scheduler's nodeCacheCapable (None: not said), and the preempt opt-in (see docs/policy.md).
-    node_cache_capable: bool | None = None
-    preempt_trusts_scheduler_filter: bool = False
+class Policy:
+    __slots__ = ("node_cache_capable", "node_source", "preempt_trusts_scheduler_filter", "profiles", "sha256", "source")
+
+    def __init__(
+        self,
+        # Each profile as served: with kept results unless EXTENDER_RESULT_CACHE=off.
+        profiles: dict[str, ServedProfile],
+        source: str,
+        sha256: str,
+        # The configured nodeSource; ``node_source.build(kube_client)`` makes it at start-up.
+        node_source: NodeSourceSpec,
+        # As declared: the scheduler's nodeCacheCapable (None: not said), and the preempt opt-in (docs/policy.md).
+        node_cache_capable: bool | None,
+        preempt_trusts_scheduler_filter: bool,
+    ) -> None:
+        self.profiles = profiles
+        self.source = source
+        self.sha256 = sha256
+        self.node_source = node_source
+        self.node_cache_capable = node_cache_capable
+        self.preempt_trusts_scheduler_filter = preempt_trusts_scheduler_filter
 
 
 def load_policy(path: str | os.PathLike[str] | None = None) -> Policy:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Equal, Length, OneOf, Range, Regexp
@@ -286,12 +286,15 @@ class PolicySchema(StrictSchema):
 _FULL_NODES = "or set nodeCacheCapable: false if the scheduler sends full nodes"
 
 
-class _FactsAvailable(NamedTuple):
+class _FactsAvailable:
     """What node facts each kind of request brings, for checking the plugins of one profile (as written)."""
 
-    full_nodes: bool  # nodeCacheCapable: false: filter and prioritize requests carry whole Node objects
-    source: NodeSourceSpec | None
-    trust_scheduler_filter: bool
+    __slots__ = ("full_nodes", "source", "trust_scheduler_filter")
+
+    def __init__(self, full_nodes: bool, source: NodeSourceSpec | None, trust_scheduler_filter: bool) -> None:
+        self.full_nodes = full_nodes  # nodeCacheCapable: false: filter and prioritize requests carry whole Nodes
+        self.source = source
+        self.trust_scheduler_filter = trust_scheduler_filter
 
     def problems(self, profile: dict[str, Any]) -> dict[str, Any]:
         errors: dict[str, Any] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 from marshmallow import Schema, ValidationError
@@ -21,17 +21,30 @@ _MAX_PROBLEMS = 10
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
-class Answer(NamedTuple):
-    body: Any
-    status: int = 200
-    headers: Mapping[str, str] = _NO_HEADERS
-    # What the decision log and ``explain`` say beyond the wire answer (counts, per-plugin times, errors).
-    error: str = ""
-    nodes_in: int = 0
-    nodes_out: int = 0
-    pod: Pod | None = None
-    # The profile's own result (per-node statuses with plugin names, per-plugin scores and times).
-    result: FilterResult | ScoreResult | PreemptResult | None = None
+class Answer:
+    __slots__ = ("body", "error", "headers", "nodes_in", "nodes_out", "pod", "result", "status")
+
+    def __init__(
+        self,
+        body: Any,
+        status: int = 200,
+        headers: Mapping[str, str] = _NO_HEADERS,
+        # What the decision log and ``explain`` say beyond the wire answer (counts, per-plugin times, errors).
+        error: str = "",
+        nodes_in: int = 0,
+        nodes_out: int = 0,
+        pod: Pod | None = None,
+        # The profile's own result (per-node statuses with plugin names, per-plugin scores and times).
+        result: FilterResult | ScoreResult | PreemptResult | None = None,
+    ) -> None:
+        self.body = body
+        self.status = status
+        self.headers = headers
+        self.error = error
+        self.nodes_in = nodes_in
+        self.nodes_out = nodes_out
+        self.pod = pod
+        self.result = result
 
     def json(self) -> Any:
         """The body as the scheduler reads it: parts kept encoded (echoed nodes, prioritize entries) decoded."""

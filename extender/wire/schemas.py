@@ -11,7 +11,7 @@ and bind verbs' own types are in ``preemption`` and ``binding``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validates_schema
@@ -136,12 +136,20 @@ class NodeListSchema(WireSchema):
 # --- Requests ------------------------------------------------------------------------------------
 
 
-class ExtenderArgs(NamedTuple):
-    pod: Pod
-    # Full-node request (nodeCacheCapable: false) when set ...
-    nodes: list[Node] | None
-    # ... node-name request (nodeCacheCapable: true) otherwise.
-    node_names: list[str] | None
+class ExtenderArgs:
+    __slots__ = ("node_names", "nodes", "pod")
+
+    def __init__(
+        self,
+        pod: Pod,
+        # Full-node request (nodeCacheCapable: false) when set ...
+        nodes: list[Node] | None,
+        # ... node-name request (nodeCacheCapable: true) otherwise.
+        node_names: list[str] | None,
+    ) -> None:
+        self.pod = pod
+        self.nodes = nodes
+        self.node_names = node_names
 
     @property
     def full_nodes(self) -> bool:

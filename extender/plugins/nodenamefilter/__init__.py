@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Hashable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from marshmallow import Schema, fields, post_load
 from marshmallow.validate import Length
@@ -57,10 +57,13 @@ def _globs(**kwargs: Any) -> fields.List:
     return fields.List(fields.String(validate=validate_glob), **kwargs)
 
 
-class Maintenance(NamedTuple):
-    name: str
-    nodes: re.Pattern[str]
-    windows: tuple[Window, ...]
+class Maintenance:
+    __slots__ = ("name", "nodes", "windows")
+
+    def __init__(self, name: str, nodes: re.Pattern[str], windows: tuple[Window, ...]) -> None:
+        self.name = name
+        self.nodes = nodes
+        self.windows = windows
 
     def open_until(self, now: dt.datetime) -> dt.datetime | None:
         """The end of the open window, the latest if several overlap."""
