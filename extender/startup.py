@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from extender.app import Extender
 
+
 def start(environ: Mapping[str, str] = os.environ) -> Extender:
     """The extender the function serves; SystemExit with the problems, one per line, when it cannot start."""
     from extender.errors import ConfigError
@@ -58,4 +59,3 @@ def start(environ: Mapping[str, str] = os.environ) -> Extender:
     finally:
         if collecting:
             gc.enable()
-

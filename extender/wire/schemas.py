@@ -151,10 +151,6 @@ class ExtenderArgs:
         self.nodes = nodes
         self.node_names = node_names
 
-    @property
-    def full_nodes(self) -> bool:
-        return self.nodes is not None
-
 
 def _check_unique(names: list[str], field: str) -> None:
     if len(set(names)) == len(names):
