@@ -24,6 +24,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from testkit.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 THREADS = os.environ.get("THREADS") or str((os.cpu_count() or 1) * 4)  # functions-framework's own default
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -81,12 +83,6 @@ def wsgi_spec(name: str, app: str) -> ServerSpec:
         app,
     ]
     return ServerSpec(name, argv)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Server:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,8 @@ import functions_framework
 import pytest
 import requests
 from flask.testing import FlaskClient
+
+from testkit.ports import free_port
 
 if TYPE_CHECKING:  # imported by the fixtures themselves: cryptography costs every other test run time
     from testkit.certs import CertificateAuthority
@@ -47,12 +48,6 @@ def client_factory(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FlaskClient
 @pytest.fixture
 def client(client_factory: Callable[..., FlaskClient]) -> FlaskClient:
     return client_factory()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:

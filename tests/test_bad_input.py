@@ -10,7 +10,8 @@ import sys
 import pytest
 import requests
 
-from tests.conftest import ROOT, free_port, serving
+from testkit.ports import free_port
+from tests.conftest import ROOT, serving
 from tests.recordings import exchanges
 
 FULL = next(e for e in exchanges() if e.verb == "filter" and not e.node_cache_capable).request

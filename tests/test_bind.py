@@ -9,7 +9,7 @@ import pytest
 
 from extender.verbs.bind import NOT_CONFIGURED
 from testkit.fake_apiserver import TOKEN, pod
-from tests.conftest import free_port
+from testkit.ports import free_port
 from tests.recordings import exchanges
 
 RECORDED = next(exchange for exchange in exchanges() if exchange.verb == "bind")

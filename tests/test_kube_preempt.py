@@ -9,7 +9,7 @@ import re
 import pytest
 
 from testkit.fake_apiserver import pod
-from tests.conftest import free_port
+from testkit.ports import free_port
 
 PREEMPTOR = {"metadata": {"name": "high-1", "namespace": "default", "uid": "u-high"}, "spec": {"priority": 1000}}
 

@@ -32,7 +32,8 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from extender.proxy.tokens import IdTokenSource
-from tests.conftest import ROOT, free_port, wait_until_up
+from testkit.ports import free_port
+from tests.conftest import ROOT, wait_until_up
 from tests.recordings import exchanges
 
 SERVICE_ACCOUNT = "scheduler-proxy@my-project.iam.gserviceaccount.com"

@@ -15,8 +15,9 @@ import pytest
 import requests
 
 from testkit.certs import CertificateAuthority
+from testkit.ports import free_port
 from testkit.scheduler_checks import check_answer
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT
 from tests.recordings import exchanges
 
 FILTER = next(e for e in exchanges() if e.verb == "filter")
