@@ -26,9 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.workload import Workload
-from extender.kube import client_from_environment
+from extender.kube import client_from_settings
 from extender.nodesource.base import NamesOnly
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
+from extender.settings import Settings
 from testkit.certs import CertificateAuthority
 from testkit.fake_apiserver import FakeApiServer
 
@@ -77,7 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory, FakeApiServer.serving(ca, Path(directory)) as api:
         api.set_nodes(workload.nodes)
         env = api.environment()
-        kube = client_from_environment(env)
+        kube = client_from_settings(Settings.from_environment(env))
         assert kube is not None
         source = KubernetesNodes(kube, KubernetesSettings(), fail_open=False)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import TYPE_CHECKING
 
@@ -13,14 +12,14 @@ from flask import Request, Response
 from extender import __version__
 from extender.after_answer import answered
 from extender.body import check_headers, finish_body, hang_up_after, read_body
-from extender.body_budget import BUDGET_ENV, DEFAULT_BUDGET_BYTES, BodyBudget
+from extender.body_budget import BodyBudget
 from extender.decision_log import log_decision
-from extender.duration import DEFAULT_HTTP_TIMEOUT, http_timeout_seconds
 from extender.errors import ConfigError, RequestError, bounded
-from extender.kube import client_from_environment
+from extender.kube import client_from_settings
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
-from extender.routing import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Route, Router, function_names
+from extender.routing import Route, Router
+from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer, filtering
 from extender.wire.decode import decoder_for
 
@@ -29,9 +28,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("extender")
 
-MAX_BODY_ENV = "EXTENDER_MAX_BODY_BYTES"
-# Cloud Functions' own request size cap.
-DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+# An empty environment's settings.
+DEFAULTS = Settings()
 # What each verb answers for a failure the scheduler must see as a reason (HTTP 200), not as its URL (any other status).
 FAILED = {
     "filter": lambda message: {
@@ -53,54 +51,35 @@ class Extender:
     """
 
     def __init__(
-        self,
-        policy: Policy,
-        source: NodeSource,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        http_timeout: float = DEFAULT_HTTP_TIMEOUT,
-        caller_token: str | None = None,
-        previous_caller_token: str | None = None,
-        kube: KubeClient | None = None,
-        max_body_bytes_in_flight: int = DEFAULT_BUDGET_BYTES,
+        self, policy: Policy, source: NodeSource, settings: Settings = DEFAULTS, kube: KubeClient | None = None
     ) -> None:
-        if previous_caller_token and not caller_token:
+        if settings.previous_caller_token and not settings.caller_token:
             raise ConfigError(
                 f"{PREVIOUS_CALLER_TOKEN_ENV} is set without {CALLER_TOKEN_ENV}: set the current token too"
             )
         self.policy = policy
         self.source = source
-        self.max_body_bytes = max_body_bytes
-        # The scheduler's httpTimeout in seconds: each decision is logged against this budget.
-        self.http_timeout = http_timeout
+        self.settings = settings
         # The Kubernetes API (KUBERNETES_API_URL), for binding and node-name preemption; None when not configured.
         self.kube = kube
-        # The secret first path segment; None serves every path openly.
-        self.caller_token = caller_token
-        # With the token before a rotation, accepted too until the scheduler's urlPrefix carries the new one.
-        tokens = [token for token in (caller_token, previous_caller_token) if token]
-        self.router = Router(policy.profiles, function_names(), tokens)
-        # Bodies of requests served at once, in bytes, before more wait (EXTENDER_MAX_BODY_BYTES_IN_FLIGHT).
-        self.budget = BodyBudget(max_body_bytes_in_flight)
+        # The secret first path segment, then the one before a rotation, accepted too until the scheduler's
+        # urlPrefix carries the new one; none serves every path openly.
+        tokens = [token for token in (settings.caller_token, settings.previous_caller_token) if token]
+        self.router = Router(policy.profiles, settings.function_names, tokens)
+        self.budget = BodyBudget(settings.max_body_bytes_in_flight)
 
     def __repr__(self) -> str:
         return f"Extender(profiles={sorted(self.policy.profiles)!r}, source={self.source!r})"
 
     @classmethod
-    def from_environment(cls, policy_path: str | None = None) -> Extender:
-        """Build from the environment; an invalid policy or setting raises here, stopping start-up."""
-        policy = load_policy(policy_path)
-        kube = client_from_environment()
-        return cls(
-            policy=policy,
-            source=policy.node_source.build(kube),
-            kube=kube,
-            max_body_bytes=_env_int(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES),
-            max_body_bytes_in_flight=_env_int(BUDGET_ENV, DEFAULT_BUDGET_BYTES),
-            http_timeout=http_timeout_seconds(),
-            # Secret Manager values often end in a newline; whitespace is never part of a token.
-            caller_token=os.environ.get(CALLER_TOKEN_ENV, "").strip() or None,
-            previous_caller_token=os.environ.get(PREVIOUS_CALLER_TOKEN_ENV, "").strip() or None,
-        )
+    def from_environment(cls, policy_path: str | None = None, settings: Settings | None = None) -> Extender:
+        """Build from ``settings`` (the environment's when None); an invalid policy or setting raises here, stopping
+        start-up. ``policy_path`` overrides ``EXTENDER_POLICY``."""
+        settings = Settings.from_environment() if settings is None else settings
+        policy = load_policy(policy_path, settings)
+        kube = client_from_settings(settings)
+        source = policy.node_source.build(kube, settings.node_source_max_age)
+        return cls(policy, source, settings, kube)
 
     def handle(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -108,7 +87,7 @@ class Extender:
         body = orjson.dumps(answer.body)
         seconds = time.perf_counter() - started
         path = self.router.redact(request.path)
-        log_decision(where, answer, seconds, self.http_timeout, method=request.method, path=path)
+        log_decision(where, answer, seconds, self.settings.http_timeout, method=request.method, path=path)
         headers = {name: _header_value(value) for name, value in answer.headers.items()}
         response = Response(body, status=answer.status, headers=headers, mimetype="application/json")
         hang_up_after(request, response)
@@ -132,11 +111,12 @@ class Extender:
     def _answer(self, where: Route, request: Request) -> Answer:
         if where.verb == "healthz":
             return self.health()
-        check_headers(request, self.max_body_bytes)
-        with self.budget.hold(wait_seconds=self.http_timeout / 2) as holding:
+        settings = self.settings
+        check_headers(request, settings.max_body_bytes)
+        with self.budget.hold(wait_seconds=settings.http_timeout / 2) as holding:
             # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
-            body = read_body(request, self.max_body_bytes, self.http_timeout, holding)
-            payload = decoder_for(where.verb)(body)
+            body = read_body(request, settings.max_body_bytes, settings.http_timeout, holding)
+            payload = decoder_for(where.verb, settings.full_decoder)(body)
             # Verb modules other than filter are imported when first called: a cold start's first answer is a filter.
             if where.verb == "bind":
                 from extender.verbs import bind
@@ -193,16 +173,3 @@ class Extender:
 def _header_value(text: str) -> str:
     """Printable ASCII, bounded: messages quote node names, which may hold newlines or any Unicode (a header may not)."""
     return bounded(text).encode("unicode_escape").decode("ascii")
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a positive integer, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {raw!r}")
-    return value

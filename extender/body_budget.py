@@ -24,10 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from extender.errors import RequestError
-
-BUDGET_ENV = "EXTENDER_MAX_BODY_BYTES_IN_FLIGHT"
-# With 512 MiB, room for ~100 MB of baseline (modules, google-cloud-logging, a 5000-node cache) and the peaks.
-DEFAULT_BUDGET_BYTES = 96 * 1024 * 1024
+from extender.settings import BUDGET_ENV
 
 
 class BodyBudget:

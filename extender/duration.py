@@ -1,29 +1,22 @@
 """Durations written the way Kubernetes writes them (``5s``, ``1m30s``, ``500ms``), in settings and the policy.
 
 The scheduler's ``httpTimeout`` uses this format, so ``EXTENDER_HTTP_TIMEOUT``
-(which mirrors it) and the policy's timeouts use it too.
+(which mirrors it, read by ``extender.settings``) and the policy's timeouts use it too.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from marshmallow import fields
 
-from extender.errors import ConfigError
-
 # time.ParseDuration: an optional sign, then one or more <decimal><unit>; "0" alone is allowed. Compiled on first
 # use (re caches them): a function with no duration set never parses one.
 _DURATION_PART = r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)"
 _DURATION = rf"([-+]?)((?:{_DURATION_PART})+|0)"
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-HTTP_TIMEOUT_ENV = "EXTENDER_HTTP_TIMEOUT"
-# kube-scheduler's default httpTimeout.
-DEFAULT_HTTP_TIMEOUT = 5.0
 
 
 def parse_go_duration(text: str) -> float:
@@ -34,25 +27,6 @@ def parse_go_duration(text: str) -> float:
     sign, body = match.group(1), match.group(2)
     seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in re.findall(_DURATION_PART, body))
     return -seconds if sign == "-" else seconds
-
-
-def http_timeout_seconds(environ: Mapping[str, str] = os.environ) -> float:
-    """The scheduler's httpTimeout for this extender: the budget a whole request must fit in."""
-    return duration_setting(HTTP_TIMEOUT_ENV, DEFAULT_HTTP_TIMEOUT, "5s", environ)
-
-
-def duration_setting(name: str, default: float, example: str, environ: Mapping[str, str] = os.environ) -> float:
-    """Seconds of the positive duration in environment variable ``name``; ``default`` when unset or empty."""
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        seconds = parse_go_duration(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}: {exc} (e.g. {example})") from None
-    if seconds <= 0:
-        raise ConfigError(f"{name} must be positive, got {raw!r}")
-    return seconds
 
 
 class Duration(fields.Field):

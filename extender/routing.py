@@ -15,12 +15,12 @@ nor that a token is expected.
 from __future__ import annotations
 
 import hmac
-import os
 import re
 from collections.abc import Collection, Sequence
 
 from extender.errors import ConfigError, RequestError
 from extender.policy.schema import DEFAULT_PROFILE
+from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV
 
 # Verb -> the HTTP methods it answers.
 VERBS: dict[str, tuple[str, ...]] = {
@@ -31,9 +31,6 @@ VERBS: dict[str, tuple[str, ...]] = {
     "healthz": ("GET", "HEAD"),
 }
 
-CALLER_TOKEN_ENV = "EXTENDER_CALLER_TOKEN"
-# Accepted beside the current token during a rotation: the scheduler's urlPrefix changes after the function's setting.
-PREVIOUS_CALLER_TOKEN_ENV = "EXTENDER_CALLER_TOKEN_PREVIOUS"
 # URL-unreserved characters only, so the token needs no escaping in urlPrefix; 16 of them carry ~96 bits.
 # Compiled on first use (re caches it): only a function with a token needs it.
 _TOKEN_SHAPE = r"[A-Za-z0-9._~-]{16,}"
@@ -50,13 +47,6 @@ class Route:
     def __init__(self, verb: str, profile: str) -> None:
         self.verb = verb
         self.profile = profile
-
-
-def function_names() -> frozenset[str]:
-    """Names under which Cloud Functions may put the function in front of the path."""
-    return frozenset(
-        name for name in (os.environ.get(var) for var in ("K_SERVICE", "FUNCTION_NAME", "FUNCTION_TARGET")) if name
-    )
 
 
 class Router:

@@ -1,37 +1,116 @@
-"""The switches of the extender's own mechanisms, read from the environment in one place.
+"""Every setting the function reads from its environment, read and checked in one place when an instance starts.
 
-    EXTENDER_RESULT_CACHE    on (default) | off   results kept across requests (extender.framework.kept)
-    EXTENDER_DECODER         fast (default) | full  full-node bodies decoded in part, or all by the full decoder
-    EXTENDER_PROCESS_TUNING  on (default) | off   collector and allocator tuned at start-up (extender.startup)
+    EXTENDER_POLICY                     path of the policy file; unset: the embedded default
+    EXTENDER_CALLER_TOKEN               the secret first path segment (docs/security.md)
+    EXTENDER_CALLER_TOKEN_PREVIOUS      also accepted while a rotation is under way
+    EXTENDER_HTTP_TIMEOUT               the scheduler's httpTimeout, a Go duration (default 5s)
+    EXTENDER_MAX_BODY_BYTES             largest request body (default 32 MiB, Cloud Functions' own cap)
+    EXTENDER_MAX_BODY_BYTES_IN_FLIGHT   bodies of requests served at once before more wait (default 96 MiB)
+    EXTENDER_NODE_SOURCE_MAX_AGE        oldest node list healthz accepts, a Go duration (default 5m)
+    EXTENDER_RESULT_CACHE    on | off   results kept across requests (extender.framework.kept)
+    EXTENDER_DECODER      fast | full   full-node bodies decoded in part, or all by the full decoder
+    EXTENDER_PROCESS_TUNING  on | off   collector and allocator tuned at start-up (extender.startup)
+    KUBERNETES_*                        the API server and its credentials (extender.kube.config checks them)
 
-Each is a fixed set of words; anything else is a ConfigError naming the variable, which stops start-up.
+and what the platform sets: K_SERVICE, FUNCTION_NAME and FUNCTION_TARGET (names that may prefix the URL path),
+K_SERVICE with K_REVISION (running on Cloud Run, so logging as Cloud Logging reads it), GOOGLE_CLOUD_PROJECT.
+
+A value that is not one of a setting's words, not a positive number or not a duration is a ConfigError naming
+the variable, which stops start-up. Nothing else in the package reads the environment: the settings are passed
+down, so a request never depends on a variable changed after the instance started.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 from extender.errors import ConfigError
 
+POLICY_ENV = "EXTENDER_POLICY"
+CALLER_TOKEN_ENV = "EXTENDER_CALLER_TOKEN"
+# Accepted beside the current token during a rotation: the scheduler's urlPrefix changes after the function's setting.
+PREVIOUS_CALLER_TOKEN_ENV = "EXTENDER_CALLER_TOKEN_PREVIOUS"
+HTTP_TIMEOUT_ENV = "EXTENDER_HTTP_TIMEOUT"
+MAX_BODY_ENV = "EXTENDER_MAX_BODY_BYTES"
+BUDGET_ENV = "EXTENDER_MAX_BODY_BYTES_IN_FLIGHT"
+MAX_AGE_ENV = "EXTENDER_NODE_SOURCE_MAX_AGE"
 RESULT_CACHE_ENV = "EXTENDER_RESULT_CACHE"
 DECODER_ENV = "EXTENDER_DECODER"
 TUNING_ENV = "EXTENDER_PROCESS_TUNING"
+KUBERNETES_PREFIX = "KUBERNETES_"
+# Names under which Cloud Functions may put the function in front of the path.
+FUNCTION_NAME_ENVS = ("K_SERVICE", "FUNCTION_NAME", "FUNCTION_TARGET")
+# Set together by Cloud Run, and so by Cloud Functions (2nd gen), in every instance: google-cloud-logging detects
+# Cloud Run by them too. K_SERVICE alone may be set elsewhere, to name the function in front of the path.
+CLOUD_RUN_ENVS = ("K_SERVICE", "K_REVISION")
+PROJECT_ENV = "GOOGLE_CLOUD_PROJECT"
+
+# kube-scheduler's default httpTimeout.
+DEFAULT_HTTP_TIMEOUT = 5.0
+# Cloud Functions' own request size cap.
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+# With 512 MiB, room for ~100 MB of baseline (modules, google-cloud-logging, a 5000-node cache) and the peaks.
+DEFAULT_BUDGET_BYTES = 96 * 1024 * 1024
+DEFAULT_MAX_AGE = 300.0
 
 
 class Settings(NamedTuple):
+    """The settings of one instance; the defaults are those of an empty environment."""
+
+    policy_path: str | None = None
+    caller_token: str | None = None
+    previous_caller_token: str | None = None
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_body_bytes_in_flight: int = DEFAULT_BUDGET_BYTES
+    node_source_max_age: float = DEFAULT_MAX_AGE
     result_cache: bool = True
     full_decoder: bool = False
     process_tuning: bool = True
+    # The KUBERNETES_* variables that are set, as given: extender.kube.config checks and reads them.
+    kubernetes: Mapping[str, str] = MappingProxyType({})
+    function_names: frozenset[str] = frozenset()
+    on_google_cloud: bool = False
+    project: str | None = None
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings ``environ`` (the process environment when None) gives; ConfigError for a wrong value."""
+        environ = os.environ if environ is None else environ
         return cls(
+            policy_path=environ.get(POLICY_ENV) or None,
+            # Secret Manager values often end in a newline; whitespace is never part of a token.
+            caller_token=environ.get(CALLER_TOKEN_ENV, "").strip() or None,
+            previous_caller_token=environ.get(PREVIOUS_CALLER_TOKEN_ENV, "").strip() or None,
+            http_timeout=_duration(environ, HTTP_TIMEOUT_ENV, DEFAULT_HTTP_TIMEOUT, "5s"),
+            max_body_bytes=_positive_int(environ, MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES),
+            max_body_bytes_in_flight=_positive_int(environ, BUDGET_ENV, DEFAULT_BUDGET_BYTES),
+            node_source_max_age=_duration(environ, MAX_AGE_ENV, DEFAULT_MAX_AGE, "5m"),
             result_cache=_choice(environ, RESULT_CACHE_ENV, {"on": True, "off": False}, "on"),
             full_decoder=_choice(environ, DECODER_ENV, {"fast": False, "full": True}, "fast"),
             process_tuning=_choice(environ, TUNING_ENV, {"on": True, "off": False}, "on"),
+            kubernetes=MappingProxyType(
+                {name: value for name, value in environ.items() if name.startswith(KUBERNETES_PREFIX) and value}
+            ),
+            function_names=frozenset(name for name in map(environ.get, FUNCTION_NAME_ENVS) if name),
+            on_google_cloud=all(environ.get(name) for name in CLOUD_RUN_ENVS),
+            project=environ.get(PROJECT_ENV) or None,
         )
+
+    def __repr__(self) -> str:
+        # The tokens are secrets, and the Kubernetes variables may hold one: neither is ever shown.
+        shown = {
+            name: ("<set>" if value else None) if name in _SECRET_FIELDS else value
+            for name, value in zip(self._fields, self)
+        }
+        shown["kubernetes"] = sorted(self.kubernetes)
+        return "Settings(" + ", ".join(f"{name}={value!r}" for name, value in shown.items()) + ")"
+
+
+_SECRET_FIELDS = ("caller_token", "previous_caller_token")
 
 
 def _choice(environ: Mapping[str, str], name: str, words: Mapping[str, bool], default: str) -> bool:
@@ -40,3 +119,32 @@ def _choice(environ: Mapping[str, str], name: str, words: Mapping[str, bool], de
     if word not in words:
         raise ConfigError(f"{name} must be {' or '.join(words)}, got {raw!r}")
     return words[word]
+
+
+def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a positive integer, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {raw!r}")
+    return value
+
+
+def _duration(environ: Mapping[str, str], name: str, default: float, example: str) -> float:
+    """Seconds of the positive Go duration in ``name``; ``default`` when unset or empty."""
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    from extender.duration import parse_go_duration
+
+    try:
+        seconds = parse_go_duration(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc} (e.g. {example})") from None
+    if seconds <= 0:
+        raise ConfigError(f"{name} must be positive, got {raw!r}")
+    return seconds

@@ -18,7 +18,6 @@ it off), and a failed start-up (``SystemExit``) leaves the process as it was.
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -26,17 +25,17 @@ if TYPE_CHECKING:
     from extender.app import Extender
 
 
-def start(environ: Mapping[str, str] = os.environ) -> Extender:
+def start(environ: Mapping[str, str] | None = None) -> Extender:
     """The extender the function serves; SystemExit with the problems, one per line, when it cannot start."""
     from extender.errors import ConfigError
     from extender.settings import Settings
 
     try:
-        tuning = Settings.from_environment(environ).process_tuning
+        settings = Settings.from_environment(environ)
     except ConfigError as exc:
         raise SystemExit(f"extender cannot start: {exc}") from None
     collecting = gc.isenabled()
-    if tuning:
+    if settings.process_tuning:
         gc.disable()
     try:
         from extender.after_answer import after_first_answer
@@ -45,13 +44,13 @@ def start(environ: Mapping[str, str] = os.environ) -> Extender:
         from extender.memory import hold_malloc_thresholds
         from extender.policy.loader import PolicyError
 
-        setup_logging()
+        setup_logging(settings=settings)
         try:
-            extender = Extender.from_environment()
+            extender = Extender.from_environment(settings=settings)
         except (PolicyError, ConfigError) as exc:
             # Without a traceback: this is what the deployment's log shows.
             raise SystemExit(f"extender cannot start: {exc}") from None
-        if tuning:
+        if settings.process_tuning:
             # For the requests, not for start-up: the node list's buffers come faster from the heap.
             after_first_answer(hold_malloc_thresholds)
             gc.freeze()

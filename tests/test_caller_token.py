@@ -197,7 +197,10 @@ def test_the_extender_s_repr_shows_neither_token(monkeypatch):
     previous = "previous-T0ken-0123456789"
     monkeypatch.setenv("EXTENDER_CALLER_TOKEN", TOKEN)
     monkeypatch.setenv("EXTENDER_CALLER_TOKEN_PREVIOUS", previous)
+    monkeypatch.setenv("KUBERNETES_TOKEN", "kube-s3cret-token")
+    monkeypatch.setenv("KUBERNETES_API_URL", "https://127.0.0.1:6443")
     extender = Extender.from_environment()
-    assert extender.caller_token == TOKEN
-    shown = f"{extender!r} {extender!s}"
-    assert "default" in shown and TOKEN not in shown and previous not in shown
+    assert extender.settings.caller_token == TOKEN and extender.settings.previous_caller_token == previous
+    shown = f"{extender!r} {extender!s} {extender.settings!r} {extender.settings!s}"
+    assert "default" in shown and "caller_token='<set>'" in shown
+    assert TOKEN not in shown and previous not in shown and "kube-s3cret-token" not in shown

@@ -21,13 +21,13 @@ RECORDED = [exchange for exchange in exchanges() if exchange.verb in ("filter", 
 
 @pytest.fixture
 def both(monkeypatch):
-    """Answer a request twice, with the fast decoder allowed and with the full one forced: (status, answer) each."""
-    client = make_client(monkeypatch)
+    """Answer a request twice, by an instance with the fast decoder allowed and by one with the full decoder forced:
+    (status, answer) each."""
+    clients = [make_client(monkeypatch, **{DECODER_ENV: decoder}) for decoder in ("fast", "full")]
 
     def answer(verb: str, body: bytes, headers: dict[str, str] | None = None) -> list[tuple[int, Any]]:
         answers = []
-        for decoder in ("fast", "full"):
-            monkeypatch.setenv(DECODER_ENV, decoder)
+        for client in clients:
             response = client.post(f"/{verb}", data=body, headers=headers or {"Content-Type": "application/json"})
             answers.append((response.status_code, orjson.loads(response.data)))
         return answers

@@ -9,9 +9,10 @@ from werkzeug.test import EnvironBuilder
 
 from extender.app import Extender
 from extender.errors import ConfigError
-from extender.kube import client_from_environment
+from extender.kube import client_from_settings
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.policy.loader import parse_policy
+from extender.settings import Settings
 from testkit.fake_apiserver import node, wait_for
 from tests.test_nodesource_kubernetes import Clock
 
@@ -71,7 +72,7 @@ def healthz(extender: Extender) -> tuple[int, dict]:
 def test_a_list_older_than_the_bound_is_unhealthy_until_a_refresh_succeeds(apiserver):
     apiserver.set_nodes([node("node-a", {"zone": "a"})])
     clock = Clock()
-    kube = client_from_environment(apiserver.environment())
+    kube = client_from_settings(Settings.from_environment(apiserver.environment()))
     source = KubernetesNodes(kube, KubernetesSettings(cache_ttl=30), False, clock, max_age=120)
     source.start().result(timeout=5)
     extender = Extender(policy=parse_policy(POLICY, "test"), source=source)

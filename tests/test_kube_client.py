@@ -7,18 +7,19 @@ import time
 
 import pytest
 
-from extender.kube import client_from_environment
+from extender.kube import client_from_settings
 from extender.kube.client import PAGE_SIZE, KubeClient
 from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
+from extender.settings import Settings
 from testkit.certs import CertificateAuthority
 from testkit.fake_apiserver import TOKEN, node, pod
-from tests.conftest import free_port
+from testkit.ports import free_port
 
 
 def client(apiserver, **overrides: str) -> KubeClient:
     env = apiserver.environment() | overrides
-    made = client_from_environment({name: value for name, value in env.items() if value})
+    made = client_from_settings(Settings.from_environment({name: value for name, value in env.items() if value}))
     assert made is not None
     return made
 
@@ -27,7 +28,7 @@ def client(apiserver, **overrides: str) -> KubeClient:
 
 
 def test_no_url_means_no_client():
-    assert client_from_environment({}) is None
+    assert client_from_settings(Settings.from_environment({})) is None
 
 
 @pytest.mark.parametrize(
@@ -48,7 +49,7 @@ def test_no_url_means_no_client():
 )
 def test_bad_settings_are_named_at_start_up(env, message):
     with pytest.raises(ValueError, match=message) as raised:
-        client_from_environment(env)
+        client_from_settings(Settings.from_environment(env))
     assert "hunter2" not in str(raised.value)
 
 
@@ -150,7 +151,7 @@ def test_system_roots_do_not_trust_a_private_cluster_ca(apiserver):
 
 
 def test_unreachable_api_is_code_0():
-    kube = client_from_environment({"KUBERNETES_API_URL": f"https://127.0.0.1:{free_port()}", "KUBERNETES_TOKEN": "t"})
+    kube = client_from_settings(Settings.from_environment({"KUBERNETES_API_URL": f"https://127.0.0.1:{free_port()}", "KUBERNETES_TOKEN": "t"}))
     assert kube is not None
     with pytest.raises(KubeError) as error:
         kube.list_nodes()

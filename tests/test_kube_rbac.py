@@ -10,9 +10,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from extender.kube import client_from_environment
+from extender.kube import client_from_settings
 from extender.kube.client import KubeClient
 from extender.kube.errors import KubeError
+from extender.settings import Settings
 from testkit.fake_apiserver import USER
 from tests.conftest import ROOT
 
@@ -48,7 +49,7 @@ def test_only_reads_and_binding_are_granted():
 
 @pytest.mark.parametrize("permission", list(CALLS), ids=lambda permission: " ".join(permission))
 def test_each_call_needs_exactly_a_granted_permission(apiserver, permission):
-    kube = client_from_environment(apiserver.environment())
+    kube = client_from_settings(Settings.from_environment(apiserver.environment()))
     apiserver.forbidden = {permission}
     with pytest.raises(KubeError) as refused:
         CALLS[permission](kube)

@@ -13,12 +13,13 @@ from extender.framework.kept import KeptProfile
 from extender.framework.profile import Profile, ScorePluginEntry
 from extender.framework.status import Code
 from extender.framework.types import Node, Pod
-from extender.kube import client_from_environment
+from extender.kube import client_from_settings
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.plugins.nodelabelpolicy import NodeLabelPolicy
 from extender.plugins.topologypreference import TopologyPreference
+from extender.settings import Settings
 from testkit.fake_apiserver import node, wait_for
-from tests.conftest import free_port
+from testkit.ports import free_port
 from tests.plugin_helpers import build
 
 POD = Pod(uid="u1", name="web-1", namespace="default", labels={}, annotations={})
@@ -36,7 +37,7 @@ class Clock:
 
 
 def source(env: dict[str, str], clock: Clock | None = None, fail_open: bool = False, **settings: float) -> KubernetesNodes:
-    kube = client_from_environment(env)
+    kube = client_from_settings(Settings.from_environment(env))
     assert kube is not None
     made = KubernetesNodes(kube, KubernetesSettings(**settings), fail_open, clock or Clock())
     return made

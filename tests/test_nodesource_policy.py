@@ -77,9 +77,10 @@ def test_problems_are_named_with_their_path(node_source, expected):
 
 
 def test_each_kind_builds_its_source(apiserver):
-    from extender.kube import client_from_environment
+    from extender.kube import client_from_settings
+    from extender.settings import Settings
 
-    kube = client_from_environment(apiserver.environment())
+    kube = client_from_settings(Settings.from_environment(apiserver.environment()))
     static = parse_policy(policy("  static: {nodes: [{names: ['*'], labels: {zone: a}}]}\n"), "t").node_source.build(None)
     pool_rule = policy("  names: {cluster: prod, nodePools: [gpu]}\n").replace(
         "{zone: a}", "{cloud.google.com/gke-nodepool: gpu}"
@@ -123,7 +124,7 @@ def test_the_function_uses_the_configured_static_source(client_factory, tmp_path
 
 @pytest.mark.parametrize("failure_policy", ["Fail", "Ignore"])
 def test_the_function_with_the_api_down(client_factory, tmp_path, failure_policy):
-    from tests.conftest import free_port
+    from testkit.ports import free_port
 
     path = tmp_path / "policy.yaml"
     path.write_text(policy("  kubernetes: {maxWait: 2s}\n", failure_policy))

@@ -35,7 +35,7 @@ from extender.framework.types import Node
 from extender.nodesource.base import PerNameSource, unknowable
 from extender.policy.loader import PolicyError, load_policy
 from extender.policy.schema import DEFAULT_PROFILE
-from extender.routing import CALLER_TOKEN_ENV
+from extender.settings import Settings
 from extender.verbs import Answer
 
 STDIN = "-"
@@ -133,11 +133,8 @@ class GivenNodes(PerNameSource):
 
 def offline(policy_path: str | None, nodes: Sequence[dict[str, Any]]) -> Extender:
     """The function serving the policy with the --nodes file as its node source: no Kubernetes API needed."""
-    return Extender(
-        policy=load_policy(policy_path),
-        source=GivenNodes(nodes),
-        caller_token=os.environ.get(CALLER_TOKEN_ENV, "").strip() or None,
-    )
+    settings = Settings.from_environment()
+    return Extender(load_policy(policy_path, settings), GivenNodes(nodes), settings)
 
 
 
@@ -370,7 +367,7 @@ def preemption_args(pod: dict[str, Any], victims: dict[str, list[dict[str, Any]]
 
 def call(extender: Extender, profile: str, verb: str, payload: dict[str, Any]) -> Answer:
     """POST ``payload`` to ``verb`` the way the scheduler does, into the function's request handling."""
-    path = "/".join(["", *([extender.caller_token] if extender.caller_token else []), profile, verb])
+    path = "/".join(["", *([extender.settings.caller_token] if extender.settings.caller_token else []), profile, verb])
     environ = EnvironBuilder(path=path, method="POST", data=orjson.dumps(payload), content_type="application/json")
     return extender.decide(Request(environ.get_environ()))[1]
 

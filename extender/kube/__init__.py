@@ -7,11 +7,9 @@ variables is.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from extender.duration import http_timeout_seconds
+from extender.settings import Settings
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -25,8 +23,10 @@ CA_FILE_ENV = "KUBERNETES_CA_FILE"
 CREDENTIAL_ENVS = (TOKEN_ENV, TOKEN_FILE_ENV, CA_DATA_ENV, CA_FILE_ENV)
 
 
-def client_from_environment(environ: Mapping[str, str] = os.environ) -> KubeClient | None:
-    """The configured client, or None without ``KUBERNETES_API_URL``; a bad setting raises ValueError."""
+def client_from_settings(settings: Settings) -> KubeClient | None:
+    """The client the ``KUBERNETES_*`` variables configure, or None without ``KUBERNETES_API_URL``; a bad setting
+    raises ValueError."""
+    environ = settings.kubernetes
     if not any(environ.get(name) for name in (API_URL_ENV, *CREDENTIAL_ENVS)):
         return None
     from extender.kube.config import KubeConfig
@@ -37,4 +37,4 @@ def client_from_environment(environ: Mapping[str, str] = os.environ) -> KubeClie
     from extender.kube.client import KubeClient
 
     # Calls made while the scheduler waits get half its httpTimeout: the rest is for deciding and answering.
-    return KubeClient(config, timeout=http_timeout_seconds(environ) / 2)
+    return KubeClient(config, timeout=settings.http_timeout / 2)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -36,7 +35,7 @@ class KubeConfig(NamedTuple):
         return f"KubeConfig(url={self.url!r}, token_file={self.token_file!r}, ca_file={self.ca_file!r})"
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> KubeConfig | None:
+    def from_environment(cls, environ: Mapping[str, str]) -> KubeConfig | None:
         """None when ``KUBERNETES_API_URL`` is unset; ConfigError naming the variable for anything wrong."""
         url = environ.get(API_URL_ENV, "").strip()
         if not url:

@@ -9,26 +9,21 @@ sent (``extender.logs.deferred``); local runs and tools never pay for it.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, TextIO
 
 import orjson
 
-# Set together by Cloud Run, and so by Cloud Functions (2nd gen), in every instance: google-cloud-logging detects
-# Cloud Run by them too. K_SERVICE alone may be set elsewhere, to name the function in front of the path.
-CLOUD_RUN_ENV = ("K_SERVICE", "K_REVISION")
+from extender.settings import Settings
+
 # The package's loggers ("extender", "extender.decision", ...) log from INFO up.
 LOGGER = "extender"
 
 _installed: logging.Handler | None = None
 
 
-def on_google_cloud() -> bool:
-    return all(os.environ.get(name) for name in CLOUD_RUN_ENV)
-
-
-def setup_logging(stream: TextIO | None = None) -> None:
-    """Install the handler for this environment on the root logger (stderr unless ``stream``).
+def setup_logging(stream: TextIO | None = None, settings: Settings | None = None) -> None:
+    """Install the handler for where ``settings`` (the environment's when None) say the instance runs on the root
+    logger (stderr unless ``stream``).
 
     Calling it again replaces the handler it installed before. Elsewhere than on
     Google Cloud, a root logger that already has handlers (pytest, a host
@@ -40,10 +35,12 @@ def setup_logging(stream: TextIO | None = None) -> None:
         root.removeHandler(_installed)
         _installed = None
     logging.getLogger(LOGGER).setLevel(logging.INFO)
-    if on_google_cloud():
+    settings = Settings.from_environment() if settings is None else settings
+    if settings.on_google_cloud:
         from extender.logs.deferred import DeferredCloudHandler
 
-        handler = DeferredCloudHandler(lambda: _structured_handler(stream), _put_in_place)
+        project = settings.project
+        handler = DeferredCloudHandler(lambda: _structured_handler(stream, project), _put_in_place)
         # Cloud Run turns every output line into an entry: a second root handler (functions-framework installs one
         # with LOG_EXECUTION_ID) would write each entry twice, once without its JSON fields.
         for other in list(root.handlers):
@@ -57,10 +54,10 @@ def setup_logging(stream: TextIO | None = None) -> None:
     _installed = handler
 
 
-def _structured_handler(stream: TextIO | None) -> logging.Handler:
+def _structured_handler(stream: TextIO | None, project: str | None) -> logging.Handler:
     from extender.logs.cloud import structured_handler
 
-    return structured_handler(stream)
+    return structured_handler(stream, project)
 
 
 def _put_in_place(handler: logging.Handler) -> None:

@@ -11,13 +11,9 @@ shows under that request in Logs Explorer and Cloud Trace.
 from __future__ import annotations
 
 import logging
-import os
 from typing import TextIO
 
 from google.cloud.logging.handlers import StructuredLogHandler
-
-# Named by Terraform to save the metadata server lookup at start-up.
-PROJECT_ENV = "GOOGLE_CLOUD_PROJECT"
 
 
 class ExtenderLogHandler(StructuredLogHandler):
@@ -31,17 +27,17 @@ class ExtenderLogHandler(StructuredLogHandler):
         return super().filter(record)
 
 
-def structured_handler(stream: TextIO | None = None) -> logging.Handler:
+def structured_handler(stream: TextIO | None = None, project: str | None = None) -> logging.Handler:
+    """``project``: GOOGLE_CLOUD_PROJECT, which Terraform sets to save the metadata server lookup."""
     # The handler logs its one diagnostic entry through this logger with itself attached; propagating to the root
     # logger, where the handler is too, would write that entry twice.
     logging.getLogger(StructuredLogHandler.__module__).propagate = False
-    return ExtenderLogHandler(project_id=project_id(), stream=stream)
+    return ExtenderLogHandler(project_id=project or _default_project(), stream=stream)
 
 
-def project_id() -> str | None:
-    """The project trace ids belong to: Cloud Logging links ``projects/<project>/traces/<id>`` to the trace."""
-    if os.environ.get(PROJECT_ENV):
-        return os.environ[PROJECT_ENV]
+def _default_project() -> str | None:
+    """The project trace ids belong to (Cloud Logging links ``projects/<project>/traces/<id>`` to the trace), from
+    Application Default Credentials when GOOGLE_CLOUD_PROJECT does not name it."""
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
 

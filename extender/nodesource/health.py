@@ -2,7 +2,7 @@
 
 A source that lists nodes (kubernetes) is healthy once it has listed and while
 its last successful list is younger than ``EXTENDER_NODE_SOURCE_MAX_AGE``
-(a Go duration, default 5m): a rotated-out token or revoked RBAC shows as 503
+(a Go duration, default 5m; ``extender.settings``): a rotated-out token or revoked RBAC shows as 503
 with the API server's error, instead of a function that answers 200 while
 every label rule fails (or, under failurePolicy Ignore, passes). Sources that
 work from the policy alone (static, names, none) are always healthy.
@@ -10,21 +10,9 @@ work from the policy alone (static, names, none) are always healthy.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import NamedTuple
-
-from extender.duration import duration_setting
-
-MAX_AGE_ENV = "EXTENDER_NODE_SOURCE_MAX_AGE"
-DEFAULT_MAX_AGE = 300.0
-
-
-def max_age_seconds(environ: Mapping[str, str] = os.environ) -> float:
-    """The bound on the last successful list's age, checked at start-up like every setting."""
-    return duration_setting(MAX_AGE_ENV, DEFAULT_MAX_AGE, "5m", environ)
 
 
 class SourceHealth(NamedTuple):

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from extender.framework.status import Code
 from extender.framework.types import Node
 from extender.nodesource.base import unavailable, unknowable
-from extender.nodesource.health import DEFAULT_MAX_AGE, SourceHealth
+from extender.nodesource.health import SourceHealth
+from extender.settings import DEFAULT_MAX_AGE
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from extender.errors import ConfigError
 from extender.nodesource.base import NamesOnly, NodeSource
+from extender.settings import DEFAULT_MAX_AGE
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -34,17 +35,17 @@ class NodeSourceSpec(NamedTuple):
             return frozenset({NODE_POOL_LABEL})
         return frozenset()
 
-    def build(self, kube: KubeClient | None) -> NodeSource:
+    def build(self, kube: KubeClient | None, max_age: float = DEFAULT_MAX_AGE) -> NodeSource:
+        """``max_age``: the oldest node list a listing source calls healthy (EXTENDER_NODE_SOURCE_MAX_AGE)."""
         if self.kind == "kubernetes":
             if kube is None:
                 raise ConfigError(
                     "the policy's nodeSource is kubernetes, but KUBERNETES_API_URL is not set: "
                     "set it, with KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE and the API server's CA"
                 )
-            from extender.nodesource.health import max_age_seconds
             from extender.nodesource.kubernetes import KubernetesNodes
 
-            source = KubernetesNodes(kube, self.settings, self.fail_open, max_age=max_age_seconds())
+            source = KubernetesNodes(kube, self.settings, self.fail_open, max_age=max_age)
             source.start(wait=self.settings.list_timeout)
             return source
         if self.kind == "static":

@@ -14,7 +14,6 @@ from extender.nodesource.spec import NodeSourceSpec
 from extender.settings import Settings
 from extender.wire.errors import flatten_errors
 
-POLICY_ENV = "EXTENDER_POLICY"
 EMBEDDED = "embedded default"
 # The embedded policy's files sit beside this module (a deployed function is a directory, never a zip).
 _HERE = Path(__file__).parent
@@ -52,20 +51,25 @@ class Policy:
         self.preempt_trusts_scheduler_filter = preempt_trusts_scheduler_filter
 
 
-def load_policy(path: str | os.PathLike[str] | None = None) -> Policy:
-    """Load ``path``, else the file named by ``EXTENDER_POLICY``, else the embedded default."""
-    path = path or os.environ.get(POLICY_ENV) or None
+def load_policy(path: str | os.PathLike[str] | None = None, settings: Settings | None = None) -> Policy:
+    """Load ``path``, else the file named by ``EXTENDER_POLICY``, else the embedded default.
+
+    ``settings``: the instance's (the environment's when None), which say whether results are kept and which
+    names the function's URLs may start with.
+    """
+    settings = Settings.from_environment() if settings is None else settings
+    path = path or settings.policy_path
     if path is None:
-        return embedded_default()
+        return embedded_default(settings)
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError(source, [f"cannot read the file: {exc}"]) from None
-    return parse_policy(text, source)
+    return parse_policy(text, source, settings)
 
 
-def embedded_default() -> Policy:
+def embedded_default(settings: Settings | None = None) -> Policy:
     """``default.yaml``, the policy as people read and copy it, loaded from ``default.json``, its document as JSON.
 
     The YAML parser costs an instance's start-up more than the rest of loading the policy; the JSON form is
@@ -73,33 +77,33 @@ def embedded_default() -> Policy:
     it), and the policy's identity stays the YAML's text.
     """
     text = (_HERE / "default.yaml").read_text(encoding="utf-8")
-    return build_policy(orjson.loads((_HERE / "default.json").read_bytes()), text, EMBEDDED)
+    return build_policy(orjson.loads((_HERE / "default.json").read_bytes()), text, EMBEDDED, settings)
 
 
-def parse_policy(text: str, source: str) -> Policy:
+def parse_policy(text: str, source: str, settings: Settings | None = None) -> Policy:
     import yaml  # JSON is YAML too; imported here so that only a policy file pays for it
 
     try:
         document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise PolicyError(source, [f"not valid YAML or JSON: {exc}"]) from None
-    return build_policy(document, text, source)
+    return build_policy(document, text, source, settings)
 
 
-def build_policy(document: object, text: str, source: str) -> Policy:
+def build_policy(document: object, text: str, source: str, settings: Settings | None = None) -> Policy:
     """The policy ``document`` describes, validated; ``text`` is what it was read from, for its sha256."""
     from extender import plugins  # noqa: F401  (registers the built-in plugins)
     from extender.policy.schema import PolicySchema
 
     if not isinstance(document, dict):
         raise PolicyError(source, ["the policy must be a mapping with a 'profiles' list"])
+    settings = Settings.from_environment() if settings is None else settings
     try:
-        loaded = PolicySchema().load(document)
+        loaded = PolicySchema(function_names=settings.function_names).load(document)
     except ValidationError as exc:
         raise PolicyError(source, flatten_errors(exc.messages)) from None
-    keep = Settings.from_environment().result_cache
     return Policy(
-        profiles={name: keeping_results(profile, keep) for name, profile in loaded["profiles"].items()},
+        profiles={name: keeping_results(profile, settings.result_cache) for name, profile in loaded["profiles"].items()},
         source=source,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
         node_source=loaded["node_source"],

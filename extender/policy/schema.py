@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Collection
 from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validates_schema
@@ -37,14 +38,12 @@ _PROFILE_NAME = Regexp(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", error="must be a
 _MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 
-def _not_routed(name: str) -> None:
-    """A profile name is the URL segment before the verb: one named like a verb or the function shadows a route."""
-    from extender.routing import VERBS, function_names  # the router imports this module
+def _not_a_verb(name: str) -> None:
+    """A profile name is the URL segment before the verb: one named like a verb shadows a route."""
+    from extender.routing import VERBS  # the router imports this module
 
     if name in VERBS:
         raise ValidationError(f"{name!r} is a verb of the extender's URLs ({', '.join(VERBS)}): choose another name")
-    if name in function_names():
-        raise ValidationError(f"{name!r} is the function's own name, which may prefix its URLs: choose another name")
 
 
 class StrictSchema(Schema):
@@ -81,7 +80,7 @@ class PluginConfigSchema(StrictSchema):
 
 
 class ProfileSchema(StrictSchema):
-    name = fields.String(required=True, validate=[_PROFILE_NAME, _not_routed])
+    name = fields.String(required=True, validate=[_PROFILE_NAME, _not_a_verb])
     plugins = fields.Nested(PluginsSchema)
     pluginConfig = fields.List(fields.Nested(PluginConfigSchema), load_default=list)
 
@@ -235,14 +234,24 @@ class PolicySchema(StrictSchema):
     preemptTrustsSchedulerFilter = fields.Boolean(truthy={True}, falsy={False}, load_default=False)
     profiles = fields.List(fields.Nested(ProfileSchema), required=True, validate=Length(min=1))
 
+    def __init__(self, *, function_names: Collection[str] = (), **kwargs: Any) -> None:
+        """``function_names``: the names that may prefix the function's URLs (``Settings.function_names``)."""
+        super().__init__(**kwargs)
+        self.function_names = function_names
+
     @validates_schema(skip_on_field_errors=False, pass_original=True)
     def unique_profiles(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        """Each profile name is its own URL segment, distinct from the others and from the function's name."""
         seen: set[str] = set()
         errors: dict[int, Any] = {}
         for index, profile in _raw_named(original.get("profiles") if isinstance(original, dict) else None):
-            if profile["name"] in seen:
-                errors[index] = {"name": [f"duplicate profile name {profile['name']!r}"]}
-            seen.add(profile["name"])
+            name = profile["name"]
+            if name in seen:
+                errors[index] = {"name": [f"duplicate profile name {name!r}"]}
+            elif name in self.function_names:
+                message = f"{name!r} is the function's own name, which may prefix its URLs: choose another name"
+                errors[index] = {"name": [message]}
+            seen.add(name)
         if errors:
             raise ValidationError({"profiles": errors})
 

@@ -17,8 +17,7 @@ alike, by the full decoder.
 The fast decoder returns None for anything unusual, and the full one then
 answers it, so the two must agree on every body: the same status and the
 same answer (tests/test_decoders_agree.py). ``EXTENDER_DECODER=full`` forces
-the full decoder for every request (read per request, so a test or an
-operator can compare the two on one instance).
+the full decoder for every request (``Settings.full_decoder``).
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from typing import Any
 import orjson
 
 from extender.errors import RequestError
-from extender.settings import Settings
 
 # Far deeper than Kubernetes objects nest (the recorded requests reach 15 levels), far below
 # orjson's own limits (1024 to decode; 254 to encode the node objects a filter answer echoes).
@@ -50,9 +48,10 @@ _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 _SCALARS = {str, int, float, bool, type(None)}
 
 
-def decoder_for(verb: str) -> Callable[[bytes | bytearray], Any]:
-    """How ``verb``'s body is decoded: fast where it can carry node objects, unless the full decoder is forced."""
-    if verb in FAST_VERBS and not Settings.from_environment().full_decoder:
+def decoder_for(verb: str, full_decoder: bool = False) -> Callable[[bytes | bytearray], Any]:
+    """How ``verb``'s body is decoded: fast where it can carry node objects, unless ``full_decoder`` forces the
+    full one."""
+    if verb in FAST_VERBS and not full_decoder:
         return decode_fast_or_full
     return decode_full
 

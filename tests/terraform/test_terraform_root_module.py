@@ -15,7 +15,8 @@ import pytest
 
 from extender.decision_log import EVENT, decision_fields
 from extender.policy.loader import load_policy
-from extender.routing import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Route, Router
+from extender.routing import Route, Router
+from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV
 from extender.verbs import Answer
 from tests.terraform.support import REPO, ROOT_MODULE, SCHEDULER_CONFIG, load_module, named, resources, run_terraform
 
