@@ -22,8 +22,8 @@ _installed: logging.Handler | None = None
 
 
 def setup_logging(stream: TextIO | None = None, settings: Settings | None = None) -> None:
-    """Install the handler for where ``settings`` (the environment's when None) say the instance runs on the root
-    logger (stderr unless ``stream``).
+    """Install on the root logger the handler for where the instance runs, as ``settings`` (the environment's when
+    None) tell; it writes to stderr unless ``stream``.
 
     Calling it again replaces the handler it installed before. Elsewhere than on
     Google Cloud, a root logger that already has handlers (pytest, a host
