@@ -80,6 +80,7 @@ def table(results: Results) -> str:
             lines.append(
                 f"  {server:<30} {_ms(_median(runs) * 1000):>9}   runs: {', '.join(_ms(s * 1000) for s in runs)}"
             )
+    lines += _cold_start_detail(results)
     if results.concurrent_rss_mb:
         lines.append("")
         lines.append(f"Peak RSS serving {THREADS} full-node filter requests at once (N={CONCURRENT_NODES}):")
@@ -123,6 +124,26 @@ def targets(results: Results) -> str:
     return "\n".join(lines)
 
 
+def _cold_start_detail(results: Results) -> list[str]:
+    """Where each launch's time went (CPU of gunicorn's master, which loads the function, and of its worker, which
+    answers), and each server's launch against the typical extender's launch of the same round."""
+    lines = ["CPU time by the first answer, median: gunicorn's master (loading the function) / its worker (answering):"]
+    for server, spent in results.cold_start_cpu.items():
+        if spent:
+            master, worker = (_median([each[i] for each in spent]) * 1000 for i in (0, 1))
+            lines.append(f"  {server:<30} {_ms(master):>9} / {_ms(worker)}")
+    typical = results.cold_starts.get(TYPICAL)
+    if typical:
+        lines.append("Against the typical extender's launch in the same round: median ratio, rounds it was quicker:")
+        for server, runs in results.cold_starts.items():
+            if server in (TYPICAL, FLOOR_WSGI) or not runs:
+                continue
+            ratios = [ours / theirs for ours, theirs in zip(runs, typical)]
+            quicker = sum(ratio < 1 for ratio in ratios)
+            lines.append(f"  {server:<30} {_median(ratios):>9.2f}   quicker in {quicker} of {len(ratios)}")
+    return lines
+
+
 def save(results: Results, text: str, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}.json"
@@ -130,6 +151,7 @@ def save(results: Results, text: str, directory: Path) -> Path:
         "report": text,
         "rows": [asdict(row) for row in results.rows],
         "cold_starts": results.cold_starts,
+        "cold_start_cpu": results.cold_start_cpu,
         "concurrent_rss_mb": results.concurrent_rss_mb,
     }
     path.write_text(__import__("json").dumps(record, indent=1))

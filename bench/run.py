@@ -67,6 +67,8 @@ class Row:
 class Results:
     rows: list[Row] = field(default_factory=list)
     cold_starts: dict[str, list[float]] = field(default_factory=dict)
+    # Per cold start, CPU seconds of gunicorn's master (start-up) and of its worker (up to the first answer).
+    cold_start_cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     uncovered_plugins: list[str] = field(default_factory=list)
     # Peak RSS (MB) of the extender and the typical extender serving THREADS full-node requests at once.
     concurrent_rss_mb: dict[str, float] = field(default_factory=dict)
@@ -105,7 +107,8 @@ def run(plan: Plan) -> Results:
                 if spec.name in (EXTENDER, TYPICAL):
                     results.concurrent_rss_mb[spec.name] = _concurrent_peak_rss(spec, body)
             plan.log(f"{THREADS} concurrent full-node requests, N={CONCURRENT_NODES}: {results.concurrent_rss_mb}")
-        results.cold_starts = _cold_starts(plan, _specs(plan, api, limit_raised=False), workload, max(plan.sizes))
+        specs = _specs(plan, api, limit_raised=False)
+        results.cold_starts, results.cold_start_cpu = _cold_starts(plan, specs, workload, max(plan.sizes))
     finally:
         api.close()
     return results
@@ -217,23 +220,30 @@ def _concurrent_peak_rss(spec: ServerSpec, body: bytes) -> float:
         server.stop()
 
 
-def _cold_starts(plan: Plan, specs: list[ServerSpec], workload: Workload, names: int) -> dict[str, list[float]]:
+def _cold_starts(
+    plan: Plan, specs: list[ServerSpec], workload: Workload, names: int
+) -> tuple[dict[str, list[float]], dict[str, list[tuple[float, float]]]]:
     """``plan.cold_starts`` launches of each server, taking turns (the order reversed every other round), so that
-    the machine's load falls on all alike; each tree served is compiled first, as Cloud Functions' build does."""
+    the machine's load falls on all alike; each tree served is compiled first, as Cloud Functions' build does.
+    Each launch's seconds to the first answer, and the CPU seconds its master and its worker had spent by then."""
     for root in dict.fromkeys(spec.root for spec in specs):
         compile_like_cloud_functions(root)
     body = workload.body(names, full_nodes=False)
     runs: dict[str, list[float]] = {spec.name: [] for spec in specs}
+    cpu: dict[str, list[tuple[float, float]]] = {spec.name: [] for spec in specs}
     for round_ in range(plan.cold_starts):
         for spec in specs if round_ % 2 == 0 else specs[::-1]:
-            runs[spec.name].append(_cold_start(spec, body, spec.name != FLOOR_WSGI))
+            seconds, on_cpu = _cold_start(spec, body, spec.name != FLOOR_WSGI)
+            runs[spec.name].append(seconds)
+            cpu[spec.name].append(on_cpu)
     for name, seconds in runs.items():
         plan.log(f"cold start {name}: " + ", ".join(f"{s * 1000:.0f} ms" for s in seconds))
-    return runs
+    return runs, cpu
 
 
-def _cold_start(spec: ServerSpec, body: bytes, check: bool) -> float:
-    """Seconds from launching the process to its first (correct) filter answer."""
+def _cold_start(spec: ServerSpec, body: bytes, check: bool) -> tuple[float, tuple[float, float]]:
+    """Seconds from launching the process to its first (correct) filter answer, and the CPU seconds its master and
+    its worker had spent when the answer arrived."""
     server = Server(spec)
     try:
         while True:
@@ -245,12 +255,13 @@ def _cold_start(spec: ServerSpec, body: bytes, check: bool) -> float:
                 server.check_alive()
                 time.sleep(0.002)
         seconds = time.perf_counter() - server.launched
+        on_cpu = server.on_cpu_seconds()
         connection.close()
         if status != 200:
             raise RuntimeError(f"{spec.name}'s first filter answer was {status}: {answer[:300]!r}")
         if check:
             check_answer("filter", orjson.loads(body), orjson.loads(answer))
-        return seconds
+        return seconds, on_cpu
     finally:
         server.stop()
 

@@ -139,6 +139,11 @@ class Server:
         fields = Path(f"/proc/{self.worker}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / _TICK
 
+    def on_cpu_seconds(self) -> tuple[float, float]:
+        """Time on a CPU so far of gunicorn's master (loading the function: start-up) and of its worker (serving),
+        all threads each, to the nanosecond (the scheduler's accounting; ``cpu_seconds`` counts clock ticks)."""
+        return _on_cpu_seconds(self.process.pid), _on_cpu_seconds(self.worker)
+
     def peak_rss_mb(self) -> float:
         """The worker's peak resident set (VmHWM)."""
         for line in Path(f"/proc/{self.worker}/status").read_text().splitlines():
@@ -164,6 +169,14 @@ class Server:
             self.log.seek(0)
             output = self.log.read().decode(errors="replace")
             raise RuntimeError(f"{self.spec.name} exited with {self.process.returncode}:\n{output[-3000:]}")
+
+
+def _on_cpu_seconds(pid: int) -> float:
+    nanoseconds = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            nanoseconds += int((task / "schedstat").read_text().split()[0])
+    return nanoseconds / 1e9
 
 
 def _children(pid: int) -> list[int]:

@@ -46,6 +46,12 @@ def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):
                 assert any(
                     line.split()[:2] == [mode, "3"] and f" {verb} " in line and server in line for line in rows
                 ), (mode, verb, server)
+    lines = out.splitlines()
     for server in (EXTENDER, EXTENDER_ALL, TYPICAL, FLOOR_WSGI):
-        assert any(line.strip().startswith(server) and "runs:" in line for line in out.splitlines()), server
+        assert any(line.strip().startswith(server) and "runs:" in line for line in lines), server
+        # The launch's CPU: the master's start-up and the worker's first answer, each a positive time.
+        split = next(line for line in lines if line.strip().startswith(server) and " / " in line)
+        assert all(float(part.split()[-2]) > 0 for part in split.split(" / ")), split
+    for server in (EXTENDER, EXTENDER_ALL):
+        assert any(line.strip().startswith(server) and "quicker in" in line for line in lines), server
     assert "Machine:" in out and "Load average" in out

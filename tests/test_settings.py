@@ -37,7 +37,8 @@ def test_an_empty_environment_gives_the_documented_defaults():
     settings = Settings.from_environment({})
     assert settings == Settings()
     assert (settings.policy_path, settings.caller_token, settings.http_timeout) == (None, None, 5.0)
-    assert (settings.max_body_bytes, settings.max_body_bytes_in_flight) == (DEFAULT_MAX_BODY_BYTES, DEFAULT_BUDGET_BYTES)
+    assert settings.max_body_bytes == DEFAULT_MAX_BODY_BYTES == 32 * 1024 * 1024
+    assert settings.max_body_bytes_in_flight == DEFAULT_BUDGET_BYTES == 96 * 1024 * 1024
     assert (settings.node_source_max_age, settings.result_cache, settings.full_decoder) == (300.0, True, False)
     assert (settings.kubernetes, settings.function_names, settings.on_google_cloud) == ({}, frozenset(), False)
 
