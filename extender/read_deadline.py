@@ -9,7 +9,10 @@ still be written; the connection is not reused after that.
 
 One watchdog thread keeps the deadlines of every body being read (request
 bodies, the Kubernetes API's answers); arming one costs a heap push, not a
-thread.
+thread, and wakes the watchdog only when it would otherwise sleep past the new
+deadline. A disarmed deadline stays in the heap until its time; the watchdog
+drops those in batches, waking at most every ``_SLACK`` seconds for them, so
+an alarm goes off up to ``_SLACK`` late and a request wakes no other thread.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import math
 import os
 import socket
 import threading
@@ -31,6 +35,10 @@ _armed: dict[int, Callable[[], None]] = {}
 _numbers = itertools.count()
 # The process the watchdog thread runs in: a forked worker starts its own.
 _watchdog_pid: int | None = None
+# When the watchdog looks at the deadlines next (infinity: not before it is notified).
+_wakes_at = math.inf
+# How late an alarm may go off: the shortest the watchdog sleeps while deadlines are pending.
+_SLACK = 0.05
 
 
 def arm(sock: socket.socket, seconds: float) -> int:
@@ -40,17 +48,20 @@ def arm(sock: socket.socket, seconds: float) -> int:
 
 def arm_action(action: Callable[[], None], seconds: float) -> int:
     """Call ``action`` (on the watchdog thread: it must be quick and never raise) in ``seconds`` unless disarmed."""
-    global _watchdog_pid
+    global _watchdog_pid, _wakes_at
     with _changed:
         if _watchdog_pid != os.getpid():
             _deadlines.clear()
             _armed.clear()
+            _wakes_at = math.inf
             threading.Thread(target=_watch, name="read-deadline", daemon=True).start()
             _watchdog_pid = os.getpid()
         number = next(_numbers)
         _armed[number] = action
-        heapq.heappush(_deadlines, (time.monotonic() + seconds, number))
-        _changed.notify()
+        deadline = time.monotonic() + seconds
+        heapq.heappush(_deadlines, (deadline, number))
+        if deadline < _wakes_at:
+            _changed.notify()
     return number
 
 
@@ -81,11 +92,20 @@ def _shutdown(sock: socket.socket, how: int) -> None:
 
 
 def _watch() -> None:
+    global _wakes_at
     while True:
         with _changed:
-            while not _deadlines or _deadlines[0][0] > time.monotonic():
-                _changed.wait(_deadlines[0][0] - time.monotonic() if _deadlines else None)
-            _, number = heapq.heappop(_deadlines)
-            action = _armed.pop(number, None)
-        if action is not None:
+            now = time.monotonic()
+            while not _deadlines or _deadlines[0][0] > now:
+                _wakes_at = max(_deadlines[0][0], now + _SLACK) if _deadlines else math.inf
+                _changed.wait(None if _wakes_at == math.inf else _wakes_at - now)
+                now = time.monotonic()
+            _wakes_at = now  # looking now: an alarm armed meanwhile finds it awake
+            due = []
+            while _deadlines and _deadlines[0][0] <= now:
+                _, number = heapq.heappop(_deadlines)
+                action = _armed.pop(number, None)
+                if action is not None:
+                    due.append(action)
+        for action in due:
             action()
