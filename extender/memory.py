@@ -15,7 +15,12 @@ Holding the mmap threshold also holds the trim threshold at its 128 kB
 default: a heap would give back all but 128 kB of free memory at its top after
 every request, and the next request would fault those pages in again. Each
 heap keeps up to ``TRIM_THRESHOLD_BYTES`` free at its top for the next
-request. docs/performance.md gives the measured effect.
+request. A request whose buffers together pass that still has its heap
+trimmed when they are freed, down to 128 kB (glibc's top pad), and the next
+one faults them all in again; a full-node request of a hundred nodes holds its
+body, the nodes' bytes and its answer at once, each under the mmap threshold,
+so the trim threshold is twice that. docs/performance.md gives the measured
+effect.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from __future__ import annotations
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
-# As much as the largest buffer the heap serves: at most this much stays free per heap (per serving thread).
-TRIM_THRESHOLD_BYTES = MMAP_THRESHOLD_BYTES
+# Twice the largest buffer the heap serves: a request holds its body, the nodes' bytes and its answer at once. At most
+# this much stays free per heap (per serving thread).
+TRIM_THRESHOLD_BYTES = 2 * MMAP_THRESHOLD_BYTES
 
 
 def hold_malloc_thresholds() -> bool:

@@ -65,10 +65,17 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 3
 
 @contextlib.contextmanager
 def serving(log_path: Path | None = None, **env: str) -> Iterator[str]:
-    """A real ``functions-framework --target extender`` process on a free loopback port, with extra ``env``.
+    """A real ``functions-framework --target extender`` process on a free loopback port, with extra ``env``: its URL.
 
     Its stderr, where it logs, goes to ``log_path`` when given.
     """
+    with served_process(log_path, **env) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def served_process(log_path: Path | None = None, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``serving``, with the process (gunicorn's master, whose one child is the worker that answers)."""
     port = free_port()
     environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | env
     # A file, not a pipe: the function logs every request, and a full pipe nobody reads would stall it.
@@ -87,7 +94,7 @@ def serving(log_path: Path | None = None, **env: str) -> Iterator[str]:
             except RuntimeError as exc:
                 log.seek(0)
                 raise RuntimeError(f"{exc}{log.read().decode(errors='replace')}") from None
-            yield url
+            yield url, process
         finally:
             process.terminate()
             process.wait(timeout=10)
