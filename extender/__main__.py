@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from extender.errors import ConfigError
+
 # Command -> its module in extender/cli/, which exposes register(subparsers) setting ``run``.
 COMMANDS = {
     "check-policy": "check_policy",
@@ -25,7 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules:
         importlib.import_module(f"extender.cli.{module}").register(subparsers)
     args = parser.parse_args(argv)
-    return int(args.run(args) or 0)
+    try:
+        return int(args.run(args) or 0)
+    except ConfigError as exc:  # the tools read the environment's settings as the function does
+        print(f"python -m extender {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -133,3 +133,12 @@ def test_the_docs_show_what_the_checks_print(command, tmp_path):
         )
         assert (result.stdout + result.stderr).splitlines() == expected, line
         assert result.returncode == (1 if expected[0].startswith("invalid ") else 0)
+
+
+def test_a_wrong_setting_in_the_environment_is_named_not_a_traceback(capsys, monkeypatch):
+    # The policy is loaded with the settings the function would start with (EXTENDER_RESULT_CACHE and the function's
+    # names change what is checked), so a setting the function could not start with stops the check too.
+    monkeypatch.setenv("EXTENDER_HTTP_TIMEOUT", "5")
+    code, out, err = run(capsys, DEFAULT)
+    assert code == 2 and out == ""
+    assert err == 'python -m extender check-policy: EXTENDER_HTTP_TIMEOUT: time: invalid duration "5" (e.g. 5s)\n'
