@@ -1,0 +1,19 @@
+"""The names a request path is made of: the protocol's verbs and the profile a path without one selects.
+
+A leaf module: the router reads them to route, the policy schema to refuse
+profile names that would shadow a route.
+"""
+
+from __future__ import annotations
+
+# Verb -> the HTTP methods it answers.
+VERBS: dict[str, tuple[str, ...]] = {
+    "filter": ("POST",),
+    "prioritize": ("POST",),
+    "preempt": ("POST",),
+    "bind": ("POST",),
+    "healthz": ("GET", "HEAD"),
+}
+
+# The profile that answers a path naming none (``/filter``).
+DEFAULT_PROFILE = "default"
