@@ -13,6 +13,9 @@ the first request runs under glibc's own thresholds.
 Both change the whole process, so ``start`` applies them only with
 ``EXTENDER_PROCESS_TUNING`` on (``extender.settings``; the default; the tests' in-process apps turn
 it off), and a failed start-up (``SystemExit``) leaves the process as it was.
+
+Whatever that setting says, once logging is set up, the caller token is
+redacted from every served logger (``extender.http.token_redaction``).
 """
 
 from __future__ import annotations
@@ -41,10 +44,12 @@ def start(environ: Mapping[str, str] | None = None) -> Extender:
         from extender.http.after_answer import after_first_answer
         from extender.http.handler import Extender
         from extender.http.memory import hold_malloc_thresholds
+        from extender.http.token_redaction import redact_tokens_in_logs
         from extender.logs import setup_logging
         from extender.policy.loader import PolicyError
 
         setup_logging(settings=settings)
+        redact_tokens_in_logs((settings.caller_token, settings.previous_caller_token))
         try:
             extender = Extender.from_environment(settings=settings)
         except (PolicyError, ConfigError) as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import functions_framework
 import pytest
@@ -18,6 +19,7 @@ import requests
 from flask.testing import FlaskClient
 
 from testkit.ports import free_port
+from tests.token_leaks import TOKEN_VARIABLES, WATCHED, RecordKeeper, assert_no_leak, watch_environment
 
 if TYPE_CHECKING:  # imported by the fixtures themselves: cryptography costs every other test run time
     from testkit.certs import CertificateAuthority
@@ -34,6 +36,7 @@ def make_client(monkeypatch: pytest.MonkeyPatch, policy: str | Path | None = Non
         monkeypatch.setenv("EXTENDER_POLICY", str(policy))
     # The process-wide start-up tuning (extender.startup) stays out of the test process unless a test asks for it.
     monkeypatch.setenv("EXTENDER_PROCESS_TUNING", "off")
+    watch_environment(env)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(ROOT)
@@ -63,11 +66,27 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 3
     raise TimeoutError(f"{url} did not answer within {timeout} s")
 
 
+@pytest.fixture(autouse=True)
+def no_token_in_log_records() -> Iterator[None]:
+    """Every record logged while a test runs, as a handler would write it, holds no caller token the test configured,
+    in any form."""
+    WATCHED.clear()
+    keeper = RecordKeeper()
+    root = logging.getLogger()
+    root.addHandler(keeper)
+    try:
+        yield
+    finally:
+        root.removeHandler(keeper)
+    assert_no_leak("\n".join(keeper.texts), "a log record")
+
+
 @contextlib.contextmanager
 def serving(log_path: Path | None = None, **env: str) -> Iterator[str]:
     """A real ``functions-framework --target extender`` process on a free loopback port, with extra ``env``: its URL.
 
-    Its stderr, where it logs, goes to ``log_path`` when given.
+    Its stdout and stderr, where it logs, go to ``log_path`` when given; they must hold no caller token of its
+    environment, in any form (``tests.token_leaks``).
     """
     with served_process(log_path, **env) as (url, _):
         yield url
@@ -78,15 +97,11 @@ def served_process(log_path: Path | None = None, **env: str) -> Iterator[tuple[s
     """``serving``, with the process (gunicorn's master, whose one child is the worker that answers)."""
     port = free_port()
     environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | env
-    # A file, not a pipe: the function logs every request, and a full pipe nobody reads would stall it.
-    with open(log_path, "w+b") if log_path else tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+    with logged_process(
+        [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
+        environment,
+        log_path,
+    ) as (process, log):
         url = f"http://127.0.0.1:{port}"
         try:
             try:
@@ -98,6 +113,27 @@ def served_process(log_path: Path | None = None, **env: str) -> Iterator[tuple[s
         finally:
             process.terminate()
             process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def logged_process(
+    command: list[str], environment: dict[str, str], log_path: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], IO[bytes]]]:
+    """``command`` with its stdout and stderr in ``log_path`` (a temporary file if None), which must hold none of
+    the caller tokens in ``environment`` once the process has ended (the caller ends it)."""
+    watch_environment(environment)
+    # A file, not a pipe: the function logs every request, and a full pipe nobody reads would stall it.
+    with open(log_path, "w+b") if log_path else tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=log)
+        try:
+            yield process, log
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+        log.seek(0)
+        tokens = [environment[name] for name in TOKEN_VARIABLES if environment.get(name)]
+        assert_no_leak(log.read().decode(errors="replace"), f"the output of {' '.join(command[1:4])}", tokens)
 
 
 @pytest.fixture(scope="session")
