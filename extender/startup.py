@@ -14,8 +14,10 @@ Both change the whole process, so ``start`` applies them only with
 ``EXTENDER_PROCESS_TUNING`` on (``extender.settings``; the default; the tests' in-process apps turn
 it off), and a failed start-up (``SystemExit``) leaves the process as it was.
 
-Whatever that setting says, once logging is set up, the caller token is
-redacted from every served logger (``extender.http.token_redaction``).
+Two defences are set up whatever that setting says, once logging is: the
+caller token's redaction from every served logger
+(``extender.http.token_redaction``), and the server functions-framework will
+build once main.py is loaded (``extender.http.server``).
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ def start(environ: Mapping[str, str] | None = None) -> Extender:
         from extender.http.after_answer import after_first_answer
         from extender.http.handler import Extender
         from extender.http.memory import hold_malloc_thresholds
+        from extender.http.server import install
         from extender.http.token_redaction import redact_tokens_in_logs
         from extender.logs import setup_logging
         from extender.policy.loader import PolicyError
 
         setup_logging(settings=settings)
         redact_tokens_in_logs((settings.caller_token, settings.previous_caller_token))
+        install()
         try:
             extender = Extender.from_environment(settings=settings)
         except (PolicyError, ConfigError) as exc:

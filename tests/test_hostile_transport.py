@@ -2,11 +2,14 @@
 
 What ``requests`` never sends: broken chunked framing, uploads cut off or
 reset mid-body, a Content-Length that lies either way or is absurd, uploads
-that stall or drip, long request lines, all next to normal requests that
-must still be answered in time. The function runs as Cloud Functions runs it
-(functions-framework under gunicorn, several threads) with a caller token;
-its whole log (gunicorn's and Flask's included) must never hold the token, a
-traceback or a server error.
+that stall or drip, request heads that stall, drip or never end, long request
+lines and heads, malformed request lines and headers, a ``SCRIPT_NAME``
+header, all next to normal requests that must still be answered in time. The
+function runs as Cloud Functions runs it (functions-framework under gunicorn,
+several threads) with a caller token, which every malformed shape carries;
+its whole output (gunicorn's own lines included, at debug level) must hold
+neither the token in any form (``tests.token_leaks``), nor a traceback, nor a
+server error.
 
 The last test sends randomly drawn cases: a fixed seed by default, so CI is
 repeatable; to run longer with a new seed each time:
@@ -30,10 +33,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from extender.http.head_deadline import HEAD_BYTES, HEAD_SECONDS
 from tests.conftest import serving
 from tests.rawhttp import Reply, abort, chunked, connect, exchange, head, read_reply
 from tests.recordings import exchanges
 from tests.tally import Tally
+from tests.token_leaks import forms
 
 TOKEN = "transport-caller-token-0123456789"
 # The read deadline: EXTENDER_HTTP_TIMEOUT, short here so stalls resolve quickly.
@@ -58,8 +63,8 @@ def port(log_path: Path, request: pytest.FixtureRequest) -> Iterator[int]:
         "EXTENDER_CALLER_TOKEN": TOKEN,
         "EXTENDER_HTTP_TIMEOUT": f"{int(DEADLINE * 1000)}ms",
         "THREADS": str(THREADS),
-        # More than functions-framework's default (error): warnings and gunicorn's own notices are checked too.
-        "GUNICORN_LOG_LEVEL": "info",
+        # More than functions-framework's default (error): every line gunicorn can write is checked too.
+        "GUNICORN_LOG_LEVEL": "debug",
     }
     with serving(log_path, **env) as url:
         yield int(url.rsplit(":", 1)[1])
@@ -233,6 +238,174 @@ def test_slow_uploads_hold_only_the_bytes_they_sent_of_the_body_budget(port):
 def test_long_request_lines_get_an_answer_in_time(port, length):
     reply = tally("request line", exchange(port, head("GET", f"/{TOKEN}/" + "x" * length + "/healthz")))
     assert reply.status is not None and reply.status < 500 and reply.seconds < 2.0
+
+
+# --- request heads -------------------------------------------------------------------------------------------
+
+
+def probe(port: int, kind: str) -> None:
+    """A healthz call and a node-name prioritize call, each answered within 1 s."""
+    health = tally(kind, exchange(port, head("GET", f"/{TOKEN}/healthz")))
+    assert health.status == 200 and health.seconds < 1.0, health
+    scored = tally(kind, scores(port))
+    assert scored.status == 200 and orjson.loads(scored.body) and scored.seconds < 1.0, scored
+
+
+# Parts of a head that never ends: one byte of a request line, a request line, a head without its empty line.
+PARTIAL_HEADS = [b"G", f"GET /{TOKEN}/healthz HTTP/1.1\r\n".encode(), post(f"/{TOKEN}/filter")[:-2]]
+
+
+def test_stalled_heads_hold_no_serving_thread_and_end_at_the_head_deadline(port):
+    """Three times as many connections as threads, each with part of a head or nothing at all: normal requests are
+    answered at once meanwhile; at the head deadline each partial head gets a 408 and each silent connection is
+    closed."""
+    stalled = [connect(port, timeout=HEAD_SECONDS * 3) for _ in range(3 * THREADS)]
+    started = time.monotonic()
+    try:
+        for number, sock in enumerate(stalled):
+            if number % 4 < len(PARTIAL_HEADS):
+                sock.sendall(PARTIAL_HEADS[number % 4])
+        time.sleep(0.2)
+        for _ in range(3):
+            probe(port, "next to stalled heads")
+        answers = [read_reply(sock) for sock in stalled]
+        ended = time.monotonic() - started
+    finally:
+        for sock in stalled:
+            sock.close()
+    # The deadline is swept once a second.
+    assert HEAD_SECONDS - 0.5 < ended < HEAD_SECONDS + 2.0
+    for number, answer in enumerate(answers):
+        if number % 4 < len(PARTIAL_HEADS):
+            assert tally("stalled head", answer).status == 408, answer
+            assert b"request head not complete within" in answer.body
+        else:
+            assert tally("silent connection", answer).status is None and not answer.head
+
+
+def test_a_dripping_head_is_cut_at_the_head_deadline_not_per_read(port):
+    started = time.monotonic()
+    with connect(port, timeout=HEAD_SECONDS * 3) as sock:
+        sock.settimeout(0.2)
+        reply = None
+        for byte in (post(f"/{TOKEN}/filter", "X-Padding: " + "p" * 200)[: int(HEAD_SECONDS * 10)]):
+            try:
+                sock.sendall(bytes([byte]))
+                reply = read_reply(sock)
+            except OSError:
+                break
+            if reply.status is not None:
+                break
+    assert reply is not None and tally("dripping head", reply).status == 408
+    assert time.monotonic() - started < HEAD_SECONDS + 2.0
+
+
+def test_kept_alive_connections_whose_next_head_stalls_hold_no_serving_thread(port):
+    kept = [connect(port, timeout=HEAD_SECONDS * 3) for _ in range(2 * THREADS)]
+    try:
+        for sock in kept:
+            sock.sendall(head("GET", f"/{TOKEN}/healthz"))
+            assert read_reply(sock).status == 200
+            sock.sendall(b"P")
+        time.sleep(0.2)
+        probe(port, "next to kept-alive stalled heads")
+    finally:
+        for sock in kept:
+            sock.close()
+
+
+def test_a_request_line_over_the_limit_is_refused_as_soon_as_it_is_too_long(port):
+    """8 MB of request line: gunicorn's parser refuses the line once it passes 8,190 bytes, without reading on."""
+    line = b"GET /" + TOKEN.encode() * (8_000_000 // len(TOKEN)) + b"/healthz HTTP/1.1\r\nHost: e\r\n\r\n"
+    with connect(port) as sock:
+        sender = threading.Thread(target=send_ignoring_errors, args=(sock, line))
+        started = time.monotonic()
+        sender.start()
+        reply = read_reply(sock, started)
+        sender.join()
+    assert tally("request line", reply).status == 414, reply
+    assert reply.seconds < 1.0
+
+
+def send_ignoring_errors(sock: socket.socket, data: bytes) -> None:
+    try:
+        sock.sendall(data)
+    except OSError:
+        pass  # the server answered and closed before taking everything
+
+
+def test_a_head_over_its_size_limit_is_a_431(port):
+    raw = post(f"/{TOKEN}/filter", *[f"X-Field-{number}: {TOKEN * 30}" for number in range(HEAD_BYTES // 900)])
+    reply = tally("head too large", exchange(port, raw))
+    assert reply.status == 431, reply
+
+
+@pytest.mark.parametrize("script_name", ["/elsewhere", f"/{TOKEN}x", "/", ""])
+def test_a_script_name_header_is_ignored(port, open_port, script_name):
+    """gunicorn once answered a SCRIPT_NAME the path does not start with with a 500: no header sets it."""
+    reply = tally("SCRIPT_NAME", exchange(port, head("GET", f"/{TOKEN}/healthz", f"SCRIPT_NAME: {script_name}")))
+    assert reply.status == 200, reply
+    raw = post("/prioritize", f"SCRIPT_NAME: {script_name}", f"Content-Length: {len(NAMES)}") + NAMES
+    reply = tally("SCRIPT_NAME", exchange(open_port, raw))
+    assert reply.status == 200 and orjson.loads(reply.body), reply
+
+
+def with_body(path: str, body: str) -> str:
+    return post(path, f"Content-Length: {len(body)}").decode() + body
+
+
+PERCENT_TOKEN = forms(TOKEN)["percent-encoded"]
+BASE64_TOKEN = forms(TOKEN)["base64"]
+
+# The token in every place a request can be malformed: each answered (below 500 but for the standard 501 for an
+# unknown transfer coding), none logged in any form (checked on the served function's output when the module ends).
+MALFORMED = {
+    "bad HTTP version": f"GET /{TOKEN}/healthz HTTP/1.1 x\r\nHost: e\r\n\r\n",
+    "unknown HTTP version": f"GET /{TOKEN}/healthz HTTP/9.9\r\nHost: e\r\n\r\n",
+    "bad method": f"G@T /{TOKEN}/healthz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "token as method": f"{TOKEN} /{TOKEN}/healthz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "control character in the path": f"GET /{TOKEN}/he\x01althz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "NUL in the path": f"GET /{TOKEN}\x00/healthz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "space in the path": f"GET /{TOKEN} /healthz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "fragment": f"GET /{TOKEN}/healthz#{TOKEN} HTTP/1.1\r\nHost: e\r\n\r\n",
+    "absolute form": f"GET http://extender/{TOKEN}/healthz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "percent-encoded token": f"GET /{PERCENT_TOKEN}/healthz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "broken percent-encoding": f"GET /{TOKEN}%zz/{PERCENT_TOKEN}%/healthz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "request line over the limit": f"GET /{TOKEN * 300}/healthz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "bare LF": f"GET /{TOKEN}/healthz HTTP/1.1\nHost: e\n\n",
+    "leading empty lines": f"\r\n\r\nGET /{TOKEN}/healthz HTTP/1.1\r\nHost: e\r\n\r\n",
+    "header name with a space": f"GET /{TOKEN}/healthz HTTP/1.1\r\nBad {TOKEN}: x\r\n\r\n",
+    "header name with a colon-less line": f"GET /{TOKEN}/healthz HTTP/1.1\r\n{TOKEN}\r\n\r\n",
+    "header value with a control character": f"GET /{TOKEN}/healthz HTTP/1.1\r\nX-T: {TOKEN}\x01\r\n\r\n",
+    "obsolete line folding": f"GET /{TOKEN}/healthz HTTP/1.1\r\nX-T: a\r\n {TOKEN}\r\n\r\n",
+    "header over the field limit": f"GET /{TOKEN}/healthz HTTP/1.1\r\nX-T: {TOKEN * 300}\r\n\r\n",
+    "Basic credentials": f"GET /{TOKEN}/healthz HTTP/1.1\r\nAuthorization: Basic {BASE64_TOKEN}\r\n\r\n",
+    "unknown expectation": f"GET /{TOKEN}/healthz HTTP/1.1\r\nExpect: {TOKEN}\r\n\r\n",
+    "unknown transfer coding": f"POST /{TOKEN}/filter HTTP/1.1\r\nTransfer-Encoding: {TOKEN}\r\n\r\n",
+    "token as content length": f"POST /{TOKEN}/filter HTTP/1.1\r\nContent-Length: {TOKEN}\r\n\r\n",
+    "two content lengths": f"POST /{TOKEN}/filter HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{{",
+    "token as content type": f"POST /{TOKEN}/filter HTTP/1.1\r\nContent-Type: text/{TOKEN}\r\nContent-Length: 2\r\n\r\n{{}}",
+    "token as content encoding": f"POST /{TOKEN}/filter HTTP/1.1\r\n{JSON}\r\nContent-Encoding: {TOKEN}\r\n"
+    "Content-Length: 2\r\n\r\n{{}}",
+    "token as chunk size": f"POST /{TOKEN}/filter HTTP/1.1\r\n{JSON}\r\nTransfer-Encoding: chunked\r\n\r\n{TOKEN}\r\n",
+    "token as profile": f"POST /{TOKEN}/{TOKEN}/filter HTTP/1.1\r\n{JSON}\r\nContent-Length: 2\r\n\r\n{{}}",
+    "token piece as profile": f"POST /{TOKEN}/{TOKEN[1:]}/filter HTTP/1.1\r\n{JSON}\r\nContent-Length: 2\r\n\r\n{{}}",
+    "encoded token as profile": f"POST /{TOKEN}/{BASE64_TOKEN}/filter HTTP/1.1\r\n{JSON}\r\nContent-Length: 2\r\n\r\n{{}}",
+    "token as verb": f"POST /{TOKEN}/{TOKEN} HTTP/1.1\r\n{JSON}\r\nContent-Length: 2\r\n\r\n{{}}",
+    "token in the body": with_body(f"/{TOKEN}/filter", f'["{TOKEN}"'),
+    "token as node name": with_body(f"/{TOKEN}/filter", f'{{"Pod":{{"metadata":{{"name":"p"}}}},"NodeNames":["{TOKEN}"]}}'),
+    "SCRIPT_NAME with the token": f"GET /{TOKEN}/healthz HTTP/1.1\r\nSCRIPT_NAME: /{TOKEN}x\r\n\r\n",
+    "HTTP/2 preface": f"PRI /{TOKEN} HTTP/2.0\r\n\r\nSM\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("raw", MALFORMED.values(), ids=MALFORMED)
+def test_the_token_in_every_malformed_shape_is_answered_and_never_logged(port, raw):
+    reply = exchange(port, raw.encode("latin-1"), timeout=HEAD_SECONDS * 3)
+    TALLY.add("malformed, with the token", reply.status if reply.status is not None else "none")
+    allowed = 501 if "Transfer-Encoding" in raw else 499
+    assert reply.status is None or reply.status <= allowed, reply
+    assert reply.seconds < 2.0
 
 
 # --- randomly drawn cases ------------------------------------------------------------------------------------

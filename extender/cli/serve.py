@@ -1,31 +1,29 @@
 """serve --cert --key [--client-ca]: the function over HTTPS, with mutual TLS when a client CA is given.
 
 It runs what Cloud Functions runs (the functions-framework app of main.py
-under functions-framework's gunicorn server), adding TLS, so the scheduler's
-exact ``tlsConfig`` can be tried before anything is deployed, and the limits
-an exposed server needs, which functions-framework leaves off (Cloud Run's
-front end stands before a deployed function): a TLS handshake must finish
-within HANDSHAKE_SECONDS (a client that sends part of a ClientHello and waits
-would otherwise hold a serving thread for good), and the request line and
-header fields are bounded (gunicorn parses an unbounded line in quadratic
-time).
+under the server main.py installs, ``extender.http.server_limits``), adding TLS, so
+the scheduler's exact ``tlsConfig`` can be tried before anything is deployed.
+The server's own limits hold here too: the TLS handshake is the first part of
+a request head, which must arrive within a deadline without holding a
+serving thread (``extender.http.head_deadline``).
+
+A connection whose body stalls is answered (408) at the read deadline as over
+plain HTTP: the deadline shuts the socket's reading side
+(``extender.http.read_deadline``), and OpenSSL 3 takes the end of stream that
+follows, without the client's close_notify, for a fatal error after which
+nothing can be sent; ``OP_IGNORE_UNEXPECTED_EOF`` makes it an ordinary end of
+the stream. Truncation cannot pass unnoticed for that: a body shorter than its
+Content-Length or chunked framing is a 400.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
-import socket
 import ssl
 import sys
 from pathlib import Path
-from typing import Any
 
 MAIN = Path(__file__).resolve().parents[2] / "main.py"
-# kube-scheduler completes a handshake in milliseconds; this bounds what a stalled one costs.
-HANDSHAKE_SECONDS = 3.0
-# The longest path the scheduler sends is urlPrefix (function name, token, profile) plus a verb: far below this.
-LIMITS = {"limit_request_line": 8190, "limit_request_fields": 64, "limit_request_field_size": 8190}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,29 +41,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(run=run)
 
 
-class HandshakeDeadlineContext(ssl.SSLContext):
-    """Server-side TLS whose handshake ends within HANDSHAKE_SECONDS; then the socket blocks as gunicorn expects."""
-
-    def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:  # type: ignore[override]
-        sock.settimeout(HANDSHAKE_SECONDS)
-        try:
-            wrapped = super().wrap_socket(sock, *args, **kwargs)
-            # gunicorn asks for the handshake later (do_handshake_on_connect is off by default): it is done here, in
-            # time; its own call then finds it complete.
-            wrapped.do_handshake()
-        except TimeoutError:
-            sock.close()
-            # gunicorn logs a reset at debug level; any other socket error would be an ERROR with a traceback.
-            problem = f"TLS handshake not complete within {HANDSHAKE_SECONDS:g} s"
-            raise ConnectionResetError(errno.ECONNRESET, problem) from None
-        wrapped.settimeout(None)
-        return wrapped
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         # Load everything once here: a wrong file fails now with its name, not at the first handshake.
-        context = HandshakeDeadlineContext(ssl.PROTOCOL_TLS_SERVER)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        # Absent from Python built against OpenSSL before 3, where such an end of stream was not fatal.
+        context.options |= getattr(ssl, "OP_IGNORE_UNEXPECTED_EOF", 0)
         context.load_cert_chain(args.cert, args.key)
         if args.client_ca:
             context.load_verify_locations(args.client_ca)
@@ -75,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     import functions_framework
-    from functions_framework._http import create_server
+
+    from extender.http.server_limits import DefendedServer
 
     app = functions_framework.create_app(target="extender", source=str(MAIN))
     # certfile and keyfile tell gunicorn to serve TLS at all; the context is the one loaded above.
@@ -84,5 +66,5 @@ def run(args: argparse.Namespace) -> int:
     }
     clients = f", client certificates required (CA {args.client_ca})" if args.client_ca else ""
     print(f"serving https://{args.host}:{args.port}{clients}", file=sys.stderr, flush=True)
-    create_server(app, False, **tls, **LIMITS).run(args.host, args.port)
+    DefendedServer(app, args.host, args.port, False, **tls).run()
     return 0
