@@ -49,6 +49,10 @@ class BodyBudget:
                 self._in_flight -= self._held.pop(key)
                 self._changed.notify_all()
 
+    def idle(self) -> bool:
+        """Whether no request holds a share (a moment's answer: others may arrive at once)."""
+        return not self._held
+
     def _take(self, key: int, size: int, deadline: float, wait_seconds: float) -> None:
         with self._changed:
             while next(iter(self._held)) != key and self._in_flight + size > self.budget_bytes:

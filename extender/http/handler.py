@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from flask import Request, Response
@@ -12,8 +12,9 @@ from flask import Request, Response
 from extender import __version__
 from extender.decision_log import log_decision
 from extender.errors import ConfigError, RequestError, bounded
-from extender.http.after_answer import answered
+from extender.http.after_answer import after_this_answer, answered
 from extender.http.body_budget import BodyBudget
+from extender.http.memory import give_back_owed, owe_memory, owes_memory
 from extender.http.request_body import check_headers, finish_body, hang_up_after, read_body
 from extender.http.routing import Route, Router
 from extender.kube import client_from_settings
@@ -22,6 +23,7 @@ from extender.policy.loader import Policy, load_policy
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer, filtering
 from extender.wire.decode import decoder_for
+from extender.wire.decode_cost import Meter
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -113,25 +115,38 @@ class Extender:
             return self.health()
         settings = self.settings
         check_headers(request, settings.max_body_bytes)
-        with self.budget.hold(wait_seconds=settings.http_timeout / 2) as holding:
-            # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
-            body = read_body(request, settings.max_body_bytes, settings.http_timeout, holding)
-            payload = decoder_for(where.verb, settings.full_decoder)(body)
-            # Verb modules other than filter are imported when first called: a cold start's first answer is a filter.
-            if where.verb == "bind":
-                from extender.verbs import bind
+        try:
+            with self.budget.hold(wait_seconds=settings.http_timeout / 2) as holding:
+                # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
+                body = read_body(request, settings.max_body_bytes, settings.http_timeout, holding)
+                meter = Meter(settings.max_body_bytes, holding.take)
+                try:
+                    payload = decoder_for(where.verb, settings.full_decoder)(body, meter)
+                finally:
+                    if settings.process_tuning:
+                        owe_memory(meter.objects)
+                return self._verb(where, payload)
+        finally:
+            # Once no request is in flight, after this answer: what decoding built is gone (extender.http.memory).
+            if owes_memory() and self.budget.idle():
+                after_this_answer(give_back_owed)
 
-                return bind.handle(payload, self.kube)
-            profile = self.policy.profiles[where.profile]
-            if where.verb == "filter":
-                return filtering.handle(payload, profile, self.source)
-            if where.verb == "prioritize":
-                from extender.verbs import prioritize
+    def _verb(self, where: Route, payload: Any) -> Answer:
+        # Verb modules other than filter are imported when first called: a cold start's first answer is a filter.
+        if where.verb == "bind":
+            from extender.verbs import bind
 
-                return prioritize.handle(payload, profile, self.source)
-            from extender.verbs import preempt
+            return bind.handle(payload, self.kube)
+        profile = self.policy.profiles[where.profile]
+        if where.verb == "filter":
+            return filtering.handle(payload, profile, self.source)
+        if where.verb == "prioritize":
+            from extender.verbs import prioritize
 
-            return preempt.handle(payload, profile, self.source, self.kube)
+            return prioritize.handle(payload, profile, self.source)
+        from extender.verbs import preempt
+
+        return preempt.handle(payload, profile, self.source, self.kube)
 
     def _failed(
         self, where: Route | None, request: Request, message: str, status: int, headers: dict[str, str] | None = None

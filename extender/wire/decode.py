@@ -18,6 +18,11 @@ The fast decoder returns None for anything unusual, and the full one then
 answers it, so the two must agree on every body: the same status and the
 same answer (tests/test_decoders_agree.py). ``EXTENDER_DECODER=full`` forces
 the full decoder for every request (``Settings.full_decoder``).
+
+Each decoder first affords what it will build (``extender.wire.decode_cost``):
+the full decoder refuses a body whose objects would pass the limit (413); the
+fast decoder, which builds objects for a small part of the body, leaves such a
+body to the full one.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from typing import Any
 import orjson
 
 from extender.errors import RequestError
-from extender.wire.limits import MAX_DEPTH, MAX_NODES
+from extender.wire.decode_cost import Meter, too_costly, value_cost
+from extender.wire.limits import MAX_DEPTH, MAX_NODES, RAW_ITEM_BYTES
+from extender.wire.nesting import deeper_than
 
 # Verbs whose ExtenderArgs body can carry thousands of full node objects.
 FAST_VERBS = ("filter", "prioritize")
@@ -39,11 +46,9 @@ _ENDS_AS_NODE_OBJECTS = re.compile(rb'"NodeNames"\s*:\s*null\s*\}\s*\Z')
 _TAIL = 64
 
 _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
-# What orjson decodes that holds nothing deeper.
-_SCALARS = {str, int, float, bool, type(None)}
 
 
-def decoder_for(verb: str, full_decoder: bool = False) -> Callable[[bytes | bytearray], Any]:
+def decoder_for(verb: str, full_decoder: bool = False) -> Callable[[bytes | bytearray, Meter], Any]:
     """How ``verb``'s body is decoded: fast where it can carry node objects, unless ``full_decoder`` forces the
     full one."""
     if verb in FAST_VERBS and not full_decoder:
@@ -51,44 +56,34 @@ def decoder_for(verb: str, full_decoder: bool = False) -> Callable[[bytes | byte
     return decode_full
 
 
-def decode_fast_or_full(body: bytes | bytearray) -> Any:
+def decode_fast_or_full(body: bytes | bytearray, meter: Meter) -> Any:
     if _ENDS_AS_NODE_OBJECTS.search(body, max(0, len(body) - _TAIL)) is None:
-        return decode_full(body)
+        return decode_full(body, meter)
+    # A Raw for each node item, kept as bytes: an item per comma at most.
+    if not meter.afford(value_cost(body, meter, RAW_ITEM_BYTES, containers=False)):
+        return decode_full(body, meter)
     from extender.wire.fast_decoder import decode_extender_args
 
-    payload = decode_extender_args(body)
-    return payload if payload is not None else decode_full(body)
+    payload = decode_extender_args(body, meter)
+    return payload if payload is not None else decode_full(body, meter)
 
 
-def decode_full(body: bytes | bytearray) -> Any:
+def decode_full(body: bytes | bytearray, meter: Meter) -> Any:
     """The whole body decoded, within the limits; a RequestError (400, 413) names what is wrong."""
+    cost = value_cost(body, meter)
+    if not meter.afford(cost):
+        raise too_costly(cost, meter)
+    meter.built(cost)
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         # orjson stops at its own depth limit before ours can look: same problem, same message.
         message = _TOO_DEEP if "depth limit" in str(exc) else f"malformed JSON: {exc}"
         raise RequestError(400, message) from None
-    _check_depth(payload)
+    if deeper_than(payload, MAX_DEPTH):
+        raise RequestError(400, _TOO_DEEP)
     _check_node_count(payload)
     return payload
-
-
-def _check_depth(payload: Any) -> None:
-    """Level by level, without recursion: a hostile document must not exhaust the stack."""
-    level = [payload] if isinstance(payload, (dict, list)) else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > MAX_DEPTH:
-            raise RequestError(400, _TOO_DEEP)
-        deeper: list[Any] = []
-        for container in level:
-            if type(container) is list and set(map(type, container)) <= _SCALARS:
-                continue  # thousands of node names: looked over at C speed
-            for child in container.values() if type(container) is dict else container:
-                if type(child) is dict or type(child) is list:
-                    deeper.append(child)
-        level = deeper
 
 
 def _check_node_count(payload: Any) -> None:

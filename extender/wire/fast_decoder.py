@@ -12,7 +12,8 @@ A body with no node objects (a node-name request) has nothing to skip: the
 full decoder reads it quicker than this path would in parts.
 
 Anything unusual (a shape the schemas would reject, bytes that are not
-UTF-8, nesting or node counts over the limits) returns None: the full decoder
+UTF-8, nesting or node counts over the limits, a node over ``PART_BYTES``,
+or more to build than the request can afford) returns None: the full decoder
 and the schemas then answer it with their usual messages. What this path
 accepts differs from the full decoder in one respect only: a number in a
 node field nothing reads is checked for syntax, not for fitting a float64.
@@ -21,12 +22,15 @@ node field nothing reads is checked for syntax, not for fitting a float64.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import msgspec
 import orjson
 
-from extender.wire.limits import MAX_DEPTH, MAX_NODES
+from extender.wire.decode_cost import Meter
+from extender.wire.limits import MAX_DEPTH, MAX_NODES, PART_BYTES, RENDER_BYTES_PER_BYTE, WORST_BYTES_PER_BYTE
+from extender.wire.nesting import deeper_than
 from extender.wire.schemas import EncodedNode
 
 _NULL = msgspec.Raw(b"null")
@@ -62,39 +66,78 @@ _decode_node = msgspec.json.Decoder(NodeFacts).decode
 NOT_FAST = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError, UnicodeDecodeError)
 
 
-def decode_extender_args(body: bytes | bytearray) -> dict[str, Any] | None:
-    """The payload ``ExtenderArgsSchema`` loads, with ``EncodedNode`` items; None if the full decoder must look."""
+def decode_extender_args(body: bytes | bytearray, meter: Meter | None = None) -> dict[str, Any] | None:
+    """The payload ``ExtenderArgsSchema`` loads, with ``EncodedNode`` items; None if the full decoder must look.
+
+    ``meter`` (``extender.wire.decode_cost``; none: unlimited) has afforded a Raw per node item; here it affords
+    what is built beyond: each node's indented rendering, to measure its depth (at most ``RENDER_BYTES_PER_BYTE``
+    times the largest), then what is decoded (the pod, node names, the node list's metadata, each node's name and
+    labels: at most ``WORST_BYTES_PER_BYTE`` per byte), whose depth is measured on the objects.
+    """
+    meter = meter if meter is not None else Meter(sys.maxsize)
     try:
         args = _decode_args(body)
         if args.Nodes is None:  # no node objects to skip: the full decoder is quicker than decoding in parts
             return None
         if args.NodeNameToVictims != _NULL or args.NodeNameToMetaVictims != _NULL:
             return None
-        encoded = args.Nodes.items
-        if encoded is not None and len(encoded) > MAX_NODES:
+        encoded = args.Nodes.items or []
+        if len(encoded) > MAX_NODES or not valid_utf8(body):
             return None
-        # Levels above each part: the request {}, then Nodes {}, then items [].
-        parts = ((args.Pod, 1), (args.NodeNames, 1), (args.Nodes.metadata, 2))
-        if not valid_utf8(body) or not all(_within_depth(raw, MAX_DEPTH - above) for raw, above in parts):
+        largest = max(map(len, encoded), default=0)
+        if largest > PART_BYTES or not meter.afford_more(RENDER_BYTES_PER_BYTE * largest):
             return None
-        payload: dict[str, Any] = {"Pod": loads_raw(args.Pod), "NodeNames": loads_raw(args.NodeNames)}
-        names = payload["NodeNames"]
+        parts = len(args.Pod) + len(args.NodeNames) + len(args.Nodes.metadata)
+        if not meter.afford_more(WORST_BYTES_PER_BYTE * parts):
+            return None
+        meter.built(WORST_BYTES_PER_BYTE * parts)
+        pod, names, list_metadata = loads_raw(args.Pod), loads_raw(args.NodeNames), loads_raw(args.Nodes.metadata)
+        # Levels above: the request {}, and Nodes {} above the node list's metadata.
+        if any(deeper_than(part, MAX_DEPTH - above) for part, above in ((pod, 1), (names, 1), (list_metadata, 2))):
+            return None
         if isinstance(names, (list, dict)) and len(names) > MAX_NODES:
             return None
-        nodes = None if encoded is None else [_node(raw) for raw in encoded]
-        if nodes is not None and None in nodes:
-            return None
-        payload["Nodes"] = {"items": nodes}
-        return payload
+        nodes = _EncodedNodes(meter, sum(map(len, encoded)))
+        for raw in encoded:
+            # Levels above each node: the request {}, then Nodes {}, then items [].
+            if not _within_depth(raw, MAX_DEPTH - 3) or not nodes.add(raw):
+                return None
+        return {"Pod": pod, "NodeNames": names, "Nodes": {"items": None if args.Nodes.items is None else nodes.items}}
     except NOT_FAST:
         return None
 
 
-def _node(raw: msgspec.Raw) -> EncodedNode | None:
-    """None when the node nests deeper than the limit allows (it sits 3 levels down)."""
-    if not _within_depth(raw, MAX_DEPTH - 3):
-        return None
-    return EncodedNode(facts(_decode_node(raw).metadata), orjson.Fragment(bytes(raw)))
+class _EncodedNodes:
+    """Nodes as ``EncodedNode`` items, what their names and labels decode to afforded beforehand, in batches (one
+    charge per ``_BATCH_BYTES`` of them, not per node)."""
+
+    __slots__ = ("afforded", "items", "meter", "spent", "unread")
+
+    def __init__(self, meter: Meter, size: int) -> None:
+        self.meter = meter
+        self.items: list[EncodedNode] = []
+        self.afforded = self.spent = 0
+        # Bytes of nodes not added yet: their names and labels are no more.
+        self.unread = size
+
+    def add(self, raw: msgspec.Raw) -> bool:
+        """False if the node's name and labels cannot be afforded."""
+        metadata = _decode_node(raw).metadata
+        size = 0 if metadata is None else len(metadata.name) + len(metadata.labels)
+        self.unread -= len(raw)
+        if self.spent + size > self.afforded:
+            grant = size + min(_BATCH_BYTES, self.unread)
+            if not self.meter.afford_more(WORST_BYTES_PER_BYTE * grant):
+                return False
+            self.meter.built(WORST_BYTES_PER_BYTE * grant)
+            self.afforded += grant
+        self.spent += size
+        self.items.append(EncodedNode(facts(metadata), orjson.Fragment(bytes(raw))))
+        return True
+
+
+# Bytes of node names and labels afforded at a time.
+_BATCH_BYTES = 256 * 1024
 
 
 def facts(metadata: Metadata | None) -> dict[str, Any]:
@@ -129,9 +172,11 @@ def _within_depth(value: msgspec.Raw, limit: int) -> bool:
     Formatted with one space of indent per level, the members of a container
     at level L start L spaces in: a container deeper than ``limit`` is a
     ``{``/``[`` (or a key whose value opens one) starting ``limit`` spaces
-    in, or makes some line start further in. The body is measured part by
-    part: one node's rendering at a time fits the heap, the whole body's
-    (1.4 times its size) would be fresh pages for every request.
+    in, or makes some line start further in. The body is measured node by
+    node: one node's rendering at a time fits the heap, the whole body's
+    (1.4 times its size) would be fresh pages for every request. A rendering
+    grows with the depth of each value (a hostile node at ~1000 levels
+    renders hundreds of times its size): its cost is afforded first.
     """
     formatted = msgspec.json.format(value, indent=1)
     margin = b"\n" + b" " * limit
