@@ -20,13 +20,11 @@ class Tally:
 
     def report(self) -> list[str]:
         total = sum(sum(counts.values()) for counts in self.by_suite.values())
-        errors = sum(
-            n
-            for counts in self.by_suite.values()
-            for status, n in counts.items()
-            if isinstance(status, int) and status >= 500
-        )
-        lines = [f"{self.title}: {total} requests, {errors} answered 5xx"]
+        statuses = [(status, n) for counts in self.by_suite.values() for status, n in counts.items()]
+        errors = sum(n for status, n in statuses if isinstance(status, int) and status >= 500 and status != 501)
+        unknown_coding = sum(n for status, n in statuses if status == 501)
+        aside = f" (and {unknown_coding} the standard 501 to an unknown transfer coding)" if unknown_coding else ""
+        lines = [f"{self.title}: {total} requests, {errors} answered 5xx{aside}"]
         for suite, counts in self.by_suite.items():
             ordered = sorted(counts.items(), key=lambda item: str(item[0]))
             statuses = ", ".join(f"{status}: {n}" for status, n in ordered)

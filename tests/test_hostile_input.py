@@ -4,9 +4,10 @@ Requests go over HTTP to a real ``functions-framework`` process. schemathesis
 derives valid and invalid requests from ``docs/openapi.yaml`` and checks every
 answer against it; hypothesis and plain loops make what no schema describes:
 malformed and truncated JSON, non-UTF-8 bytes, deep nesting, huge strings and
-arrays, gzip bodies, a wrong type in every field of real recorded requests,
-duplicate and unknown node names, every method on every path, with and without
-a caller token. Every answer must be under 500 and, unless it is
+arrays, bodies of millions of small values (within and past what their
+decoding may cost), gzip bodies, a wrong type in every field of real recorded
+requests, duplicate and unknown node names, every method on every path, with
+and without a caller token. Every answer must be under 500 and, unless it is
 functions-framework's own HTML 404, JSON that names the problem. The number of
 requests per suite and status is printed at the end of the module.
 
@@ -41,7 +42,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from extender.wire.limits import MAX_DEPTH, MAX_NODES
+from extender.http.server_limits import LIMITS
+from extender.wire.limits import DECODE_FACTOR, MAX_DEPTH, MAX_NODES, WORST_BYTES_PER_BYTE
 from testkit.scheduler_checks import check_answer
 from tests.conftest import ROOT, serving
 from tests.recordings import exchanges
@@ -220,6 +222,10 @@ def test_every_method_on_every_path_without_the_token_is_the_same_404(guarded_ur
         if path in ("/robots.txt", "/favicon.ico"):
             continue  # answered by functions-framework itself, token or not
         response = send(session, "methods x paths, token guard", method, guarded_url + path, body, JSON)
+        if len(path) > LIMITS["limit_request_line"]:
+            # Refused by the server before any path is looked at, token or not.
+            assert response.status_code == 414
+            continue
         assert response.status_code == 404
         assert response.content == (b"" if method == "HEAD" else b'{"Error":"not found"}')
     for verb in VERBS:
@@ -419,7 +425,28 @@ HUGE_CASES: list[tuple[str, str, Callable[[], bytes]]] = [
         ),
     ),
     ("body over the size limit", "filter", lambda: b" " * (32 * 1024 * 1024) + orjson.dumps(NAMES)),
+    # What decoding builds (extender.wire.decode_cost): at the largest size charged by size alone, then past the limit.
+    ("small containers, within the decoding limit", "filter", lambda: many_small_values(b"[],", UNCOUNTED)),
+    ("small containers, past the decoding limit", "filter", lambda: many_small_values(b"[],", UNCOUNTED + (4 << 20))),
+    (
+        "tiny node items, past the decoding limit",
+        "filter",
+        lambda: orjson.dumps(replaced(FULL, ("Nodes", "items"), "ITEMS")).replace(
+            b'"ITEMS"', b"[" + b"{}," * (UNCOUNTED // 3) + b"{}]"
+        ),
+    ),
 ]
+
+
+# The largest body the decoders charge by size alone, at the default EXTENDER_MAX_BODY_BYTES.
+UNCOUNTED = DECODE_FACTOR * 32 * 1024 * 1024 // WORST_BYTES_PER_BYTE - 4096
+
+
+def many_small_values(unit: bytes, size: int) -> bytes:
+    """A node-name request of about ``size`` bytes, ``unit`` repeated in a pod field nothing reads."""
+    return orjson.dumps(replaced(NAMES, ("Pod", "spec", "x"), "VALUES")).replace(
+        b'"VALUES"', b"[" + unit * (size // len(unit)) + b"0]"
+    )
 
 
 @pytest.mark.parametrize(("what", "verb", "build"), HUGE_CASES, ids=[what for what, _, _ in HUGE_CASES])
