@@ -12,7 +12,7 @@ from extender.errors import RequestError
 from extender.wire.decode import decode_fast_or_full, decode_full
 from extender.wire.decode_cost import Meter, value_cost
 from extender.wire.fast_decoder import decode_extender_args
-from extender.wire.limits import DECODE_FACTOR, PART_BYTES, WORST_BYTES_PER_BYTE
+from extender.wire.limits import DECODE_FACTOR, GIVE_BACK_SHARE, PART_BYTES, WORST_BYTES_PER_BYTE
 from tests.recordings import exchanges
 
 FULL = next(e for e in exchanges() if e.verb == "filter" and not e.node_cache_capable).request
@@ -56,9 +56,9 @@ def built_by_decoding(body: bytes) -> int:
 @pytest.mark.parametrize("counted", [False, True], ids=["by size", "counted"])
 def test_the_estimate_bounds_what_decoding_builds(unit, counted):
     body = node_name_body(MiB, unit)
-    # A body is counted once its worst case by size could pass the limit: a small limit counts this one.
-    meter = Meter(len(body) if counted else 6 * len(body))
-    assert meter.counts(body) is counted
+    # The full decoder counts a body once its worst case by size could reach a quarter of the limit.
+    meter = Meter(len(body) if counted else 25 * len(body))
+    assert meter.counts(body, GIVE_BACK_SHARE) is counted
     assert built_by_decoding(body) <= value_cost(body, meter)
 
 

@@ -43,7 +43,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from extender.http.server_limits import LIMITS
-from extender.wire.limits import DECODE_FACTOR, MAX_DEPTH, MAX_NODES, WORST_BYTES_PER_BYTE
+from extender.wire.limits import DECODE_FACTOR, MAX_DEPTH, MAX_NODES, RAW_ITEM_BYTES, VALUE_BYTES
 from testkit.scheduler_checks import check_answer
 from tests.conftest import ROOT, serving
 from tests.recordings import exchanges
@@ -425,21 +425,22 @@ HUGE_CASES: list[tuple[str, str, Callable[[], bytes]]] = [
         ),
     ),
     ("body over the size limit", "filter", lambda: b" " * (32 * 1024 * 1024) + orjson.dumps(NAMES)),
-    # What decoding builds (extender.wire.decode_cost): at the largest size charged by size alone, then past the limit.
-    ("small containers, within the decoding limit", "filter", lambda: many_small_values(b"[],", UNCOUNTED)),
-    ("small containers, past the decoding limit", "filter", lambda: many_small_values(b"[],", UNCOUNTED + (4 << 20))),
+    # What decoding may build (extender.wire.decode_cost): just within the limit, then past it.
+    ("small containers, within the decoding limit", "filter", lambda: many_small_values(b"[],", 3 * (VALUES // 2))),
+    ("small containers, past the decoding limit", "filter", lambda: many_small_values(b"[],", 3 * VALUES)),
     (
         "tiny node items, past the decoding limit",
         "filter",
         lambda: orjson.dumps(replaced(FULL, ("Nodes", "items"), "ITEMS")).replace(
-            b'"ITEMS"', b"[" + b"{}," * (UNCOUNTED // 3) + b"{}]"
+            b'"ITEMS"', b"[" + b"{}," * (DECODE_LIMIT // RAW_ITEM_BYTES) + b"{}]"
         ),
     ),
 ]
 
 
-# The largest body the decoders charge by size alone, at the default EXTENDER_MAX_BODY_BYTES.
-UNCOUNTED = DECODE_FACTOR * 32 * 1024 * 1024 // WORST_BYTES_PER_BYTE - 4096
+# What decoding may build at the default EXTENDER_MAX_BODY_BYTES, and the values the full decoder may build within it.
+DECODE_LIMIT = DECODE_FACTOR * 32 * 1024 * 1024
+VALUES = DECODE_LIMIT // VALUE_BYTES - 4096
 
 
 def many_small_values(unit: bytes, size: int) -> bytes:

@@ -12,7 +12,14 @@ import pytest
 import requests
 
 from extender.http.memory import hold_malloc_thresholds
-from extender.wire.limits import DECODE_FACTOR, MAX_NODES, VALUE_BYTES, WORST_BYTES_PER_BYTE
+from extender.wire.limits import (
+    DECODE_FACTOR,
+    GIVE_BACK_SHARE,
+    MAX_NODES,
+    RAW_ITEM_BYTES,
+    VALUE_BYTES,
+    WORST_BYTES_PER_BYTE,
+)
 from tests.conftest import served_process
 
 JSON = {"Content-Type": "application/json"}
@@ -88,20 +95,22 @@ def _pod_field_body(unit: bytes, size: int) -> bytes:
 
 def worst_bodies(max_body_bytes: int) -> dict[str, tuple[bytes, int]]:
     """What costs the most to decode at each step of the limits (``extender.wire.decode_cost``), with the status
-    each gets: the largest bodies charged by size alone, a body just within the limit once counted, bodies past it
-    (the full decoder's and the fast decoder's), and the most nodes a full-node body may carry (in proportion to
-    the limit: their names and labels are decoded)."""
-    uncounted = DECODE_FACTOR * max_body_bytes // WORST_BYTES_PER_BYTE - 64
-    counted_values = DECODE_FACTOR * max_body_bytes // VALUE_BYTES - 64
+    each gets: the largest body charged by its size alone, bodies just within the limit once counted (the values
+    that cost the most each, and the most values), bodies past it (the full decoder's and the fast decoder's), and
+    the most nodes a full-node body may carry (in proportion to the limit: their names and labels are decoded)."""
+    limit = DECODE_FACTOR * max_body_bytes
+    uncounted = limit // (GIVE_BACK_SHARE * WORST_BYTES_PER_BYTE) - 64
+    values = limit // VALUE_BYTES - 4096
+    own_keys = b",".join(b'{"k%d":0}' % number for number in range(values // 2))
     node_count = MAX_NODES * max_body_bytes // (32 * MiB)
     nodes = b",".join(b'{"metadata":{"name":"n%d","labels":{"a":"b"}}}' % number for number in range(node_count))
     return {
-        "empty arrays, uncounted": (_pod_field_body(b"[],", uncounted), 200),
         "objects in objects, uncounted": (_pod_field_body(b'{"":{}},', uncounted), 200),
-        "short strings, counted": (_pod_field_body(b'"abcdefghijklmnopqrs",', 22 * counted_values), 200),
-        "empty arrays, past the limit": (_pod_field_body(b"[],", uncounted + 3 * MiB), 413),
+        "objects of their own keys, counted": (_pod_field_body(own_keys + b",", len(own_keys) + 200), 200),
+        "empty arrays, counted": (_pod_field_body(b"[],", 3 * (values // 2)), 200),
+        "empty arrays, past the limit": (_pod_field_body(b"[],", 3 * values), 413),
         "tiny node items, past the limit": (
-            b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[' + b"{}," * (uncounted // 3) + b"{}]},"
+            b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[' + b"{}," * (limit // RAW_ITEM_BYTES) + b"{}]},"
             b'"NodeNames":null}',
             413,
         ),
@@ -117,16 +126,20 @@ def _rss_mb(pid: int, field: str = "VmRSS") -> float:
     return int(line.split()[1]) / 1024
 
 
-def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> list[float]:
+COSTLIEST = "objects of their own keys, counted"
+
+
+def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> tuple[float, float, float]:
     """Four clients at once send every worst body (EXTENDER_MAX_BODY_BYTES = 8 MiB: decoding may take 64 MiB, the
-    limits scale with it, the suite stays quick), ``rounds`` times: the worker's RSS in MB after each round (its
-    answers all sent), then its peak."""
+    limits scale with it, the suite stays quick), ``rounds`` times, the costliest body then once alone (its answer
+    is the last: memory is given back after it). The worker's RSS in MB after the first such round, after the last,
+    and its peak."""
     import threading
 
     max_body = 8 * MiB
     bodies = worst_bodies(max_body)
     env = {"EXTENDER_MAX_BODY_BYTES": str(max_body), "EXTENDER_PROCESS_TUNING": "on", "THREADS": "4", **env}
-    with served_process(**env) as (url, process):
+    with served_process(**env) as (url, process), requests.Session() as alone:
         worker = int(Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()[0])
 
         def send_all(failures: list[str]) -> None:
@@ -136,8 +149,7 @@ def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> list[float]:
                     if got != status:
                         failures.append(f"{name}: {got}, not {status}")
 
-        after_each = []
-        for _ in range(rounds):
+        def round_then_alone() -> float:
             failures: list[str] = []
             clients = [threading.Thread(target=send_all, args=(failures,)) for _ in range(4)]
             for client in clients:
@@ -145,9 +157,14 @@ def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> list[float]:
             for client in clients:
                 client.join()
             assert not failures, failures
-            time.sleep(0.3)  # the last answer's after-work: memory given back
-            after_each.append(_rss_mb(worker))
-        return [*after_each, _rss_mb(worker, "VmHWM")]
+            assert alone.post(f"{url}/filter", data=bodies[COSTLIEST][0], headers=JSON, timeout=60).status_code == 200
+            time.sleep(0.3)  # the answer's after-work: memory given back
+            return _rss_mb(worker)
+
+        first = round_then_alone()
+        for _ in range(rounds - 1):
+            end = round_then_alone()
+        return first, end, _rss_mb(worker, "VmHWM")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc")
@@ -155,8 +172,7 @@ def test_the_worst_accepted_bodies_served_over_and_over_stay_within_their_budget
     """Python's own allocator keeps an arena (1 MiB) while any object in it lives, and objects that outlive a
     request (each thread's context, caches) land among what a costly decoding built: some of that memory stays
     until they go. Most of it comes back."""
-    *after_each, peak = serve_worst_bodies_in_rounds(4)
-    first, end = after_each[0], after_each[-1]
+    first, end, peak = serve_worst_bodies_in_rounds(4)
     assert peak < 256, f"peak {peak:.0f} MB"
     assert end - first < (peak - first) / 2, f"{first:.0f} MB after the first round, {end:.0f} MB at the end, peak {peak:.0f} MB"
 
@@ -165,15 +181,14 @@ def test_the_worst_accepted_bodies_served_over_and_over_stay_within_their_budget
 def test_with_glibc_s_allocator_for_every_object_the_memory_of_the_worst_bodies_comes_back_whole():
     """With PYTHONMALLOC=malloc every object comes from glibc, whose free pages the function gives back once the
     last costly request is answered: RSS returns to within 20 % of what it was after the first round."""
-    *after_each, peak = serve_worst_bodies_in_rounds(4, PYTHONMALLOC="malloc")
-    first, end = after_each[0], after_each[-1]
+    first, end, peak = serve_worst_bodies_in_rounds(4, PYTHONMALLOC="malloc")
     assert peak < 384, f"peak {peak:.0f} MB"
     assert end <= 1.2 * first, f"{first:.0f} MB after the first round, {end:.0f} MB at the end"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc")
 def test_the_costliest_body_accepted_by_default_fits_a_512_mib_instance():
-    body, status = worst_bodies(32 * MiB)["objects in objects, uncounted"]
+    body, status = worst_bodies(32 * MiB)["objects of their own keys, counted"]
     with served_process(EXTENDER_PROCESS_TUNING="on") as (url, process):
         worker = int(Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()[0])
         assert requests.post(f"{url}/filter", data=body, headers=JSON, timeout=60).status_code == status

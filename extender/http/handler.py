@@ -24,6 +24,7 @@ from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Setti
 from extender.verbs import Answer, filtering
 from extender.wire.decode import decoder_for
 from extender.wire.decode_cost import Meter
+from extender.wire.limits import GIVE_BACK_SHARE
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -123,8 +124,8 @@ class Extender:
                 try:
                     payload = decoder_for(where.verb, settings.full_decoder)(body, meter)
                 finally:
-                    if settings.process_tuning:
-                        owe_memory(meter.objects)
+                    if settings.process_tuning and GIVE_BACK_SHARE * meter.objects >= meter.limit:
+                        owe_memory()
                 return self._verb(where, payload)
         finally:
             # Once no request is in flight, after this answer: what decoding built is gone (extender.http.memory).

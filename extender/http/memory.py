@@ -28,16 +28,17 @@ memory held where it cannot go back: Python's allocator returns an arena (1
 MiB) only once every object in it is gone, and the interpreter keeps the last
 few lists, dicts, tuples and floats freed (its free lists) for reuse, each
 holding one of the arenas that decoding filled; glibc returns a heap's free
-memory only at its top. So requests count what their decoding may have built
-(``owe_memory``); once ``OWE_AFTER_BYTES`` are counted and no request holds
-any of the body budget, the last one's answer is followed by
-``give_back_owed``: if the process then holds ``HOARDED_BYTES`` more than
-after it last gave memory back, a full collection empties the free lists and
+memory only at its top. So a request whose decoding may have built a quarter
+of what a decoding may build or more (``extender.wire.limits.GIVE_BACK_SHARE``)
+owes memory (``owe_memory``);
+once no request holds any of the body budget, the last one's answer is
+followed by ``give_back_owed``: a full collection empties the free lists and
 glibc returns every free page of every heap (``malloc_trim``). Waiting for the
 last request matters: what requests in flight build and free would fill the
-free lists and heaps again. Looking first matters too: requests whose
-decoding was costly only in the worst case (node-name bodies are charged by
-their size) leave the process as it was, and their heaps keep their top.
+free lists and heaps again. Requests of the scheduler's own build far less
+(the decoders count what a body holds before they estimate it that high) and
+are not followed by it: their heaps keep their top for the next, and a full
+collection does not walk a large node source's objects after each.
 
 What stays is what Python's allocator cannot return: arenas that objects
 outliving a request (each thread's context, caches) keep alive among what a
@@ -57,10 +58,6 @@ MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
 # Twice the largest buffer the heap serves: a request holds its body, the nodes' bytes and its answer at once. At most
 # this much stays free per heap (per serving thread).
 TRIM_THRESHOLD_BYTES = 2 * MMAP_THRESHOLD_BYTES
-# What requests' decoding may have built before the process looks at what it holds.
-OWE_AFTER_BYTES = 16 * 1024 * 1024
-# How much more the process may hold than after it last gave memory back (or started) before it gives back again.
-HOARDED_BYTES = 8 * 1024 * 1024
 
 
 def hold_malloc_thresholds() -> bool:
@@ -72,50 +69,26 @@ def hold_malloc_thresholds() -> bool:
     return all(held)
 
 
-# What requests' decoding may have built since the process last looked, and what it held when it last gave memory
-# back. Requests change them from several threads without a lock: at worst a count is lost, or memory is given
-# back once more.
-_owed = 0
-_held_after_giving_back: int | None = None
+# Whether a request built enough that memory is to be given back once none is in flight. Requests set and clear it
+# from several threads: at worst memory is given back once more, or with the next request.
+_owed = False
 
 
-def owe_memory(built: int) -> None:
+def owe_memory() -> None:
     global _owed
-    _owed += built
+    _owed = True
 
 
 def owes_memory() -> bool:
-    return _owed >= OWE_AFTER_BYTES
+    return _owed
 
 
 def give_back_owed() -> None:
-    """``give_back``, if memory is still owed and the process holds ``HOARDED_BYTES`` more than after it last gave
-    memory back (or when it cannot tell)."""
-    global _owed, _held_after_giving_back
-    if not owes_memory():
-        return
-    _owed = 0
-    held = resident_bytes()
-    if held is not None and _held_after_giving_back is not None and held < _held_after_giving_back + HOARDED_BYTES:
-        return
-    give_back()
-    _held_after_giving_back = resident_bytes()
-
-
-def resident_bytes() -> int | None:
-    """The process's resident memory (Linux); None elsewhere."""
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * _page_size()
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-@cache
-def _page_size() -> int:
-    import os
-
-    return os.sysconf("SC_PAGE_SIZE")
+    """``give_back``, if memory is still owed."""
+    global _owed
+    if _owed:
+        _owed = False
+        give_back()
 
 
 def give_back() -> bool:

@@ -16,7 +16,8 @@ alike, by the full decoder.
 
 The fast decoder returns None for anything unusual, and the full one then
 answers it, so the two must agree on every body: the same status and the
-same answer (tests/test_decoders_agree.py). ``EXTENDER_DECODER=full`` forces
+same answer (tests/test_decoders_agree.py), but for the two leniencies
+``extender.wire.fast_decoder`` names. ``EXTENDER_DECODER=full`` forces
 the full decoder for every request (``Settings.full_decoder``).
 
 Each decoder first affords what it will build (``extender.wire.decode_cost``):

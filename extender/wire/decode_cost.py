@@ -14,8 +14,8 @@ strings count too), for the full decoder, which builds them all;
 ``RAW_ITEM_BYTES`` per comma for the fast one, which keeps each node item as
 bytes (``value_cost``). Counting is a pass over the body per character, so a
 body whose worst case by its size alone (``WORST_BYTES_PER_BYTE`` per byte)
-fits the limit is charged that, uncounted: every node-name request of a
-cluster GKE allows, and full-node requests of up to a couple of hundred nodes.
+is far from the limit is charged that, uncounted: node-name requests of up
+to about 30,000 nodes, full-node requests of up to a few hundred.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from extender.errors import RequestError
-from extender.wire.limits import DECODE_FACTOR, VALUE_BYTES, WORST_BYTES_PER_BYTE
+from extender.wire.limits import DECODE_FACTOR, GIVE_BACK_SHARE, VALUE_BYTES, WORST_BYTES_PER_BYTE
 
 MIB = 1024 * 1024
 
@@ -59,15 +59,21 @@ class Meter:
         """Python objects of ``cost`` (afforded) are about to be built."""
         self.objects += cost
 
-    def counts(self, body: bytes | bytearray) -> bool:
-        """Whether ``body`` must be counted: by its size alone, its worst case could pass the limit."""
-        return WORST_BYTES_PER_BYTE * len(body) > self.limit
+    def counts(self, body: bytes | bytearray, share: int = 1) -> bool:
+        """Whether ``body`` is counted: by its size alone, its worst case would reach ``1 / share`` of the limit."""
+        return share * WORST_BYTES_PER_BYTE * len(body) >= self.limit
 
 
 def value_cost(body: bytes | bytearray, meter: Meter, per_value: int = VALUE_BYTES, containers: bool = True) -> int:
     """At most what decoding ``body`` builds, ``per_value`` for each value it can hold: one per comma, and with
-    ``containers`` one per bracket or brace too."""
-    if not meter.counts(body):
+    ``containers`` (the full decoder) one per bracket or brace too.
+
+    The full decoder counts a body whose worst case would reach a quarter of the limit, as a decoding that costly
+    is followed by giving memory back (``extender.http.memory``): the scheduler's own large node-name bodies
+    count far less. The fast decoder, whose estimate here is only of the node items it keeps as bytes, counts a
+    body that could pass the limit.
+    """
+    if not meter.counts(body, GIVE_BACK_SHARE if containers else 1):
         return WORST_BYTES_PER_BYTE * len(body)
     values = body.count(b",") + 1
     if containers:

@@ -15,8 +15,10 @@ Anything unusual (a shape the schemas would reject, bytes that are not
 UTF-8, nesting or node counts over the limits, a node over ``PART_BYTES``,
 or more to build than the request can afford) returns None: the full decoder
 and the schemas then answer it with their usual messages. What this path
-accepts differs from the full decoder in one respect only: a number in a
-node field nothing reads is checked for syntax, not for fitting a float64.
+accepts differs from the full decoder in two respects only: a number in a
+node field nothing reads is checked for syntax, not for fitting a float64;
+and a body too costly for the full decoder to build whole (its limit counts
+every value, this path builds the few it reads) is answered here.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ WORST_BYTES_PER_BYTE = 48
 RAW_ITEM_BYTES = 72
 # Decoding one body may take at most this many times EXTENDER_MAX_BODY_BYTES (256 MiB at the default 32 MiB).
 DECODE_FACTOR = 8
+# A decoding that may build this share of the limit or more is followed by giving memory back (extender.http.memory).
+GIVE_BACK_SHARE = 4
 # The fast decoder renders each node indented to measure its depth: up to RENDER_BYTES_PER_BYTE times its size while
 # it is checked (a value every 2 bytes, each indented by its depth, up to the ~1000 levels msgspec reads). A node
 # over PART_BYTES is left to the full decoder.
