@@ -111,7 +111,7 @@ def decode_extender_args(body: bytes | bytearray, meter: Meter | None = None) ->
 
 class _EncodedNodes:
     """Nodes as ``EncodedNode`` items, what their names and labels decode to afforded beforehand, in batches (one
-    charge per ``_BATCH_BYTES`` of them, not per node)."""
+    charge per ``_BATCH_BYTES`` of them, not per node), and counted as built as they are."""
 
     __slots__ = ("afforded", "items", "meter", "spent", "unread")
 
@@ -131,8 +131,8 @@ class _EncodedNodes:
             grant = size + min(_BATCH_BYTES, self.unread)
             if not self.meter.afford_more(WORST_BYTES_PER_BYTE * grant):
                 return False
-            self.meter.built(WORST_BYTES_PER_BYTE * grant)
             self.afforded += grant
+        self.meter.built(WORST_BYTES_PER_BYTE * size)
         self.spent += size
         self.items.append(EncodedNode(facts(metadata), orjson.Fragment(bytes(raw))))
         return True
