@@ -192,7 +192,13 @@ def _not_an_object(a: Answering, code: int, body: bytes) -> None:
 def _echo_token(a: Answering, code: int, body: bytes) -> None:
     """A server that quotes the request's credentials back, in the reason phrase and the Status message."""
     said = f"Bearer {a.token} {a.token[:16]} {a.token[-16:]}"
-    status = {"kind": "Status", "status": "Failure", "code": 401, "reason": "Unauthorized", "message": f"bad credentials {said}"}
+    status = {
+        "kind": "Status",
+        "status": "Failure",
+        "code": 401,
+        "reason": "Unauthorized",
+        "message": f"bad credentials {said}",
+    }
     payload = json.dumps(status).encode()
     a.send(_json_head(payload, 401, f"Unauthorized {a.token}") + payload)
 
@@ -226,7 +232,9 @@ def _chunked_content(make: Callable[[str], bytes]) -> Callable[[Answering, int, 
 
 def _item(resource: str, index: int, pad: int = 0) -> dict[str, Any]:
     if resource == "nodes":
-        return {"metadata": {"name": f"hostile-node-{index}", "labels": {"zone": "z"}, "annotations": {"pad": "x" * pad}}}
+        return {
+            "metadata": {"name": f"hostile-node-{index}", "labels": {"zone": "z"}, "annotations": {"pad": "x" * pad}}
+        }
     return {
         "metadata": {"name": f"hostile-pod-{index}", "namespace": "default", "uid": f"hostile-uid-{index}",
                      "annotations": {"pad": "x" * pad}},
@@ -346,7 +354,16 @@ def prepare() -> None:
         _big_labels(resource)
 
 
-def answer(handler: Any, shape: str, code: int, body: bytes, stopped: threading.Event, pace: float, token: str | None, resource: str) -> None:
+def answer(
+    handler: Any,
+    shape: str,
+    code: int,
+    body: bytes,
+    stopped: threading.Event,
+    pace: float,
+    token: str | None,
+    resource: str,
+) -> None:
     """Write the ``shape`` of answer on ``handler``'s connection; the connection is not used again."""
     handler.close_connection = True
     SHAPES[shape](Answering(handler, stopped, pace, token, resource), code, body)

@@ -90,7 +90,11 @@ def answer(data: bytes) -> Script:
 
 
 def call(
-    server: Server, seconds: float = 5.0, endpoint: outbound.Endpoint | None = None, max_bytes: int = 1000, **kwargs: Any
+    server: Server,
+    seconds: float = 5.0,
+    endpoint: outbound.Endpoint | None = None,
+    max_bytes: int = 1000,
+    **kwargs: Any,
 ) -> outbound.Answer:
     endpoint = endpoint or outbound.Endpoint(server.url, None)
     return endpoint.call("GET", "/x", until=time.monotonic() + seconds, max_bytes=max_bytes, **kwargs)
@@ -117,9 +121,9 @@ def test_a_server_that_drips_any_part_is_cut_off_at_the_deadline(data):
 def test_what_arrives_before_the_deadline_shuts_the_socket_is_never_taken_for_an_answer():
     # A head without its end, then nothing: at the deadline the end of the stream must not read as the end of a
     # complete answer without a body.
-    with serving(drip(b"HTTP/1.1 204 No Content\r\nX-Pad: x", pause=0.01, hold=2.0)) as server:
-        with pytest.raises(outbound.TimedOut):
-            call(server, seconds=0.4)
+    dripping = drip(b"HTTP/1.1 204 No Content\r\nX-Pad: x", pause=0.01, hold=2.0)
+    with serving(dripping) as server, pytest.raises(outbound.TimedOut):
+        call(server, seconds=0.4)
 
 
 def test_kept_connections_carry_the_next_calls_and_one_the_server_closed_is_not_used():
@@ -179,10 +183,12 @@ def test_the_endpoint_path_prefix_and_headers_are_sent():
 
 def test_an_answer_over_the_cap_is_refused_declared_or_not():
     declared = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n"
-    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"200\r\n" + b"x" * 512 + b"\r\n" + b"0\r\n\r\n"
-    with serving(answer(declared)) as server:
-        with pytest.raises(outbound.TooLarge, match=r"more than 1000 bytes \(the cap of one answer; 5000 declared\)"):
-            call(server)
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"200\r\n" + b"x" * 512 + b"\r\n" + b"0\r\n\r\n"
+    )
+    refused = pytest.raises(outbound.TooLarge, match=r"more than 1000 bytes \(the cap of one answer; 5000 declared\)")
+    with serving(answer(declared)) as server, refused:
+        call(server)
     with serving(answer(chunked)) as server:
         assert len(call(server, max_bytes=512).body) == 512
         with pytest.raises(outbound.TooLarge, match=r"more than 511 bytes \(the cap of one answer\)"):
@@ -214,9 +220,8 @@ def test_what_is_not_a_whole_http_answer_is_a_broken_answer_naming_why(data, cau
         conn.sendall(data)
         return False
 
-    with serving(once) as server:
-        with pytest.raises(outbound.BrokenAnswer, match=cause):
-            call(server)
+    with serving(once) as server, pytest.raises(outbound.BrokenAnswer, match=cause):
+        call(server)
 
 
 def test_nobody_listening_is_unreachable_and_no_time_left_is_a_timeout():

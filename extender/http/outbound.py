@@ -99,7 +99,7 @@ class _ClosedWhileKept(Exception):
 
 
 class Answer:
-    __slots__ = ("status", "reason", "headers", "body")
+    __slots__ = ("body", "headers", "reason", "status")
 
     def __init__(self, status: int, reason: str, headers: http.client.HTTPMessage, body: bytearray) -> None:
         self.status = status
@@ -289,7 +289,7 @@ def _read_body(response: http.client.HTTPResponse, max_bytes: int, budget: ByteB
             _charge(budget, len(piece), response.status)
         content += piece
     if response.length:  # the connection ended before the declared length
-        raise http.client.IncompleteRead(bytes(), response.length)
+        raise http.client.IncompleteRead(b"", response.length)
     response.close()  # complete: the connection may carry the next call
     return content
 

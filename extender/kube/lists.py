@@ -94,7 +94,9 @@ def decode_node_page(body: bytes | bytearray, max_items: int) -> tuple[list[Node
     items = page.items or ()
     if len(items) > max_items:
         raise TooLong(len(items))
-    nodes = [(node.metadata.name, _read_map(node.metadata.labels, "labels", f"node {node.metadata.name}")) for node in items]
+    nodes = [
+        (node.metadata.name, _read_map(node.metadata.labels, "labels", f"node {node.metadata.name}")) for node in items
+    ]
     return nodes, page.metadata.continue_ if page.metadata is not None else None
 
 
