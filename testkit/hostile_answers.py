@@ -266,10 +266,14 @@ def _tiny(resource: str) -> bytes:
 
 @cache
 def _big_labels(resource: str) -> bytes:
-    labels = {f"k{index}": "v" for index in range(_LARGE // 16)}  # '"k123456": "v", ' is 16 bytes
-    item = _item(resource, 0)
-    item["metadata"]["labels"] = labels
-    return _list(resource, [item])
+    """One item whose labels fill the answer: a map far over what the client reads of one."""
+    count = _LARGE // 16  # '"k123456": "v", ' is 16 bytes
+    labels = b"{" + b",".join(b'"k%d": "v"' % index for index in range(count)) + b"}"
+    plain = _item(resource, 0)
+    del plain["metadata"]["annotations"]
+    plain["metadata"].pop("labels", None)
+    item = json.dumps(plain).encode()
+    return _list(resource, b"[" + item.replace(b'"metadata": {', b'"metadata": {"labels": ' + labels + b", ", 1) + b"]")
 
 
 _MALFORMED: list[Any] = [

@@ -179,28 +179,32 @@ def function(
     TALLY.print_report(request)
 
 
+def against(apiserver: FakeApiServer, function: Function, verb: str, shape: str) -> dict[str, Any]:
+    """``verb``'s answer while the resource it reads answers in ``shape``: 200, in the verb's form, in time."""
+    resource = next(resource for resource, reader in VERBS.items() if reader == verb)
+    apiserver.hostile = {resource: shape}
+    try:
+        status, answer, seconds = function.call(verb, args_for(verb, apiserver, function))
+    finally:
+        apiserver.hostile = {}
+    TALLY.add(f"{verb}, {shape}", status)
+    check_answer(verb, status, answer)
+    assert seconds < HTTP_TIMEOUT, (shape, seconds)
+    return answer
+
+
 def test_bind_against_a_dripping_head_answers_within_the_schedulers_timeout(apiserver, function):
     """Each byte of the status line, of the headers or of endless 100 Continue heads comes inside a read timeout."""
     for shape in ("drip status line", "drip headers", "drip 100 continue", "stall before head"):
-        apiserver.hostile = {"binding": shape}
-        status, answer, seconds = function.call("bind", bind_args(apiserver, function))
-        apiserver.hostile = {}
-        TALLY.add(f"bind, {shape}", status)
-        check_answer("bind", status, answer)
-        assert seconds < HTTP_TIMEOUT, (shape, seconds)
+        answer = against(apiserver, function, "bind", shape)
         assert f"did not answer POST /api/v1/namespaces/default/pods/bind-{function.bound}/binding" in answer["Error"]
 
 
 def test_preempts_against_dripping_pod_lists_leave_no_threads_behind(apiserver, function):
     baseline = function.threads()
     for shape in ("drip status line", "drip headers", "drip 100 continue", "drip body", "drip chunks"):
-        apiserver.hostile = {"pods": shape}
-        status, answer, seconds = function.call("preempt", preempt_args())
-        TALLY.add(f"preempt, {shape}", status)
-        check_answer("preempt", status, answer)
-        assert seconds < HTTP_TIMEOUT, (shape, seconds)
-        assert answer["NodeNameToMetaVictims"] == {}  # failurePolicy Fail: no candidate whose victims are unknown
-    apiserver.hostile = {}
+        # failurePolicy Fail: no candidate whose victims are unknown
+        assert against(apiserver, function, "preempt", shape)["NodeNameToMetaVictims"] == {}
     # Each call's socket is shut down at its deadline: the threads that listed are gone right after.
     assert function.threads(at_most=baseline, within=3.0) <= baseline
 
@@ -209,12 +213,7 @@ def test_huge_pod_lists_leave_memory_bounded(apiserver, function):
     """31 MiB per candidate, eight candidates: refused unread; 15 MiB ones read up to the request's budget."""
     before = function.status("VmRSS")
     for shape in ("31 MiB list", "31 MiB list, chunked", "15 MiB list", "15 MiB of tiny items", "15 MiB of labels"):
-        apiserver.hostile = {"pods": shape}
-        status, answer, seconds = function.call("preempt", preempt_args())
-        TALLY.add(f"preempt, {shape}", status)
-        check_answer("preempt", status, answer)
-        assert seconds < HTTP_TIMEOUT, (shape, seconds)
-    apiserver.hostile = {}
+        against(apiserver, function, "preempt", shape)
     grown = (function.status("VmHWM") - before) / 1024
     assert grown < 300, f"the worker's peak memory grew by {grown:.0f} MB"
 

@@ -389,25 +389,18 @@ def test_cookies_the_target_sets_are_neither_passed_back_nor_sent_for_another_ca
 
 
 @pytest.mark.parametrize(
-    "path",
-    ["/../fn-b/healthz", "/a/../../fn-b", "/%2e%2e/fn-b", "/%2E%2e/fn-b", "/.%2e/fn-b", "/%252e%252e/fn-b",
-     "/..%2ffn-b", "/..\\fn-b", "/./healthz", "/%25252e%25252e/x", "/%252525252e%252525252e/x", "/..;x/fn-b"],
+    ("path", "problem"),
+    [(path, b"dot-segment") for path in
+     ["/../fn-b/healthz", "/a/../../fn-b", "/%2e%2e/fn-b", "/%2E%2e/fn-b", "/.%2e/fn-b", "/%252e%252e/fn-b",
+      "/..%2ffn-b", "/..\\fn-b", "/./healthz", "/%25252e%25252e/x", "/%252525252e%252525252e/x", "/..;x/fn-b"]]
+    # requests cuts a path at "#", then removes the dot-segment left at its end: /fn-a/a/..#x/b would go to /.
+    + [(path, b"fragment") for path in ["/a/..#x/b", "/..#/fn-b/healthz", "/healthz#x", "/a/b#", "/#/../fn-b"]],
 )  # fmt: skip
-def test_dot_segments_that_could_leave_the_target_prefix_are_refused(echo, path):
+def test_paths_that_could_leave_the_target_prefix_are_refused(echo, path, problem):
     target, url = echo
     before = len(target.seen)
     answer = raw_call(url, f"GET {path} HTTP/1.1\r\nHost: proxy\r\n\r\n".encode())
-    assert answer.startswith(b"HTTP/1.1 400 ") and b"dot-segment" in answer
-    assert len(target.seen) == before
-
-
-@pytest.mark.parametrize("path", ["/a/..#x/b", "/..#/fn-b/healthz", "/healthz#x", "/a/b#", "/#/../fn-b"])
-def test_a_fragment_is_refused_and_not_forwarded(echo, path):
-    """requests cuts a path at "#" and then removes the dot-segment left at its end: /fn-a/a/..#x/b would go to /."""
-    target, url = echo
-    before = len(target.seen)
-    answer = raw_call(url, f"GET {path} HTTP/1.1\r\nHost: proxy\r\n\r\n".encode())
-    assert answer.startswith(b"HTTP/1.1 400 ") and b"fragment" in answer
+    assert answer.startswith(b"HTTP/1.1 400 ") and problem in answer
     assert len(target.seen) == before
 
 

@@ -1,21 +1,22 @@
 """Decode the API server's lists: only what the plugins read, with its types and sizes checked.
 
 A node list is mostly managedFields, annotations and status; a pod list mostly
-spec and status: msgspec skips all that without building objects for it. Of
-each item it keeps the fields the plugins read, label and annotation maps as
-their bytes until they are needed (only the victims' among a node's pods).
-So a list of any shape costs a small multiple of its size at most: a few dozen
-bytes per item besides the parts read, and maps of at most MAX_MAP_BYTES each
-(Kubernetes' own limit for an object's annotations). An item without a name
-(node) or UID (pod), or a field of another type, makes the whole list an error
-naming where, never half-used. Lists longer than the caller allows are refused
-before anything is built from their items.
+spec and status: msgspec skips all that without building objects for it.
+First each item is only located (one small object for its place in the body),
+so a list longer than the caller allows is refused before anything is built
+from its items; then each item is decoded into the fields the plugins read,
+label and annotation maps kept as their bytes until they are needed (only
+the victims' among a node's pods) and read only up to MAX_MAP_BYTES each
+(Kubernetes' own limit for an object's annotations). So a list of any shape
+costs a small multiple of its size at most. An item without a name (node) or
+UID (pod), or a field of another type, makes the whole list an error naming
+where, never half-used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Annotated
+from collections.abc import Callable, Collection
+from typing import Annotated, TypeVar
 
 import msgspec
 
@@ -28,6 +29,7 @@ _NULL = msgspec.Raw(b"null")
 _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 # Name and labels of one node.
 NodeFacts = tuple[str, dict[str, str]]
+Item = TypeVar("Item")
 
 
 class TooLong(Exception):
@@ -54,7 +56,7 @@ class _Node(msgspec.Struct, gc=False):
 
 class _NodePage(msgspec.Struct, gc=False):
     metadata: _ListMetadata | None = None
-    items: list[_Node] | None = None
+    items: list[msgspec.Raw] | None = None
 
 
 class _PodMetadata(msgspec.Struct, gc=False):
@@ -75,11 +77,13 @@ class _Pod(msgspec.Struct, gc=False):
 
 
 class _PodPage(msgspec.Struct, gc=False):
-    items: list[_Pod] | None = None
+    items: list[msgspec.Raw] | None = None
 
 
 _node_page = msgspec.json.Decoder(_NodePage).decode
+_node = msgspec.json.Decoder(_Node).decode
 _pod_page = msgspec.json.Decoder(_PodPage).decode
+_pod = msgspec.json.Decoder(_Pod).decode
 _map = msgspec.json.Decoder(dict[str, str] | None).decode
 _text = msgspec.json.Decoder(str | None).decode
 _priority = msgspec.json.Decoder(int | None).decode
@@ -91,12 +95,9 @@ def decode_node_page(body: bytes | bytearray, max_items: int) -> tuple[list[Node
     msgspec.DecodeError for any other shape, TooLong for more than ``max_items`` nodes.
     """
     page = _node_page(body)
-    items = page.items or ()
-    if len(items) > max_items:
-        raise TooLong(len(items))
-    nodes = [
-        (node.metadata.name, _read_map(node.metadata.labels, "labels", f"node {node.metadata.name}")) for node in items
-    ]
+    nodes = []
+    for node in _items(page.items, _node, max_items):
+        nodes.append((node.metadata.name, _read_map(node.metadata.labels, "labels", f"node {node.metadata.name}")))
     return nodes, page.metadata.continue_ if page.metadata is not None else None
 
 
@@ -105,13 +106,27 @@ def decode_pods(body: bytes | bytearray, uids: Collection[str], max_items: int) 
 
     msgspec.DecodeError for any other shape, TooLong for more than ``max_items`` pods.
     """
-    items = _pod_page(body).items or ()
-    if len(items) > max_items:
-        raise TooLong(len(items))
-    return {pod.metadata.uid: _pod(pod) for pod in items if pod.metadata.uid in uids}
+    items = _items(_pod_page(body).items, _pod, max_items)
+    return {pod.metadata.uid: _as_pod(pod) for pod in items if pod.metadata.uid in uids}
 
 
-def _pod(item: _Pod) -> Pod:
+def _items(raws: list[msgspec.Raw] | None, decode: Callable[[msgspec.Raw], Item], max_items: int) -> list[Item]:
+    """Each item decoded, once they are known to be no more than ``max_items``: a list of millions of tiny items
+    costs one small object each (its place in the body), not the several its fields would."""
+    if raws is None:
+        return []
+    if len(raws) > max_items:
+        raise TooLong(len(raws))
+    items = []
+    for index, raw in enumerate(raws):
+        try:
+            items.append(decode(raw))
+        except msgspec.DecodeError as exc:
+            raise msgspec.ValidationError(f"items[{index}]: {exc}") from None
+    return items
+
+
+def _as_pod(item: _Pod) -> Pod:
     meta = item.metadata
     owner = f"pod {meta.uid}"
     try:
