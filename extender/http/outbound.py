@@ -67,11 +67,12 @@ class BrokenAnswer(CallFailed):
 
 
 class TooLarge(CallFailed):
-    """The answer is larger than the call's cap, or than what a budget shared with other calls has left."""
+    """The answer is larger than the call's cap, or (``shared``) than what a budget shared with other calls has left."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, shared: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.shared = shared
 
 
 class ByteBudget:
@@ -296,7 +297,7 @@ def _read_body(response: http.client.HTTPResponse, max_bytes: int, budget: ByteB
 
 def _charge(budget: ByteBudget, size: int, status: int) -> None:
     if not budget.take(size):
-        raise TooLarge(f"more than {budget.limit} bytes in all ({budget.what})", status)
+        raise TooLarge(f"more than {budget.limit} bytes in all ({budget.what})", status, shared=True)
 
 
 def _still_open(sock: socket.socket | None) -> bool:

@@ -64,6 +64,7 @@ _HINTS = {
     401: f" (check {TOKEN_ENV} / {TOKEN_FILE_ENV})",
     403: " (grant the extender the RBAC in deploy/kubernetes/extender-rbac.yaml)",
 }
+_TOO_LARGE_HINT = " (a page of 500 nodes, or one node's pods, is a few MB: is KUBERNETES_API_URL the API server?)"
 _REDIRECT_HINT = " (redirects are not followed: set KUBERNETES_API_URL to the API server itself)"
 # Pieces of the bearer token a message may not hold (nor the whole), looked for in each run of token characters.
 _TOKEN_PIECE = 16
@@ -202,7 +203,8 @@ class KubeClient:
         except outbound.Unreachable as exc:
             raise KubeError(_redacted(f"cannot reach the Kubernetes API at {self.config.url}: {exc}", token)) from None
         except outbound.TooLarge as exc:
-            raise KubeError(f"the Kubernetes API answered {call} with {exc}: not read", exc.status) from None
+            hint = "" if exc.shared else _TOO_LARGE_HINT
+            raise KubeError(f"the Kubernetes API answered {call} with {exc}: not read{hint}", exc.status) from None
         except outbound.BrokenAnswer as exc:
             raise KubeError(
                 _redacted(f"the Kubernetes API answered {call} with a broken HTTP answer: {exc}", token)
