@@ -389,8 +389,8 @@ class Profile:
             if needs_labels and node.labels is None:
                 cause = _cause(name, node)
                 outcome = _unknown_facts(name, cause, entry.fail_open)
-                if outcome.code is Code.SUCCESS or outcome.code is Code.UNSCHEDULABLE:
-                    judging.skip(node.name, outcome)  # not judged: passed (Ignore) or rejected (Fail)
+                # Not judged: passed (Ignore), rejected (Fail), or rejected as a node its source cannot know.
+                judging.skip(node.name, outcome)
                 if outcome.code is Code.UNSCHEDULABLE and not entry.audit:
                     judging.unjudged[node.name] = cause
             else:
