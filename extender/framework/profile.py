@@ -18,10 +18,12 @@ filter request answers Error only when no node could be judged at all), scores
 it 0 for that plugin, or vetoes that preemption candidate; Ignore lets the node
 pass, leaves the plugin out of that node's score or accepts the candidate. An
 audited entry (``enforcement: Audit``) decides as usual, but its rejections
-and vetoes only become notes and its scores count for nothing. Every plugin
-that did not judge a node, and every verdict an audit held back, is in the
-result's ``skipped`` and ``would_reject`` / ``would_veto`` notes, which the
-decision log reports.
+and vetoes only become notes and its scores count for nothing; its failures
+(an exception, an Error status, a score outside 0..100) change nothing either:
+the answer is what the enforced plugins alone give. Every plugin that did not
+judge a node, every verdict an audit held back and every audited plugin's
+failure is in the result's ``skipped``, ``would_reject`` / ``would_veto`` and
+``audit_failed`` notes, which the decision log reports.
 """
 
 from __future__ import annotations
@@ -63,13 +65,15 @@ class EntryPolicy(NamedTuple):
 class Judging:
     """What one request's plugins did not decide: filled while judging, read into the result."""
 
-    __slots__ = ("ran", "skipped", "unjudged", "would")
+    __slots__ = ("failed", "ran", "skipped", "unjudged", "would")
 
     def __init__(self) -> None:
         # Plugins that did not judge a node: facts missing, the scheduler's filter trusted.
         self.skipped: Notes = {}
         # Rejections (filter) or vetoes (preempt) of audited plugins, which did not apply.
         self.would: Notes = {}
+        # Failures of audited plugins (an Error), which did not apply either: the node passed them.
+        self.failed: Notes = {}
         # Nodes rejected only because their facts were missing (failurePolicy Fail), with why (an Error status).
         self.unjudged: dict[str, Status] = {}
         # Plugins that judged at least one node, and those skipped somewhere: one skipped everywhere has no time.
@@ -79,7 +83,9 @@ class Judging:
         self.skipped[node] = (*self.skipped.get(node, ()), status)
 
     def hold_back(self, node: str, status: Status) -> None:
-        self.would[node] = (*self.would.get(node, ()), status)
+        """An audited plugin's verdict other than Success: a rejection or veto is held back, a failure noted."""
+        notes = self.failed if status.code is Code.ERROR else self.would
+        notes[node] = (*notes.get(node, ()), status)
 
     def timed_only_if_ran(self, seconds: dict[str, float]) -> None:
         """Drop the time of plugins that were skipped on every node they were asked about: they did not run."""
@@ -94,7 +100,9 @@ class Judging:
 
 
 class FilterResult:
-    __slots__ = ("error", "feasible", "rejected", "seconds_by_plugin", "skipped", "unjudged", "would_reject")
+    __slots__ = (
+        "audit_failed", "error", "feasible", "rejected", "seconds_by_plugin", "skipped", "unjudged", "would_reject"
+    )
 
     def __init__(
         self,
@@ -105,6 +113,7 @@ class FilterResult:
         skipped: Notes | None = None,
         would_reject: Notes | None = None,
         unjudged: dict[str, Status] | None = None,
+        audit_failed: Notes | None = None,
     ) -> None:
         # The names of the nodes every filter accepts, in input order.
         self.feasible = feasible
@@ -113,13 +122,14 @@ class FilterResult:
         self.seconds_by_plugin = _or_empty(seconds_by_plugin)
         self.skipped = _or_empty(skipped)
         self.would_reject = _or_empty(would_reject)
+        self.audit_failed = _or_empty(audit_failed)
         # Nodes rejected only because their facts were missing, with why: never kept, and when they are all, the
         # answer is that Error.
         self.unjudged = _or_empty(unjudged)
 
 
 class ScoreResult:
-    __slots__ = ("audited", "by_plugin", "error", "kept", "scores", "seconds_by_plugin", "skipped")
+    __slots__ = ("audit_failed", "audited", "by_plugin", "error", "kept", "scores", "seconds_by_plugin", "skipped")
 
     def __init__(
         self,
@@ -130,6 +140,7 @@ class ScoreResult:
         kept: bool = False,
         skipped: Notes | None = None,
         audited: list[str] | None = None,
+        audit_failed: Notes | None = None,
     ) -> None:
         # Final extender scores (0..10) per node name; empty when ``error`` is set.
         self.scores = scores
@@ -143,10 +154,12 @@ class ScoreResult:
         self.skipped = _or_empty(skipped)
         # Audited score plugins: in ``by_plugin``, but not in ``scores``.
         self.audited = [] if audited is None else audited
+        # Audited score plugins that failed, noted on every node they were to score: left out of ``by_plugin``.
+        self.audit_failed = _or_empty(audit_failed)
 
 
 class PreemptResult:
-    __slots__ = ("accepted", "error", "rejected", "seconds_by_plugin", "skipped", "would_veto")
+    __slots__ = ("accepted", "audit_failed", "error", "rejected", "seconds_by_plugin", "skipped", "would_veto")
 
     def __init__(
         self,
@@ -156,6 +169,7 @@ class PreemptResult:
         seconds_by_plugin: dict[str, float] | None = None,
         skipped: Notes | None = None,
         would_veto: Notes | None = None,
+        audit_failed: Notes | None = None,
     ) -> None:
         self.accepted = accepted
         self.rejected = _or_empty(rejected)
@@ -163,6 +177,7 @@ class PreemptResult:
         self.seconds_by_plugin = _or_empty(seconds_by_plugin)
         self.skipped = _or_empty(skipped)
         self.would_veto = _or_empty(would_veto)
+        self.audit_failed = _or_empty(audit_failed)
 
 
 def _or_empty(mapping: dict[_K, _V] | None) -> dict[_K, _V]:
@@ -227,6 +242,7 @@ class Profile:
             skipped=judging.skipped,
             would_reject=judging.would,
             unjudged=judging.unjudged,
+            audit_failed=judging.failed,
         )
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
@@ -279,7 +295,7 @@ class Profile:
         cycle = cycle or CycleState(pod)
         seconds: dict[str, float] = {}
         judging = Judging()
-        result = ScoreResult(scores={}, seconds_by_plugin=seconds, skipped=judging.skipped)
+        result = ScoreResult(scores={}, seconds_by_plugin=seconds, skipped=judging.skipped, audit_failed=judging.failed)
         total_weight = 0
         # Per node, the weight of the plugins left out for it (failurePolicy Ignore with its facts missing).
         left_out_weight: dict[str, int] = {}
@@ -291,6 +307,10 @@ class Profile:
             scores, left_out, failure = self._run_score(plugin, policy, cycle, nodes, judging)
             if failure is not None:
                 seconds[plugin.name] = time.perf_counter() - started
+                if policy.audit:  # changes nothing: the enforced plugins alone score
+                    for node in nodes:
+                        judging.hold_back(node.name, failure)
+                    continue
                 result.error = failure
                 return result
             if not scores:  # skipped on every node: it did not run
@@ -329,7 +349,9 @@ class Profile:
         """
         cycle = cycle or CycleState(pod)
         judging = Judging()
-        result = PreemptResult(accepted={}, skipped=judging.skipped, would_veto=judging.would)
+        result = PreemptResult(
+            accepted={}, skipped=judging.skipped, would_veto=judging.would, audit_failed=judging.failed
+        )
         for node_name, victims in candidates.items():
             node = nodes.get(node_name) or Node(node_name)
             verdict = self._preempt_verdict(cycle, node, victims, result.seconds_by_plugin, judging)
@@ -464,6 +486,7 @@ def judged_or_error(result: FilterResult, count: int) -> FilterResult:
         error=next(iter(result.unjudged.values())),
         seconds_by_plugin=result.seconds_by_plugin,
         skipped=result.skipped,
+        audit_failed=result.audit_failed,
     )
 
 
