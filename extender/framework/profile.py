@@ -202,7 +202,7 @@ class Profile:
         preempts: Sequence[PreemptPlugin] = (),
         fail_open: bool = False,
         entries: Mapping[tuple[str, str], EntryPolicy] | None = None,
-        trust_scheduler_filter: bool = False,
+        preempt_trusted: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.filters = tuple(filters)
@@ -213,8 +213,9 @@ class Profile:
         # Per (extension point, plugin name), where an entry differs from the default.
         self.entries = dict(entries or {})
         self._default_entry = EntryPolicy(fail_open=fail_open)
-        # Preempt in full-node mode without a node source: label filters pass, the scheduler's filter is trusted.
-        self.trust_scheduler_filter = trust_scheduler_filter
+        # Filters preempt cannot evaluate (no node source, or one lacking their label keys, in full-node mode), with
+        # why: the policy trusts the scheduler's filter there (preemptTrustsSchedulerFilter), and they pass, noted.
+        self.preempt_trusted = dict(preempt_trusted or {})
         plugins = [*self.filters, *(entry.plugin for entry in self.scores), *self.preempts]
         self.facts = max((plugin.facts for plugin in plugins), default=Facts.NAME)
         self.filter_facts = max((plugin.facts for plugin in self.filters), default=Facts.NAME)
@@ -343,9 +344,9 @@ class Profile:
     ) -> PreemptResult:
         """Keep the candidates where the pod would pass our filters and no plugin vetoes the victims.
 
-        Preempt requests carry no Node objects: filters read what ``nodes`` (the node source) supplies. A candidate
-        whose facts are missing follows each filter's failurePolicy (Fail vetoes that candidate), except that with
-        ``trust_scheduler_filter`` and no node source a label filter passes on the scheduler's own filter result.
+        Preempt requests carry no Node objects: every filter runs on every candidate, reading what ``nodes`` (the
+        node source) supplies. A candidate whose facts are missing follows each filter's failurePolicy (Fail vetoes
+        that candidate); a filter in ``preempt_trusted`` passes on the scheduler's own filter result. Both are noted.
         """
         cycle = cycle or CycleState(pod)
         judging = Judging()
@@ -372,9 +373,9 @@ class Profile:
         self, cycle: CycleState, node: Node, victims: Victims, seconds: dict[str, float], judging: Judging
     ) -> Status:
         for filter_plugin in self.judging_filters(cycle):
-            no_source = node.labels is None and node.why_unknown is None  # nobody supplies labels here
-            if self.trust_scheduler_filter and no_source and filter_plugin.facts > Facts.NAME:
-                judging.skip(node.name, _trusted(filter_plugin.name))
+            blind = self.preempt_trusted.get(filter_plugin.name)
+            if blind is not None:
+                judging.skip(node.name, _trusted(filter_plugin.name, blind))
                 continue
             entry = self.entry("filter", filter_plugin)
             run = self._run_filter(filter_plugin, entry, cycle, (node,), judging)
@@ -511,11 +512,10 @@ def _score_skipped(plugin: str, outcome: Status) -> Status:
     return Status(outcome.code, f"scored 0: {outcome.reason}", plugin)
 
 
-def _trusted(plugin: str) -> Status:
+def _trusted(plugin: str, blind: str) -> Status:
     return Status(
         Code.SUCCESS,
-        "not evaluated: preempt requests carry no Node objects and no nodeSource is configured; the scheduler's own "
-        "filter result is trusted (preemptTrustsSchedulerFilter)",
+        f"not evaluated: {blind}; the scheduler's own filter result is trusted (preemptTrustsSchedulerFilter)",
         plugin,
     )
 
