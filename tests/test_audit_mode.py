@@ -315,3 +315,13 @@ def test_a_rule_name_comes_out_exactly(client_factory, tmp_path, caplog, name):
     assert audit["rule"] == name
     [entry] = logged(caplog, "extender.decision")
     assert entry["wouldReject"]["reasons"][0]["rule"] == name
+
+
+def test_explain_shows_an_audited_failure_as_such(client_factory, tmp_path, capsys):
+    audited_broken(client_factory, tmp_path, "filter", "raise")
+    pod, nodes = tmp_path / "pod.json", tmp_path / "nodes.json"
+    pod.write_text(json.dumps(POD))
+    nodes.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": THREE["items"]}))
+    assert main(["explain", str(pod), "--nodes", str(nodes), "--policy", str(tmp_path / "with.yaml")]) == 0
+    general_row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(GENERAL))
+    assert "audit: failed" in general_row and general_row.rstrip().endswith("kept")
