@@ -221,6 +221,11 @@ def test_an_audited_filter_that_fails_rejects_nothing_and_fails_no_request(clien
     assert entry["auditFailed"]["count"] == 2  # the nodes it was asked about: NodeLabelPolicy rejected the gpu node
     assert level == logging.WARNING
     assert not [e for e in logged(caplog, "extender.audit") if e["plugin"] == "Broken"]
+    # During preempt too, where the audited filter runs on every candidate.
+    got, _, entry, level = exchange(broken, "preempt", preempt_args(), caplog)
+    expected, _, _, _ = exchange(plain, "preempt", preempt_args(), caplog)
+    assert got == expected and sorted(got["NodeNameToMetaVictims"]) == sorted([GENERAL, OTHER])
+    assert "wouldVeto" not in entry and entry["auditFailed"]["reasons"][0]["plugin"] == "Broken"
 
 
 @pytest.mark.parametrize("fail", ["raise", "error"])

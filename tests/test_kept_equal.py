@@ -107,20 +107,20 @@ LABELS = st.fixed_dictionaries(
 )
 # Around the windows: 13:00-14:00 one-off, 13:30-14:30 every day.
 INSTANTS = st.sampled_from(["12:59:59", "13:00", "13:29:59", "13:30", "13:59:59", "14:00", "14:30", "15:00"])
+# Each profile's verbs that keep results.
+VERBS = [
+    "filter",
+    "prioritize",
+    "audit/filter",
+    "audit/prioritize",
+    "audit-broken/filter",
+    "audit-broken/prioritize",
+    "windows/filter",
+    "windows-and-labels/filter",
+]
 REQUESTS = st.fixed_dictionaries(
     {
-        "verb": st.sampled_from(
-            [
-                "filter",
-                "prioritize",
-                "audit/filter",
-                "audit/prioritize",
-                "audit-broken/filter",
-                "audit-broken/prioritize",
-                "windows/filter",
-                "windows-and-labels/filter",
-            ]
-        ),
+        "verb": st.sampled_from(VERBS),
         "namespace": st.sampled_from(["default", "ml", "web"]),
         "priority": st.sampled_from([None, 0, 1000]),
         "names": st.lists(st.sampled_from(NODES), unique=True, max_size=len(NODES)),

@@ -14,7 +14,7 @@ import requests
 
 from testkit.fake_apiserver import node
 from tests.conftest import serving
-from tests.test_kept_equal import POLICY
+from tests.test_kept_equal import POLICY, VERBS
 
 _LIST_AGE = re.compile(rb"fetched \d+\.\d s ago")
 THREADS = 8
@@ -46,17 +46,7 @@ def request(rng: random.Random) -> tuple[str, bytes]:
     pod: dict[str, Any] = {"metadata": {"name": "p", "namespace": rng.choice(["default", "ml", "web"]), "uid": "u"}}
     pod["spec"] = {"priority": rng.choice([0, 1000])}
     names = rng.sample(NAMES, rng.randint(1, len(NAMES)))
-    verbs = [
-        "filter",
-        "prioritize",
-        "audit/filter",
-        "audit/prioritize",
-        "audit-broken/filter",
-        "audit-broken/prioritize",
-        "windows/filter",
-        "windows-and-labels/filter",
-    ]
-    return rng.choice(verbs), orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+    return rng.choice(VERBS), orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
 
 
 def post(url: str, verb: str, data: bytes) -> tuple[int, bytes]:
