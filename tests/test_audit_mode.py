@@ -17,6 +17,8 @@ from extender.framework.types import Node, Pod, Victims
 from tests.test_decision_log import FULL_PREEMPT
 from tests.test_framework import FixedScore, RejectByName, VetoNamespace
 
+pytestmark = pytest.mark.usefixtures("broken_plugin")
+
 GPU, GENERAL = "gke-prod-gpu-1a2b3c4d-x1y2", "gke-prod-general-1a2b3c4d-x1y2"
 POLICY = """
 nodeCacheCapable: false

@@ -164,6 +164,7 @@ def answer(served: Extender, verb: str, data: bytes) -> tuple[int, bytes, list[A
     return decided.status, orjson.dumps(decided.body), told
 
 
+@pytest.mark.usefixtures("broken_plugin")
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(STEPS, st.dictionaries(st.sampled_from(NODES), LABELS))
 def test_cached_and_uncached_answer_alike(monkeypatch, steps, labels):
