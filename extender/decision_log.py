@@ -193,7 +193,7 @@ def _by_rule(held: Iterable[tuple[str, Status]]) -> list[dict[str, Any]]:
     victims) in ``reasons``, each list bounded."""
     groups: dict[tuple[str, str], tuple[list[str], dict[str, Status]]] = {}
     for node, status in held:
-        nodes, reasons = groups.setdefault((status.plugin, rule_named(status.reason)), ([], {}))
+        nodes, reasons = groups.setdefault((status.plugin, _rule_named(status.reason)), ([], {}))
         nodes.append(node)
         if len(reasons) < NODES_PER_REASON:
             reasons.setdefault(status.reason, status)
@@ -212,7 +212,7 @@ def _by_rule(held: Iterable[tuple[str, Status]]) -> list[dict[str, Any]]:
     ]
 
 
-def rule_named(reason: str) -> str:
+def _rule_named(reason: str) -> str:
     """The rule a reason names as the built-in plugins name it, exactly ("" if none): ``NodeLabelPolicy rule
     'ml-on-gpu-pool': ...``, ``NodeNameFilter: node is in maintenance 'pool-a-upgrade' until ...``. The name is
     quoted as Python's repr quotes it (``rule "it's-gpu"`` for a name with a quote), and read back as such."""

@@ -137,7 +137,8 @@ class GivenNodes(PerNameSource):
     def describe(self, name: str) -> Node:
         labels = self._labels.get(name)
         if labels is None:
-            return unavailable(name, f"node {name} is not in the --nodes file, which stands in for the Kubernetes API's node list")
+            why = f"node {name} is not in the --nodes file, which stands in for the Kubernetes API's node list"
+            return unavailable(name, why)
         return Node(name, labels)
 
 
@@ -146,7 +147,8 @@ def offline(policy_path: str | None, nodes: Sequence[dict[str, Any]]) -> Extende
     the --nodes file stands in for the kubernetes source's list (no Kubernetes API needed)."""
     settings = Settings.from_environment()
     policy = load_policy(policy_path, settings)
-    source: NodeSource = GivenNodes(nodes) if policy.node_source.kind == "kubernetes" else policy.node_source.build(None)
+    spec = policy.node_source
+    source: NodeSource = GivenNodes(nodes) if spec.kind == "kubernetes" else spec.build(None)
     return Extender(policy, source, settings)
 
 
@@ -158,11 +160,12 @@ def stand_ins(extender: Extender, profile_name: str, victims: bool) -> list[str]
     notes = []
     if not full:
         notes.append(
-            "the policy does not declare nodeCacheCapable: false, so kube-scheduler sends it node names: --nodes gives "
+            "the policy does not declare nodeCacheCapable: false, so explain asks by node name as kube-scheduler with "
+            "nodeCacheCapable: true does: --nodes gives "
             + (f"the names, the {kind} nodeSource their labels, as for the function" if kind else "the names only")
         )
     elif kind and victims:
-        notes.append(f"preempt requests carry no nodes: their labels come from the {kind} nodeSource, as for the function")
+        notes.append(f"preempt requests carry no nodes: labels come from the {kind} nodeSource, as for the function")
     if kind == "kubernetes":
         notes.append("the --nodes file stands in for the node list the function reads from the Kubernetes API")
         if victims and not full and profile is not None and profile.victim_facts > VictimFacts.UID:

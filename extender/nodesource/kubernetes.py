@@ -160,12 +160,12 @@ class KubernetesNodes:
         return unavailable(name, f"node {name} is not in the node list fetched {age:.1f} s ago from the Kubernetes API")
 
     def _log_unknown(self, nodes: Sequence[Node]) -> None:
-        pending = [node for node in nodes if node.why_unknown is not None]
+        pending = [(node.name, node.why_unknown.reason) for node in nodes if node.why_unknown is not None]
         if pending:
             logger.warning(
                 "node labels unavailable for %s: %s; each plugin's failurePolicy decides (policy default %s): %s",
-                _names([node.name for node in pending]),
-                pending[-1].why_unknown.reason,  # type: ignore[union-attr]
+                _names([name for name, _ in pending]),
+                pending[-1][1],
                 "Ignore" if self._fail_open else "Fail",
                 "Fail rejects these nodes, Ignore lets them pass",
             )

@@ -101,9 +101,8 @@ def _policy_loader() -> type:
     class PolicyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
         pass
 
-    PolicyLoader.add_implicit_resolver(
-        "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"), list("-+0123456789.")
-    )
+    exponent = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+    PolicyLoader.add_implicit_resolver("tag:yaml.org,2002:float", exponent, list("-+0123456789."))
     return PolicyLoader
 
 

@@ -421,7 +421,8 @@ def _facts_problem(name: str, plugin: type[Plugin], source: NodeSourceSpec | Non
 def _build_profile(
     data: dict[str, Any], fail_open: bool, source: NodeSourceSpec | None, trust_scheduler_filter: bool
 ) -> Profile:
-    """``trust_scheduler_filter``: preempt passes the filters whose labels it cannot see (preemptTrustsSchedulerFilter)."""
+    """``trust_scheduler_filter``: preempt passes the filters whose labels it cannot see
+    (preemptTrustsSchedulerFilter)."""
     args = {config["name"]: config["args"] for config in data["pluginConfig"]}
     instances: dict[str, Plugin] = {}
 

@@ -63,7 +63,9 @@ class Price(fields.Float):
             raise ValidationError("must be a number (a price such as 0.134), not a string or a boolean")
         price = super()._deserialize(value, attr, data, **kwargs)
         if price > MAX_PRICE:
-            raise ValidationError(f"{price:g} is no price: at most {MAX_PRICE:g} (any currency and unit: choose a larger unit)")
+            raise ValidationError(
+                f"{price:g} is no price: at most {MAX_PRICE:g} (any currency and unit: choose a larger unit)"
+            )
         return price
 
 
