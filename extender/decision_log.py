@@ -192,8 +192,12 @@ def _by_rule(held: Iterable[tuple[str, Status]]) -> list[dict[str, Any]]:
     largest first: ``count`` nodes, the first of them in ``nodes`` and the first distinct reasons (which name the
     victims) in ``reasons``, each list bounded."""
     groups: dict[tuple[str, str], tuple[list[str], dict[str, Status]]] = {}
+    rules: dict[str, str] = {}  # by reason: thousands of nodes share a few
     for node, status in held:
-        nodes, reasons = groups.setdefault((status.plugin, _rule_named(status.reason)), ([], {}))
+        rule = rules.get(status.reason)
+        if rule is None:
+            rule = rules[status.reason] = _rule_named(status.reason)
+        nodes, reasons = groups.setdefault((status.plugin, rule), ([], {}))
         nodes.append(node)
         if len(reasons) < NODES_PER_REASON:
             reasons.setdefault(status.reason, status)
