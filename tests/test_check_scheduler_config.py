@@ -14,9 +14,9 @@ import pytest
 from extender.__main__ import main
 from testkit.certs import CertificateAuthority
 from tests.conftest import ROOT
-from tests.recordings import FIXTURES
+from tests.recordings import scenarios
 
-RECORDED = sorted(FIXTURES.glob("*/scheduler-config.yaml"))
+RECORDED = [recording.config_path for recording in scenarios()]
 HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 URL = "https://scheduler-extender-x7k2p9q4ra-uc.a.run.app/q8ZrT2vLw5NcY7bK1mXf4HsJ9dGp3aEu"
 
@@ -33,7 +33,7 @@ def write(tmp_path, name, text):
     return path
 
 
-@pytest.mark.parametrize("path", RECORDED, ids=[path.parent.name for path in RECORDED])
+@pytest.mark.parametrize("path", RECORDED, ids=[f"{path.parent.parent.name}/{path.parent.name}" for path in RECORDED])
 def test_configurations_a_real_kube_scheduler_started_with_pass(capsys, path):
     code, out, err = run(capsys, path)
     assert (code, err) == (0, [])
