@@ -43,6 +43,8 @@ TUNING_ENV = "EXTENDER_PROCESS_TUNING"
 KUBERNETES_PREFIX = "KUBERNETES_"
 # Names under which Cloud Functions may put the function in front of the path.
 FUNCTION_NAME_ENVS = ("K_SERVICE", "FUNCTION_NAME", "FUNCTION_TARGET")
+# The function's entry point (main.py, Terraform's entry_point): FUNCTION_TARGET wherever the function is deployed.
+ENTRY_POINT = "extender"
 # Set together by Cloud Run, and so by Cloud Functions (2nd gen), in every instance: google-cloud-logging detects
 # Cloud Run by them too. K_SERVICE alone may be set elsewhere, to name the function in front of the path.
 CLOUD_RUN_ENVS = ("K_SERVICE", "K_REVISION")
