@@ -43,8 +43,6 @@ TUNING_ENV = "EXTENDER_PROCESS_TUNING"
 KUBERNETES_PREFIX = "KUBERNETES_"
 # Names under which Cloud Functions may put the function in front of the path.
 FUNCTION_NAME_ENVS = ("K_SERVICE", "FUNCTION_NAME", "FUNCTION_TARGET")
-# The function's entry point (main.py, Terraform's entry_point): FUNCTION_TARGET wherever the function is deployed.
-ENTRY_POINT = "extender"
 # Set together by Cloud Run, and so by Cloud Functions (2nd gen), in every instance: google-cloud-logging detects
 # Cloud Run by them too. K_SERVICE alone may be set elsewhere, to name the function in front of the path.
 CLOUD_RUN_ENVS = ("K_SERVICE", "K_REVISION")
@@ -101,6 +99,12 @@ class Settings(NamedTuple):
             on_google_cloud=all(environ.get(name) for name in CLOUD_RUN_ENVS),
             project=environ.get(PROJECT_ENV) or None,
         )
+
+    @property
+    def caller_tokens(self) -> list[str]:
+        """The tokens a path may carry: the current one, then the one before a rotation, accepted too until the
+        scheduler's urlPrefix carries the new one; none serves every path openly."""
+        return [token for token in (self.caller_token, self.previous_caller_token) if token]
 
     def __repr__(self) -> str:
         # The tokens are secrets, and the Kubernetes variables may hold one: neither is ever shown.

@@ -31,7 +31,7 @@ from extender.cli.check_policy import add_function_name, deployed_settings
 from extender.errors import ConfigError, RequestError
 from extender.framework.types import Facts
 from extender.policy.loader import Policy, PolicyError, load_policy
-from extender.routing import NOT_FOUND, Route, Router
+from extender.http.routing import NOT_FOUND, Route, Router
 from extender.settings import CALLER_TOKEN_ENV, Settings
 
 # The Kubernetes minor versions judged, oldest and newest.
@@ -286,7 +286,7 @@ def route_of(url: str, verb: str, profiles: Collection[str], settings: Settings)
     the token there). A cloudfunctions.net URL names the function first, and the function accepts that prefix."""
     segments = _segments(url)
     names = _function_names(url, settings)
-    tokens = [token for token in (settings.caller_token, settings.previous_caller_token) if token]
+    tokens = settings.caller_tokens
     if not tokens:
         at = 1 if segments and segments[0] in names else 0
         tokens = segments[at : at + 1] if len(segments) > at and _is_token(segments[at], profiles, names) else []

@@ -19,12 +19,11 @@ from extender.framework.plugin import FilterPlugin, Plugin, PreemptPlugin, Score
 from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
 from extender.nodesource.spec import NodeSourceSpec
-from extender.settings import ENTRY_POINT
+from extender.protocol import DEFAULT_PROFILE, ENTRY_POINT, VERBS
 from extender.wire.errors import entries_as_written, flatten_errors
 
 API_VERSION = "extender.scheduling.gcf/v1alpha1"
 KIND = "ExtenderPolicy"
-DEFAULT_PROFILE = "default"
 
 # Extension point in the file -> the interface an enabled plugin must implement.
 EXTENSION_POINTS: dict[str, type[Plugin]] = {
@@ -41,8 +40,6 @@ _MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 def _not_a_verb(name: str) -> None:
     """A profile name is the URL segment before the verb: one named like a verb shadows a route."""
-    from extender.routing import VERBS  # the router imports this module
-
     if name in VERBS:
         raise ValidationError(f"{name!r} is a verb of the extender's URLs ({', '.join(VERBS)}): choose another name")
 
