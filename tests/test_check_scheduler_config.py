@@ -39,6 +39,10 @@ def write(tmp_path, name, text):
     return path
 
 
+def scheduler_yaml(tmp_path, body):
+    return write(tmp_path, "scheduler.yaml", HEADER + textwrap.dedent(body))
+
+
 @pytest.mark.parametrize("recording", scenarios(), ids=lambda recording: recording.id)
 def test_configurations_a_real_kube_scheduler_started_with_pass_for_its_version(capsys, recording):
     major, minor = recording.kubernetes_version or (1, 35)
@@ -200,12 +204,9 @@ def test_as_a_real_command_exit_codes_and_streams(tmp_path):
 
 
 def test_keys_set_twice_anywhere_in_a_yaml_file_are_refused_by_line(capsys, tmp_path):
-    config = write(
+    config = scheduler_yaml(
         tmp_path,
-        "scheduler.yaml",
-        HEADER
-        + textwrap.dedent(
-            f"""\
+        f"""\
         profiles:
         - schedulerName: second
           schedulerName: third
@@ -218,8 +219,7 @@ def test_keys_set_twice_anywhere_in_a_yaml_file_are_refused_by_line(capsys, tmp_
         extenders:
         - urlPrefix: {URL}
           tlsConfig: {{insecure: true, insecure: false}}
-        """
-        ),
+        """,
     )
     code, out, err = run(capsys, config)
     assert (code, out) == (1, "")
@@ -248,12 +248,9 @@ def test_keys_set_twice_in_a_json_file_are_refused_by_path_outside_plugin_args(c
 
 
 def test_unknown_fields_and_wrong_types_are_refused_at_every_level(capsys, tmp_path):
-    config = write(
+    config = scheduler_yaml(
         tmp_path,
-        "scheduler.yaml",
-        HEADER
-        + textwrap.dedent(
-            f"""\
+        f"""\
         parallelism: "16"
         leaderElection: {{leaderElect: true, leaseDuration: 15, resourceNamespce: kube-system}}
         clientConnection: {{qps: fast, burst: 100}}
@@ -268,8 +265,7 @@ def test_unknown_fields_and_wrong_types_are_refused_at_every_level(capsys, tmp_p
           - {{name: NodeResourcesFit, args: {{anything: [goes, here]}}}}
         extenders:
         - urlPrefix: {URL}
-        """
-        ),
+        """,
     )
     code, out, err = run(capsys, config)
     assert (code, out) == (1, "")
@@ -291,12 +287,9 @@ def test_unknown_fields_and_wrong_types_are_refused_at_every_level(capsys, tmp_p
 
 
 def test_a_complete_configuration_decodes_and_plugin_args_are_left_to_kube_scheduler(capsys, tmp_path):
-    config = write(
+    config = scheduler_yaml(
         tmp_path,
-        "scheduler.yaml",
-        HEADER
-        + textwrap.dedent(
-            f"""\
+        f"""\
         parallelism: 16
         leaderElection:
           leaderElect: true
@@ -329,8 +322,7 @@ def test_a_complete_configuration_decodes_and_plugin_args_are_left_to_kube_sched
           filterVerb: filter
           nodeCacheCapable: true
           ignorable: false
-        """
-        ),
+        """,
     )
     code, out, err = run(capsys, config)
     assert (code, err) == (0, [])

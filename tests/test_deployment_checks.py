@@ -6,15 +6,11 @@ One test per combination; the Terraform plan's share is in tests/terraform/.
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from extender.__main__ import main
+from tests.test_check_scheduler_config import HEADER, RUN_APP, TOKEN, write
 
-RUN_APP = "https://scheduler-extender-x7k2p9q4ra-uc.a.run.app"
-TOKEN = "q8ZrT2vLw5NcY7bK1mXf4HsJ9dGp3aEu"
-HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 BATCH_POLICY = """
 nodeCacheCapable: true
 profiles:
@@ -31,12 +27,6 @@ def run(capsys, command, *argv):
     code = main([command, *map(str, argv)])
     out, err = capsys.readouterr()
     return code, out, err.splitlines()
-
-
-def write(tmp_path, name, text):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 def scheduler_config(tmp_path, extender, header=HEADER, top=""):
