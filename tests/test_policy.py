@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -745,3 +748,26 @@ def test_an_entry_without_a_failure_policy_takes_the_policy_level_one():
     """
     profile = parse_policy(textwrap.dedent(text), "t").profiles["default"]
     assert profile.entry("filter", profile.filters[0]) == EntryPolicy(fail_open=True, audit=False)
+
+
+def test_unknown_keys_are_reported_in_the_same_order_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """marshmallow finds unknown keys by set difference; the lines must not follow the interpreter's hash seed."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "profiles:\n- name: default\n  zeta: 1\n  alpha: 2\n  mid: 3\n  plugins: {filter: {enabled: [{name: NodeNameFilter}]}}\n"
+    )
+    outputs = set()
+    for seed in ("1", "2", "3", "4", "5"):
+        done = subprocess.run(
+            [sys.executable, "-m", "extender", "check-policy", str(policy)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        assert done.returncode == 1, done.stderr
+        outputs.add(done.stdout + done.stderr)
+    assert len(outputs) == 1, outputs
+    (output,) = outputs
+    lines = [line.strip() for line in output.splitlines() if "Unknown field" in line]
+    assert lines == [f"profiles[0].{key}: Unknown field." for key in ("alpha", "mid", "zeta")]
