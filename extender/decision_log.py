@@ -135,7 +135,7 @@ def decision_fields(
     if result.skipped:
         fields["skipped"] = _rejections(_noted(result.skipped))
     if result.audit_failed:
-        fields["auditFailed"] = _rejections(_noted(result.audit_failed))
+        fields["auditFailed"] = _audit_failures(result.audit_failed)
     for verdict, notes in _held_back(result):
         pairs = _noted(notes)
         fields[verdict] = {"count": len(notes), "reasons": _by_rule(pairs)[:TOP_N]}
@@ -185,6 +185,23 @@ def _rejections(rejected: Iterable[tuple[str, Status]]) -> dict[str, Any]:
         for (plugin, code, reason), nodes in largest
     ]
     return {"count": len(nodes_seen), "reasons": reasons}
+
+
+def _audit_failures(failed: Notes) -> list[dict[str, Any]]:
+    """One item per audited plugin that failed: the first reason, and the nodes it failed on (``count``, the first
+    of them in ``nodes``)."""
+    by_plugin: dict[str, tuple[Status, list[str]]] = {}
+    for node, status in _noted(failed):
+        by_plugin.setdefault(status.plugin, (status, []))[1].append(node)
+    return [
+        {
+            "plugin": plugin,
+            "reason": bounded(first.reason),
+            "count": len(nodes),
+            "nodes": [_name(node) for node in nodes[:NODES_PER_REASON]],
+        }
+        for plugin, (first, nodes) in by_plugin.items()
+    ]
 
 
 def _by_rule(held: Iterable[tuple[str, Status]]) -> list[dict[str, Any]]:
