@@ -23,7 +23,7 @@ from extender.errors import bounded
 from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
 from extender.framework.status import Code, Status
 from extender.framework.types import Pod
-from extender.routing import Route
+from extender.http.routing import Route
 from extender.verbs import Answer
 
 EVENT = "extender.decision"

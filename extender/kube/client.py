@@ -24,12 +24,13 @@ from urllib.parse import quote
 import orjson
 import requests
 
-from extender import __version__, read_deadline
+from extender import __version__
 from extender.errors import bounded
-from extender.kube import TOKEN_ENV, TOKEN_FILE_ENV
+from extender.http import read_deadline
 from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
 from extender.kube.nodelist import decode_node_list
+from extender.kube.variables import TOKEN_ENV, TOKEN_FILE_ENV
 from extender.urls import failure_cause
 
 # Metadata-only lists (names and labels): a GKE node's metadata is about a third of its ~18 kB (status.images).

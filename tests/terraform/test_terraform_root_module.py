@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from extender.decision_log import EVENT, decision_fields
+from extender.http.routing import Route, Router
 from extender.policy.loader import load_policy
-from extender.routing import Route, Router
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV
 from extender.verbs import Answer
 from tests.terraform.support import REPO, ROOT_MODULE, SCHEDULER_CONFIG, load_module, local_source, named, resources, run_terraform
@@ -348,7 +348,7 @@ def test_source_key_follows_content_and_policy(terraform: str, terraform_env: di
     _copy_function_sources(tree)
     base = _source_locals(terraform, terraform_env, tmp_path / "base", tree, None)
     with_policy = _source_locals(terraform, terraform_env, tmp_path / "policy", tree, ROOT_MODULE / "examples" / "gke-public" / "policy.yaml")
-    (tree / "extender" / "routing.py").write_text((tree / "extender" / "routing.py").read_text() + "\n")
+    (tree / "extender" / "http" / "routing.py").write_text((tree / "extender" / "http" / "routing.py").read_text() + "\n")
     edited = _source_locals(terraform, terraform_env, tmp_path / "edited", tree, None)
     assert len({base["source_sha256"], with_policy["source_sha256"], edited["source_sha256"]}) == 3
 
