@@ -489,8 +489,8 @@ def test_cross_field_checks_run_beside_the_field_errors_of_the_same_entry():
     assert got == [
         "nodeSource.kubernetes.maxWait: Not a duration: write it like 500ms, 5s or 1m30s.",
         "nodeSource: set exactly one of kubernetes, static, names (got kubernetes, static)",
-        f"{rule}.pods.priority.mid: Unknown field.",
         f"{rule}.pods.priority: min (10) is above max (5)",
+        f"{rule}.pods.priority.mid: Unknown field.",
         f"{rule}.nodeSelector.matchExpressions[0].key: 'bad key!' is not a valid key: the name must be 1-63 letters, "
         "digits, '-', '_' or '.', starting and ending with a letter or digit, optionally after a DNS subdomain prefix "
         "and '/'",
