@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from marshmallow import ValidationError, fields
+from marshmallow import Schema, ValidationError, fields
 
 
 def unique_names(items: Sequence[Any]) -> None:
@@ -37,3 +37,19 @@ class Map(fields.Dict):
                     for key, problems in exc.messages.items()
                 }
             ) from None
+
+
+def failed_fields(schema: Schema, data: Mapping[str, Any], original: Any) -> set[str]:
+    """The fields (by attribute) the input gave whose value did not load: each has an error of its own already.
+
+    A schema's cross-field checks run beside its field errors, so that one run reports every problem of a policy
+    (``validates_schema(skip_on_field_errors=False, pass_original=True)``: marshmallow skips them by default); they
+    leave out what depends on a field in this set, and count it as given where only its presence matters.
+    """
+    if not isinstance(original, Mapping):
+        return set()
+    return {
+        field.attribute or name
+        for name, field in schema.load_fields.items()
+        if (field.data_key or name) in original and (field.attribute or name) not in data
+    }
