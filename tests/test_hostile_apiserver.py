@@ -24,6 +24,7 @@ import os
 import random
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -39,6 +40,8 @@ from tests.tally import Tally
 
 # The scheduler's httpTimeout: every answer must come within it. Calls to the API get half of it each.
 HTTP_TIMEOUT = 2.0
+# gunicorn's threads serving requests in the worker.
+SERVING_THREADS = 4
 SEED = os.environ.get("EXTENDER_HOSTILE_SEED", "17")
 ROUNDS = int(os.environ.get("EXTENDER_HOSTILE_API_ROUNDS", "45"))
 NODES = [node(f"node-{index}", {"zone": "a" if index % 2 == 0 else "b"}) for index in range(8)]
@@ -164,6 +167,7 @@ def function(
         "EXTENDER_POLICY": str(directory / "policy.yaml"),
         "EXTENDER_HTTP_TIMEOUT": f"{int(HTTP_TIMEOUT * 1000)}ms",
         "GUNICORN_LOG_LEVEL": "info",
+        "THREADS": str(SERVING_THREADS),
     }
     hostile_answers.prepare()  # the large bodies, built before any answer is timed
     with served_process(log, **env) as (url, process):
@@ -172,6 +176,17 @@ def function(
         for verb in ("filter", "preempt", "bind"):  # every path warm: imports, the first list, the read deadlines
             status, answer, _ = called.call(verb, args_for(verb, apiserver, called))
             check_answer(verb, status, answer)
+        # gunicorn starts its serving threads as requests overlap, up to THREADS: all of them now, so that the
+        # worker's thread count changes only by threads the function itself starts.
+        apiserver.hostile = {"pods": "stall before head"}
+        body = orjson.dumps(preempt_args())
+
+        def post(_: int) -> int:
+            return requests.post(f"{url}/preempt", data=body, headers=JSON, timeout=HTTP_TIMEOUT * 5).status_code
+
+        with ThreadPoolExecutor(SERVING_THREADS * 2) as overlapping:
+            assert set(overlapping.map(post, range(SERVING_THREADS * 2))) == {200}
+        apiserver.hostile = {}
         yield called
     text = log.read_text(errors="replace")
     assert "Traceback" not in text and "unexpected failure" not in text and "Exception on" not in text
