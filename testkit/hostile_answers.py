@@ -191,7 +191,8 @@ def _not_an_object(a: Answering, code: int, body: bytes) -> None:
 
 def _echo_token(a: Answering, code: int, body: bytes) -> None:
     """A server that quotes the request's credentials back, in the reason phrase and the Status message."""
-    said = f"Bearer {a.token} {a.token[:16]} {a.token[-16:]}"
+    encoded = base64.b64encode(a.token.encode()).decode()
+    said = f"Bearer {a.token} {a.token[:16]} {a.token[-16:]} Basic {encoded}"
     status = {
         "kind": "Status",
         "status": "Failure",

@@ -144,8 +144,8 @@ def check_answer(verb: str, status: int, answer: Any) -> None:
 def secrets_in(text: str) -> list[str]:
     """The bearer token in every form a log line could carry it: whole, in 16-character pieces, encoded."""
     forms = [TOKEN, quote(TOKEN, safe=""), base64.b64encode(TOKEN.encode()).decode()]
-    forms += [TOKEN[at : at + 16] for at in range(len(TOKEN) - 15)]
-    return [form for form in forms if form in text]
+    pieces = {form[at : at + 16] for form in forms for at in range(len(form) - 15)}
+    return sorted(piece for piece in pieces if piece in text)
 
 
 @pytest.fixture(scope="module")
@@ -222,6 +222,15 @@ def test_preempts_against_dripping_pod_lists_leave_no_threads_behind(apiserver, 
         assert against(apiserver, function, "preempt", shape)["NodeNameToMetaVictims"] == {}
     # Each call's socket is shut down at its deadline: the threads that listed are gone right after.
     assert function.threads(at_most=baseline, within=3.0) <= baseline
+
+
+def test_a_server_that_echoes_the_bearer_token_never_gets_it_answered_or_logged(apiserver, function):
+    for verb in sorted(VERBS.values()):
+        for shape in ("token echoed in a Status", "token echoed as text"):
+            answer = against(apiserver, function, verb, shape)
+            assert secrets_in(orjson.dumps(answer).decode()) == []
+    log = function.log.read_text(errors="replace")
+    assert secrets_in(log) == [] and "Bearer <redacted>" in log
 
 
 def test_huge_pod_lists_leave_memory_bounded(apiserver, function):

@@ -15,6 +15,7 @@ side (401, 403, a redirect), and for a cap, the cap.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import ssl
@@ -249,10 +250,12 @@ def _status_error(answer: outbound.Answer, token: str | None) -> KubeError:
 
 
 def _redacted(text: str, token: str | None) -> str:
-    """``text`` without the bearer token or any piece of it: a server may echo the request's headers."""
+    """``text`` without the bearer token or any piece of it, as sent or base64-encoded: a server may echo the
+    request's headers."""
     if not token:
         return text
-    pieces = {token[at : at + _TOKEN_PIECE] for at in range(len(token) - _TOKEN_PIECE + 1)}
+    forms = (token, base64.b64encode(token.encode()).decode())
+    pieces = {form[at : at + _TOKEN_PIECE] for form in forms for at in range(len(form) - _TOKEN_PIECE + 1)}
 
     def hide(run: re.Match[str]) -> str:
         found = run.group()
