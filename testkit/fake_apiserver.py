@@ -307,8 +307,10 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             code, body = server.answer(self.command, self.path, headers, raw)
             shape = server.hostile.get(_resource(self.path))
             if shape is not None:
+                payload = json.dumps(body).encode()
                 pace = server.drip or 0.05
-                hostile_answers.answer(self, shape, code, json.dumps(body).encode(), server._stopped, pace, server.token, _resource(self.path))
+                resource = _resource(self.path)
+                hostile_answers.answer(self, shape, code, payload, server._stopped, pace, server.token, resource)
                 return
             if server.padding:
                 body = {**body, "padding": "x" * server.padding}

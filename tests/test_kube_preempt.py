@@ -142,7 +142,8 @@ def test_pod_lists_of_the_wrong_shape_are_a_clear_answer_never_a_500(make_client
         answer = preempt(make_client(), meta_request({"node-b": ["u-web"]}))
     assert answer["NodeNameToMetaVictims"] == {} and "only their UIDs are known" in answer["Error"]
     [warning] = [record.getMessage() for record in caplog.records if "victim pods unavailable" in record.getMessage()]
-    assert re.search(r"listed pods on node node-b in a form this extender cannot read: .*(at `\$\.items|items\[0\]: |pod u-web: Expected)", warning)
+    where = r"(at `\$\.items|items\[0\]: |pod u-web: Expected)"
+    assert re.search(rf"listed pods on node node-b in a form this extender cannot read: .*{where}", warning)
     assert "\n" not in warning
 
 

@@ -1,4 +1,4 @@
-"""Outbound calls (extender.http.outbound) against a raw server: one deadline in total, capped bytes, kept connections."""
+"""Outbound calls (extender.http.outbound) against a raw server: one deadline in all, capped bytes, kept connections."""
 
 from __future__ import annotations
 

@@ -102,7 +102,8 @@ class Forwarder:
         outgoing = {name: value for name, value in headers if name.lower() not in _per_hop(headers) | REPLACED}
         outgoing["Authorization"] = f"Bearer {token}"
         # Checked as it will be sent: requests normalises dot-segments away and drops what follows a "#".
-        prepared = self._session.prepare_request(requests.Request(method, self.target + path, data=body, headers=outgoing))
+        request = requests.Request(method, self.target + path, data=body, headers=outgoing)
+        prepared = self._session.prepare_request(request)
         if not self._inside(urlsplit(prepared.url).path):
             return failure(400, "the path leaves the target once normalised as it would be sent: not forwarded")
         settings = self._session.merge_environment_settings(prepared.url, {}, True, None, None)
