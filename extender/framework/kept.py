@@ -22,8 +22,9 @@ request then touches only the names it carries. Invariants:
   carried over only for the same Node object (a refresh keeps the objects of
   unchanged nodes). So the kept Node objects are the live ones.
 - Never kept: Errors (they may be transient), nodes their source could not
-  describe or a plugin did not judge (``FilterResult.skipped``), anything
-  worked out while the generation changed under the request. Audited
+  describe or a plugin did not judge (``FilterResult.skipped``), scores of a
+  candidate set with such a node, anything worked out while the generation
+  changed under the request. Audited
   plugins' held-back rejections are kept with the verdicts, so a kept answer
   reports them as the plain profile does.
 - Kept values are never changed, only replaced in one assignment: concurrent
@@ -183,6 +184,7 @@ class KeptProfile:
             seconds_by_plugin=seconds,
             skipped=fresh_result.skipped,
             unjudged=fresh_result.unjudged,
+            observed=fresh_result.observed if fresh else plain.observations(cycle, plain.judging_filters(cycle)),
         )
         if would_reject:
             result.would_reject = {name: would_reject[name] for name in names if name in would_reject}
@@ -206,12 +208,20 @@ class KeptProfile:
         kept = kept_now.scores.get(keys)
         if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
             seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
+            observed = plain.observations(cycle, (entry.plugin for entry in plain.scores))
             return ScoreResult(
-                kept.scores, dict(kept.by_plugin), seconds_by_plugin=seconds, kept=True, audited=list(kept.audited)
+                kept.scores,
+                dict(kept.by_plugin),
+                seconds_by_plugin=seconds,
+                kept=True,
+                audited=list(kept.audited),
+                observed=observed,
             )
         nodes = source.lookup(names)
         result = plain.prioritize(pod, nodes, cycle)
-        if result.error is None and self._described(nodes) and source.generation() is generation:
+        # Scores some plugin could not work out for every node (``skipped``) are never kept, as verdicts are not.
+        described = not result.skipped and self._described(nodes)
+        if result.error is None and described and source.generation() is generation:
             # The names as the scores hold them: the answer's entries are found by the same string objects.
             kept_scores = KeptScores(
                 frozenset(result.scores), dict(result.by_plugin), result.scores, tuple(result.audited)

@@ -34,7 +34,17 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from extender.framework import status as st
 from extender.framework.cycle import CycleState
-from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, Plugin, PreemptPlugin, ScorePlugin
+from extender.framework.plugin import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    FilterPlugin,
+    Observed,
+    Plugin,
+    PreemptPlugin,
+    ScorePlugin,
+    has_own_facts,
+    observes,
+)
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
@@ -94,7 +104,7 @@ class Judging:
 
 
 class FilterResult:
-    __slots__ = ("error", "feasible", "rejected", "seconds_by_plugin", "skipped", "unjudged", "would_reject")
+    __slots__ = ("error", "feasible", "observed", "rejected", "seconds_by_plugin", "skipped", "unjudged", "would_reject")
 
     def __init__(
         self,
@@ -105,6 +115,7 @@ class FilterResult:
         skipped: Notes | None = None,
         would_reject: Notes | None = None,
         unjudged: dict[str, Status] | None = None,
+        observed: dict[str, Observed] | None = None,
     ) -> None:
         # The names of the nodes every filter accepts, in input order.
         self.feasible = feasible
@@ -116,10 +127,12 @@ class FilterResult:
         # Nodes rejected only because their facts were missing, with why: never kept, and when they are all, the
         # answer is that Error.
         self.unjudged = _or_empty(unjudged)
+        # What the plugins that measure something measured in this request, by plugin (``Plugin.observations``).
+        self.observed = _or_empty(observed)
 
 
 class ScoreResult:
-    __slots__ = ("audited", "by_plugin", "error", "kept", "scores", "seconds_by_plugin", "skipped")
+    __slots__ = ("audited", "by_plugin", "error", "kept", "observed", "scores", "seconds_by_plugin", "skipped")
 
     def __init__(
         self,
@@ -130,6 +143,7 @@ class ScoreResult:
         kept: bool = False,
         skipped: Notes | None = None,
         audited: list[str] | None = None,
+        observed: dict[str, Observed] | None = None,
     ) -> None:
         # Final extender scores (0..10) per node name; empty when ``error`` is set.
         self.scores = scores
@@ -143,6 +157,8 @@ class ScoreResult:
         self.skipped = _or_empty(skipped)
         # Audited score plugins: in ``by_plugin``, but not in ``scores``.
         self.audited = [] if audited is None else audited
+        # What the score plugins that measure something measured in this request, by plugin.
+        self.observed = _or_empty(observed)
 
 
 class PreemptResult:
@@ -227,13 +243,14 @@ class Profile:
             skipped=judging.skipped,
             would_reject=judging.would,
             unjudged=judging.unjudged,
+            observed=self.observations(cycle, self.judging_filters(cycle)),
         )
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
         if False in passed:
             for name, verdict in compress(zip(names, verdicts), map(not_, passed)):
                 if verdict.code is Code.ERROR:
-                    return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds)
+                    return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds, observed=result.observed)
                 result.rejected[name] = verdict
             result.feasible = list(compress(names, passed))
         return result
@@ -250,6 +267,19 @@ class Profile:
     def judging_filters(self, cycle: CycleState) -> tuple[FilterPlugin, ...]:
         """The filters that judge nodes in this request, in policy order: one that skips it passes every node."""
         return tuple(plugin for plugin in self.filters if not cycle.skips(plugin))
+
+    def observations(self, cycle: CycleState, plugins: Iterable[Plugin]) -> dict[str, Observed]:
+        """What those of ``plugins`` that measure something measured in this request, by plugin name."""
+        observed: dict[str, Observed] = {}
+        for plugin in plugins:
+            if observes(plugin):
+                try:
+                    found = plugin.observations(*cycle.extra(plugin))
+                except Exception:  # its prepare failed: the plugin reported that where it ran
+                    continue
+                if found is not None:
+                    observed[plugin.name] = found
+        return observed
 
     def _verdicts_of(
         self, cycle: CycleState, nodes: Sequence[Node], seconds: dict[str, float], judging: Judging
@@ -306,6 +336,7 @@ class Profile:
             for name, score in scores.items():
                 weighted[name] += entry.weight * score
         result.scores = _to_extender_priorities(weighted, total_weight, left_out_weight)
+        result.observed = self.observations(cycle, (entry.plugin for entry in self.scores))
         return result
 
     def prioritize_names(
@@ -380,14 +411,18 @@ class Profile:
         return st.SUCCESS
 
     def _run_filter(
-        self, plugin: FilterPlugin, entry: EntryPolicy, cycle: CycleState, nodes: Iterable[Node], judging: Judging
+        self, plugin: FilterPlugin, entry: EntryPolicy, cycle: CycleState, nodes: Sequence[Node], judging: Judging
     ) -> Iterator[Status]:
         """The plugin's verdict on each node in turn: one loop per plugin, as thousands of nodes may pass."""
         needs_labels, check, pod, name = plugin.facts > Facts.NAME, plugin.filter, cycle.pod, plugin.name
+        own = _own_missing(plugin, "filter", cycle, nodes)
+        if isinstance(own, Status):  # its missing_facts failed: a plugin bug, the request's Error
+            yield own
+            return
         ran = False
         for node in nodes:
-            if needs_labels and node.labels is None:
-                cause = _cause(name, node)
+            if (needs_labels and node.labels is None) or (own and node.name in own):
+                cause = _cause(name, node) if needs_labels and node.labels is None else own[node.name].with_plugin(name)
                 outcome = _unknown_facts(name, cause, entry.fail_open)
                 if outcome.code is Code.SUCCESS or outcome.code is Code.UNSCHEDULABLE:
                     judging.skip(node.name, outcome)  # not judged: passed (Ignore) or rejected (Fail)
@@ -421,11 +456,16 @@ class Profile:
         """
         zeros: list[str] = []
         left_out: list[str] = []
-        if plugin.facts > Facts.NAME and None in map(_labels, nodes):
+        needs_labels = plugin.facts > Facts.NAME
+        own = _own_missing(plugin, "score", cycle, nodes)
+        if isinstance(own, Status):
+            return {}, [], own
+        if (needs_labels and None in map(_labels, nodes)) or own:
             unjudged: Status | None = None
             for node in nodes:
-                if node.labels is None:
-                    cause = _cause(plugin.name, node)
+                if (needs_labels and node.labels is None) or node.name in own:
+                    cause = _cause(plugin.name, node) if needs_labels and node.labels is None else own[node.name]
+                    cause = cause.with_plugin(plugin.name)
                     outcome = _unknown_facts(plugin.name, cause, entry.fail_open)
                     (left_out if outcome.is_success else zeros).append(node.name)
                     judging.skip(node.name, _score_skipped(plugin.name, outcome))
@@ -433,7 +473,7 @@ class Profile:
                         unjudged = cause
             if unjudged is not None and len(zeros) == len(nodes) and not entry.audit:
                 return {}, [], unjudged  # not one node could be judged: why is the Error (every node scores 0 anyway)
-            nodes = [node for node in nodes if node.labels is not None]
+            nodes = [node for node in nodes if not ((needs_labels and node.labels is None) or node.name in own)]
         if not nodes:
             return dict.fromkeys(zeros, MIN_NODE_SCORE), left_out, None
         score, pod = plugin.score, cycle.pod
@@ -464,7 +504,22 @@ def judged_or_error(result: FilterResult, count: int) -> FilterResult:
         error=next(iter(result.unjudged.values())),
         seconds_by_plugin=result.seconds_by_plugin,
         skipped=result.skipped,
+        observed=result.observed,
     )
+
+
+_NONE_MISSING: Mapping[str, Status] = {}
+
+
+def _own_missing(plugin: Plugin, point: str, cycle: CycleState, nodes: Sequence[Node]) -> Mapping[str, Status] | Status:
+    """The nodes whose facts of its own ``plugin`` lacks at ``point`` (``Plugin.missing_facts``), or the Error of its
+    failing to say."""
+    if not has_own_facts(plugin):
+        return _NONE_MISSING
+    try:
+        return plugin.missing_facts(point, nodes, *cycle.extra(plugin))
+    except Exception as exc:
+        return _crashed(plugin.name, point, "", exc)
 
 
 def _cause(plugin: str, node: Node) -> Status:
