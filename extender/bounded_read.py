@@ -10,6 +10,10 @@ Prometheus' (NodeLoad).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import requests
 
 from extender import read_deadline
@@ -33,9 +37,8 @@ def read_within(response: requests.Response, seconds: float, max_bytes: int) -> 
     """
     if seconds <= 0:
         raise requests.Timeout()
-    # None once urllib3 has read an empty body and handed the connection back: nothing left to wait for.
-    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
-    alarm = read_deadline.arm(sock, seconds) if sock is not None else None
+    stop = _reading_stopper(response)
+    alarm = read_deadline.arm_action(stop, seconds) if stop is not None else None
     pieces: list[bytes] = []
     size = 0
     failure: Exception | None = None
@@ -52,3 +55,27 @@ def read_within(response: requests.Response, seconds: float, max_bytes: int) -> 
     if failure is not None:
         raise failure
     return b"".join(pieces)
+
+
+def _reading_stopper(response: requests.Response) -> Callable[[], None] | None:
+    """What shuts down the reading side of the answer's connection; None when nothing is left to read (urllib3 has
+    read an empty body and handed the connection back).
+
+    The connection holds its socket while it may be reused; one the server closes after this answer (HTTP/1.0,
+    ``Connection: close``) has passed the socket to the response, which urllib3 (2.3 on) shuts down itself.
+    """
+    connection = getattr(response.raw, "connection", None)
+    if connection is None:
+        return None
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        return functools.partial(read_deadline.stop_reading, sock)
+    return functools.partial(_shut_down, response.raw)
+
+
+def _shut_down(raw: Any) -> None:
+    """On the watchdog thread: never raise."""
+    try:
+        raw.shutdown()
+    except (AttributeError, OSError, RuntimeError, ValueError):
+        pass  # already released or closed: nothing is being read
