@@ -8,6 +8,7 @@ and peak memory are read from that worker's /proc entries.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import socket
@@ -234,3 +235,43 @@ class NodeListAPI:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class PrometheusAPI:
+    """A loopback stand-in for the Prometheus HTTP API's ``GET /api/v1/query``, for the bench only (the tests use a
+    real Prometheus): whatever the query, one sample per node name, stamped with the time of the answer. Loads are
+    spread over 0..1 by name, a tenth of the nodes above 0.9."""
+
+    def __init__(self, names: list[str]) -> None:
+        loads = {name: (int(_sha1(name), 16) % 1000) / 1000 for name in names}
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                if urlsplit(self.path).path != "/api/v1/query":
+                    self.send_error(404)
+                    return
+                now = time.time()
+                result = [{"metric": {"node": name}, "value": [now, repr(load)]} for name, load in loads.items()]
+                body = orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
