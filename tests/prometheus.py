@@ -18,13 +18,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
+from testkit.loopback import Loopback, QuietHandler
 from testkit.ports import free_port
 
 SCRAPE_INTERVAL = 0.5
@@ -52,22 +52,13 @@ class Exporter:
         self.scrapes = 0
         exporter = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
-                body = exporter.text().encode()
                 exporter.scrapes += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.answer(200, exporter.text().encode(), "text/plain; version=0.0.4")
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.target = f"127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._served = Loopback(Handler)
+        self.target = f"127.0.0.1:{self._served.port}"
 
     def set(self, loads: Mapping[str, float], metric: str = METRIC, **labels: str) -> None:
         """One sample per node (label ``node``), with ``labels`` on each."""
@@ -88,8 +79,7 @@ class Exporter:
             return "\n".join(lines) + "\n"
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._served.close()
 
 
 class PrometheusServer:

@@ -13,10 +13,8 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -30,6 +28,7 @@ from extender.framework.args import loading_for
 from extender.framework.profile import Profile
 from extender.plugins import NodeLoad
 from extender.settings import Settings
+from testkit.loopback import Loopback, QuietHandler
 from tests.plugin_helpers import node, pod
 
 ACCESS_TOKEN = "ya29.stand-in-access-token"
@@ -71,49 +70,40 @@ class GoogleStandIn:
         self.expires_in = 3600
         stand_in = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
+
+            def reply(self, status: int, document: Any) -> None:
+                self.answer(status, json.dumps(document).encode())
 
             def do_POST(self) -> None:
                 form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
                 if form.get("grant_type") != [JWT_GRANT]:
-                    return self.answer(400, {"error": "unsupported_grant_type"})
+                    return self.reply(400, {"error": "unsupported_grant_type"})
                 header, claims, signature = form["assertion"][0].split(".")
                 try:
                     trusted.verify(_b64(signature), f"{header}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256())
                 except InvalidSignature:
-                    return self.answer(400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
+                    return self.reply(400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
                 stand_in.token_requests.append(json.loads(_b64(claims)))
-                self.answer(200, {"access_token": ACCESS_TOKEN, "expires_in": stand_in.expires_in, "token_type": "Bearer"})
+                self.reply(200, {"access_token": ACCESS_TOKEN, "expires_in": stand_in.expires_in, "token_type": "Bearer"})
 
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 authorization = self.headers.get("Authorization")
                 stand_in.queries.append(authorization)
                 if url.path != f"{PROMETHEUS_PATH}/api/v1/query":
-                    return self.answer(404, {"error": {"code": 404, "status": "NOT_FOUND"}})
+                    return self.reply(404, {"error": {"code": 404, "status": "NOT_FOUND"}})
                 if authorization != f"Bearer {ACCESS_TOKEN}":
-                    return self.answer(401, {"status": "error", "errorType": "unauthenticated", "error": "Request had invalid authentication credentials."})
+                    unauthenticated = {"status": "error", "errorType": "unauthenticated", "error": "Request had invalid authentication credentials."}
+                    return self.reply(401, unauthenticated)
                 assert parse_qs(url.query)["query"] == ['kubernetes_io:node_cpu_allocatable_utilization{monitored_resource="k8s_node"}']
                 samples = [("gke-a", "0.35"), ("gke-b", "0.97")]
                 result = [{"metric": {"node_name": name, "monitored_resource": "k8s_node"}, "value": [time.time(), value]} for name, value in samples]
-                self.answer(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
+                self.reply(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
 
-            def answer(self, status: int, document: Any) -> None:
-                body = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.served = Loopback(Handler, context)
+        self.url = self.served.url
 
 
 @pytest.fixture
@@ -125,8 +115,7 @@ def google(test_ca, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file(tmp_path, "key.json", key, f"{stand_in.url}/token")))
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(test_ca.write(tmp_path)))
     yield stand_in
-    stand_in.server.shutdown()
-    stand_in.server.server_close()
+    stand_in.served.close()
 
 
 def profile(args: dict[str, Any], clock: list[float]) -> Profile:

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -24,6 +22,7 @@ from extender.framework.status import Code
 from extender.plugins import NodeLoad
 from extender.plugins.nodeload import answers, prometheus
 from extender.settings import Settings
+from testkit.loopback import Loopback, QuietHandler
 from tests.plugin_helpers import node, pod
 
 NODES = [node("a"), node("b")]
@@ -45,7 +44,7 @@ class Endpoint:
         self.asked = 0
         endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 endpoint.asked += 1
                 status, headers, chunks, pause = endpoint.answer()
@@ -61,12 +60,8 @@ class Endpoint:
                 except OSError:
                     pass  # the client hung up: what a deadline does
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.served = Loopback(Handler)
+        self.url = self.served.url
 
     def answers(self, document: Any, status: int = 200) -> None:
         body = document if isinstance(document, bytes) else json.dumps(document).encode()
@@ -77,8 +72,7 @@ class Endpoint:
 def endpoint() -> Iterator[Endpoint]:
     served = Endpoint()
     yield served
-    served.server.shutdown()
-    served.server.server_close()
+    served.served.close()
 
 
 def plugin_profile(url: str, clock: list[float], failure_open: bool = False, http_timeout: float = 5.0) -> Profile:

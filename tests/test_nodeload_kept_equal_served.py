@@ -8,7 +8,6 @@ import json
 import math
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -16,8 +15,8 @@ import requests
 
 from tests.conftest import serving
 from tests.prometheus import METRIC
+from tests.test_kept_equal_served import from_threads
 
-THREADS = 8
 NAMES = [f"node-{index}" for index in range(30)]
 PHASES = 3
 REQUESTS_PER_PHASE = 24
@@ -112,12 +111,5 @@ def test_eight_threads_against_a_cached_function_answer_as_an_uncached_one(prome
             assert any(status == 200 and b"NodeLoad rule 'cpu': load above 0.8" in body for status, body in expected)
             assert any(status == 200 and b"could not judge the node" in body for status, body in expected)
 
-            def send_all(seed: int, requests_: list[tuple[str, bytes]] = requests_) -> list[tuple[int, tuple[int, bytes]]]:
-                order = list(range(len(requests_)))
-                random.Random(seed).shuffle(order)
-                return [(index, post(cached, *requests_[index])) for index in order]
-
-            with ThreadPoolExecutor(THREADS) as pool:
-                for answers in pool.map(send_all, range(THREADS)):
-                    for index, answer in answers:
-                        assert answer == expected[index], requests_[index]
+            for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
+                assert answer == expected[index], requests_[index]
