@@ -172,3 +172,30 @@ def test_credentials_that_cannot_be_refreshed_leave_the_nodes_without_facts_and_
     assert answer.error is not None and "no Google access token: RefreshError: " in answer.error.reason
     assert "Invalid JWT Signature." in answer.error.reason
     assert google.queries == []  # nothing is asked without a token
+
+
+def test_looking_for_credentials_never_holds_a_request_past_its_deadline(google, monkeypatch):
+    """Off Google Cloud, application default credentials may wait seconds on a metadata server that is not there: the
+    refresh gives up at its deadline, and a later one takes what the search found."""
+    import google.auth as google_auth
+
+    found = google_auth.default
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.8)
+        return found(*args, **kwargs)
+
+    monkeypatch.setattr(google_auth, "default", slow)
+    clock = [time.time()]
+    args = {"preset": "gke", "prometheus": {"url": google.url + PROMETHEUS_PATH}, "filter": [{"metric": "cpu", "above": 0.9}]}
+    with loading_for(Settings(project="acme", http_timeout=1.0)):  # a refresh may take 0.4 s
+        plugin = NodeLoad(NodeLoad.args_schema().load(args), clock=lambda: clock[0])
+    served = Profile("default", filters=[plugin])
+    started = time.monotonic()
+    answer = served.filter(pod(), [node("gke-a")])
+    assert time.monotonic() - started < 0.7
+    assert "no Google credentials found within 0.4 s (still looking)" in answer.error.reason
+    time.sleep(0.6)
+    clock[0] += 31  # the next refresh
+    assert served.filter(pod(), [node("gke-a")]).feasible == ["gke-a"]
+    assert google.queries == [f"Bearer {ACCESS_TOKEN}"]

@@ -104,30 +104,57 @@ class GoogleAuth:
     """The function's own identity (application default credentials) as a bearer token, refreshed before it expires.
 
     The credentials are found with the first query, not at start-up: ``check-policy`` and ``explain --metrics`` need
-    none, and finding them may ask the metadata server. One thread refreshes the token at a time.
+    none. Finding them may ask the metadata server, which off Google Cloud answers nothing for seconds: it runs on a
+    thread of its own that the query waits for only within its deadline (a later refresh takes its result). One
+    thread refreshes the token at a time.
     """
 
     def __init__(self) -> None:
         self._credentials: Credentials | None = None
         self._lock = threading.Lock()
+        self._finding: threading.Thread | None = None
+        self._found: Credentials | Exception | None = None
 
     def authorization(self, seconds: float) -> str:
         """``Bearer <token>``; QueryError when no token can be had within ``seconds``."""
-        import google.auth
         import google.auth.exceptions
 
+        deadline = time.monotonic() + seconds
         if not self._lock.acquire(timeout=seconds):
             raise QueryError(f"no Google access token within {seconds:.1f} s")
         try:
-            if self._credentials is None:
-                self._credentials, _ = google.auth.default(scopes=[MONITORING_READ])
-            if not self._credentials.valid:
-                self._credentials.refresh(_token_request(seconds))
-            return f"Bearer {self._credentials.token}"
+            credentials = self._credentials or self._find(deadline - time.monotonic())
+            if not credentials.valid:
+                credentials.refresh(_token_request(max(0.001, deadline - time.monotonic())))
+            return f"Bearer {credentials.token}"
         except google.auth.exceptions.GoogleAuthError as exc:
             raise QueryError(f"no Google access token: {type(exc).__name__}: {exc}") from None
         finally:
             self._lock.release()
+
+    def _find(self, seconds: float) -> Credentials:
+        """Application default credentials, looked for on a thread of their own (under ``_lock``)."""
+        if self._finding is None:
+            self._found = None
+            self._finding = threading.Thread(target=self._look, name="nodeload-credentials", daemon=True)
+            self._finding.start()
+        self._finding.join(max(0.0, seconds))
+        if self._finding.is_alive():
+            raise QueryError(f"no Google credentials found within {seconds:.1f} s (still looking)")
+        self._finding, found = None, self._found
+        if isinstance(found, Exception):
+            raise found  # the next refresh looks again
+        assert found is not None
+        self._credentials = found
+        return found
+
+    def _look(self) -> None:
+        import google.auth
+
+        try:
+            self._found, _ = google.auth.default(scopes=[MONITORING_READ])
+        except Exception as exc:  # reported by the query that waits for it
+            self._found = exc
 
 
 def _token_request(seconds: float) -> Any:
