@@ -3,7 +3,7 @@
 A socket timeout bounds each ``recv``, not the read: a server dripping a byte
 just inside it would hold the thread for as long as it likes, and one that
 sends without end would fill memory. Past the deadline the connection's
-reading side is shut down (``extender.read_deadline``): the read ends, and
+reading side is shut down (``extender.http.read_deadline``): the read ends, and
 the connection is not reused. Used for the Kubernetes API's answers and
 Prometheus' (NodeLoad).
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import requests
 
-from extender import read_deadline
+from extender.http import read_deadline
 
 # Answers are read in pieces this large: node lists run to tens of MB, and requests' default (10 kB) costs far more calls.
 _READ_CHUNK = 1 << 20

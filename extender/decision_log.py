@@ -24,7 +24,7 @@ from extender.framework.plugin import Observed
 from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
 from extender.framework.status import Code, Status
 from extender.framework.types import Pod
-from extender.routing import Route
+from extender.http.routing import Route
 from extender.verbs import Answer
 
 EVENT = "extender.decision"

@@ -6,8 +6,8 @@ garbage collector would walk them again and again as they pile up, finding
 nothing. So the collector is paused while they are built and they are frozen
 afterwards: later collections skip them, and gunicorn's forked worker does not
 copy their pages as the collector touches them. glibc's malloc thresholds are
-held for the requests (``extender.memory``) from the first answer on: loading
-ctypes to set them would delay that answer (``extender.after_answer``), and
+held for the requests (``extender.http.memory``) from the first answer on: loading
+ctypes to set them would delay that answer (``extender.http.after_answer``), and
 the first request runs under glibc's own thresholds.
 
 Both change the whole process, so ``start`` applies them only with
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from extender.app import Extender
+    from extender.http.handler import Extender
 
 
 def start(environ: Mapping[str, str] | None = None) -> Extender:
@@ -38,10 +38,10 @@ def start(environ: Mapping[str, str] | None = None) -> Extender:
     if settings.process_tuning:
         gc.disable()
     try:
-        from extender.after_answer import after_first_answer
-        from extender.app import Extender
+        from extender.http.after_answer import after_first_answer
+        from extender.http.handler import Extender
+        from extender.http.memory import hold_malloc_thresholds
         from extender.logs import setup_logging
-        from extender.memory import hold_malloc_thresholds
         from extender.policy.loader import PolicyError
 
         setup_logging(settings=settings)

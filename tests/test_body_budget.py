@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from extender.body_budget import BodyBudget
 from extender.errors import RequestError
+from extender.http.body_budget import BodyBudget
 from tests.recordings import exchanges
 
 FILTER = next(exchange for exchange in exchanges() if exchange.verb == "filter")

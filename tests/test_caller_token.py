@@ -192,7 +192,7 @@ def test_a_previous_token_alone_or_malformed_stops_start_up(client_factory, monk
 
 
 def test_the_extender_s_repr_shows_neither_token(monkeypatch):
-    from extender.app import Extender
+    from extender.http.handler import Extender
 
     previous = "previous-T0ken-0123456789"
     monkeypatch.setenv("EXTENDER_CALLER_TOKEN", TOKEN)

@@ -12,8 +12,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from extender.kube.nodelist import decode_names_and_labels
-from extender.wire.decode import MAX_DEPTH
 from extender.wire.fast_decoder import decode_extender_args
+from extender.wire.limits import MAX_DEPTH
 from extender.wire.schemas import ExtenderArgsSchema
 from testkit.scheduler_checks import check_answer
 from tests.recordings import exchanges

@@ -7,8 +7,8 @@ import pytest
 from flask import Request
 from werkzeug.test import EnvironBuilder
 
-from extender.app import Extender
 from extender.errors import ConfigError
+from extender.http.handler import Extender
 from extender.kube import client_from_settings
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings
 from extender.policy.loader import parse_policy

@@ -41,7 +41,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from extender.wire.decode import MAX_DEPTH, MAX_NODES
+from extender.wire.limits import MAX_DEPTH, MAX_NODES
 from testkit.scheduler_checks import check_answer
 from tests.conftest import ROOT, serving
 from tests.recordings import exchanges

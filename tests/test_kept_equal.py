@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder
 
-from extender.app import Extender
 from extender.decision_log import decision_fields
 from extender.framework import status
 from extender.framework.kept import KeptProfile
 from extender.framework.profile import Profile
 from extender.framework.types import Node
+from extender.http.handler import Extender
 from extender.plugins import nodenamefilter
 from extender.policy.loader import parse_policy
 from tests.plugin_helpers import ListedNodes

@@ -9,7 +9,7 @@ import json
 import orjson
 import pytest
 
-from extender.wire.decode import MAX_DEPTH, MAX_NODES
+from extender.wire.limits import MAX_DEPTH, MAX_NODES
 from testkit.scheduler_checks import check_answer
 from tests.recordings import exchanges
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from extender.memory import hold_malloc_thresholds
+from extender.http.memory import hold_malloc_thresholds
 from tests.conftest import served_process
 
 JSON = {"Content-Type": "application/json"}

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from extender.app import Extender
+from extender.http.handler import Extender
 from extender.framework.kept import KeptProfile
 from extender.framework.profile import Profile
 from extender.nodesource.base import NamesOnly

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from extender.app import Extender
+from extender.http.handler import Extender
 from extender.nodesource.base import NamesOnly
 from extender.nodesource.gke_names import GkeNodeNames
 from extender.nodesource.kubernetes import KubernetesNodes, KubernetesSettings

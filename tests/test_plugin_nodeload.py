@@ -263,3 +263,27 @@ def test_the_documented_gke_recipe_loads_and_the_presets_are_documented_as_they_
     for preset in PRESETS.values():
         for metric in preset.metrics:
             assert metric.query in reference and re.search(rf"nodeLabel:? {metric.node_label}\b", reference)
+
+
+def test_every_problem_of_the_args_is_reported_in_one_run():
+    args = {
+        "prometheus": {"url": URL, "auth": "google"},
+        "metrics": [{"name": "CPU", "query": "", "nodeLabel": "node-name"}, {**CPU, "name": "disk"}],
+        "refreshInterval": "5m",
+        "maxAge": "1m",
+        "filter": [{"metric": "cpuu", "above": "0.9"}, {"metric": "disk", "above": 0.9}],
+        "score": {"metric": "disk", "strategy": "TargetLoad"},
+        "bogus": 1,
+    }
+    assert sorted(problems(args)) == sorted(
+        [
+            "args.metrics[0].name: must be a short lowercase name such as cpu or memory",
+            "args.metrics[0].query: must not be empty: a PromQL query",
+            "args.metrics[0].nodeLabel: must be a Prometheus label name such as node or node_name",
+            "args.filter[0].above: must be a number (a load such as 0.9), not a string or a boolean",
+            "args.score.target: TargetLoad needs a target, the load that scores best (such as 0.6)",
+            "args.prometheus.url: must use https: the function's Google access token would cross the network in clear text",
+            "args.maxAge: must be at least refreshInterval: answers would be too old before they are asked again",
+            "args.bogus: Unknown field.",
+        ]
+    )

@@ -148,9 +148,9 @@ def test_the_first_filter_answer_with_the_default_policy_imports_only_what_it_ne
 
 # The allocator's tuning, recorded instead of applied; the WSGI server closes each answer once it is sent.
 TUNED_AFTER = """
-import extender.memory
+import extender.http.memory
 held = []
-extender.memory.hold_malloc_thresholds = lambda: held.append(True)
+extender.http.memory.hold_malloc_thresholds = lambda: held.append(True)
 """ + SERVED + """
 seen = [len(held)]
 for _ in range(2):

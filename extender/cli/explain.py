@@ -30,14 +30,14 @@ import yaml
 from flask import Request
 from werkzeug.test import EnvironBuilder
 
-from extender.app import Extender
 from extender.decision_log import plugin_ms
 from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
 from extender.framework.status import Code
 from extender.framework.types import Node
+from extender.http.handler import Extender
 from extender.nodesource.base import PerNameSource, unknowable
 from extender.policy.loader import PolicyError, load_policy
-from extender.policy.schema import DEFAULT_PROFILE
+from extender.protocol import DEFAULT_PROFILE
 from extender.settings import Settings
 from extender.verbs import Answer
 

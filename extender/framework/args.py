@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from marshmallow import ValidationError, fields
+from marshmallow import Schema, ValidationError, fields
 
 from extender.settings import Settings
 
@@ -74,3 +74,19 @@ class Number(fields.Float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValidationError(f"must be a number ({self.example}), not a string or a boolean")
         return super()._deserialize(value, attr, data, **kwargs)
+
+
+def failed_fields(schema: Schema, data: Mapping[str, Any], original: Any) -> set[str]:
+    """The fields (by attribute) the input gave whose value did not load: each has an error of its own already.
+
+    A schema's cross-field checks run beside its field errors, so that one run reports every problem of a policy
+    (``validates_schema(skip_on_field_errors=False, pass_original=True)``: marshmallow skips them by default); they
+    leave out what depends on a field in this set, and count it as given where only its presence matters.
+    """
+    if not isinstance(original, Mapping):
+        return set()
+    return {
+        field.attribute or name
+        for name, field in schema.load_fields.items()
+        if (field.data_key or name) in original and (field.attribute or name) not in data
+    }

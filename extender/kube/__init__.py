@@ -9,18 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from extender.kube.variables import API_URL_ENV, CREDENTIAL_ENVS
 from extender.settings import Settings
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
-
-API_URL_ENV = "KUBERNETES_API_URL"
-TOKEN_ENV = "KUBERNETES_TOKEN"
-TOKEN_FILE_ENV = "KUBERNETES_TOKEN_FILE"
-CA_DATA_ENV = "KUBERNETES_CA_DATA"
-CA_FILE_ENV = "KUBERNETES_CA_FILE"
-# How to authenticate to and trust the API server: meaningless without its URL.
-CREDENTIAL_ENVS = (TOKEN_ENV, TOKEN_FILE_ENV, CA_DATA_ENV, CA_FILE_ENV)
 
 
 def client_from_settings(settings: Settings) -> KubeClient | None:

@@ -27,10 +27,10 @@ import requests
 from extender import __version__
 from extender.bounded_read import AnswerTooLarge, read_within
 from extender.errors import bounded
-from extender.kube import TOKEN_ENV, TOKEN_FILE_ENV
 from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
 from extender.kube.nodelist import decode_node_list
+from extender.kube.variables import TOKEN_ENV, TOKEN_FILE_ENV
 from extender.urls import failure_cause
 
 # Metadata-only lists (names and labels): a GKE node's metadata is about a third of its ~18 kB (status.images).

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from extender.errors import ConfigError
-from extender.kube import API_URL_ENV, CA_DATA_ENV, CA_FILE_ENV, CREDENTIAL_ENVS, TOKEN_ENV, TOKEN_FILE_ENV
+from extender.kube.variables import API_URL_ENV, CA_DATA_ENV, CA_FILE_ENV, CREDENTIAL_ENVS, TOKEN_ENV, TOKEN_FILE_ENV
 from extender.urls import credential_base_url
 
 _PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import flask
 
-from extender.after_answer import after_this_answer
+from extender.http.after_answer import after_this_answer
 
 # Longest an entry waits for the import when no request comes.
 HOLD_SECONDS = 2.0

@@ -19,11 +19,11 @@ from extender.framework.plugin import FilterPlugin, Plugin, PreemptPlugin, Score
 from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
 from extender.nodesource.spec import NodeSourceSpec
+from extender.protocol import DEFAULT_PROFILE, ENTRY_POINT, VERBS
 from extender.wire.errors import entries_as_written, flatten_errors
 
 API_VERSION = "extender.scheduling.gcf/v1alpha1"
 KIND = "ExtenderPolicy"
-DEFAULT_PROFILE = "default"
 
 # Extension point in the file -> the interface an enabled plugin must implement.
 EXTENSION_POINTS: dict[str, type[Plugin]] = {
@@ -40,8 +40,6 @@ _MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 def _not_a_verb(name: str) -> None:
     """A profile name is the URL segment before the verb: one named like a verb shadows a route."""
-    from extender.routing import VERBS  # the router imports this module
-
     if name in VERBS:
         raise ValidationError(f"{name!r} is a verb of the extender's URLs ({', '.join(VERBS)}): choose another name")
 
@@ -147,7 +145,7 @@ def _check_plugin_ref(point: str, interface: type[Plugin], ref: dict[str, Any], 
     name = ref["name"]
     plugin = registry.lookup(name)
     if plugin is None:
-        return {"name": [f"unknown plugin {name!r}; known plugins: {', '.join(registry.names())}"]}
+        return {"name": [_unknown_plugin(name)]}
     if not issubclass(plugin, interface):
         return {"name": [f"plugin {name} does not implement the {point} extension point"]}
     if name in seen:
@@ -167,11 +165,16 @@ def _check_plugin_config(config: dict[str, Any], enabled: set[str], configured: 
     if name in configured:
         return {"name": [f"plugin {name} is configured twice"]}, None
     plugin = registry.lookup(name)
-    assert plugin is not None  # enabled plugins exist, checked above
+    if plugin is None:  # its enabled entries say so too; its args cannot be checked
+        return {"name": [_unknown_plugin(name)]}, None
     try:
         return {}, _load_args(plugin, config.get("args", {}))
     except ValidationError as exc:
         return {"args": exc.messages}, None
+
+
+def _unknown_plugin(name: str) -> str:
+    return f"unknown plugin {name!r}; known plugins: {', '.join(registry.names())}"
 
 
 def _check_default_args(name: str, configured: set[str]) -> dict[str, list[str]]:
@@ -235,7 +238,8 @@ class PolicySchema(StrictSchema):
     profiles = fields.List(fields.Nested(ProfileSchema), required=True, validate=Length(min=1))
 
     def __init__(self, *, function_names: Collection[str] = (), **kwargs: Any) -> None:
-        """``function_names``: the names that may prefix the function's URLs (``Settings.function_names``)."""
+        """``function_names``: the names that may prefix the function's URLs (``Settings.function_names``), beside
+        the entry point, which does wherever the function is deployed."""
         super().__init__(**kwargs)
         self.function_names = function_names
 
@@ -248,6 +252,12 @@ class PolicySchema(StrictSchema):
             name = profile["name"]
             if name in seen:
                 errors[index] = {"name": [f"duplicate profile name {name!r}"]}
+            elif name == ENTRY_POINT:
+                message = (
+                    f"{name!r} is the function's entry point (FUNCTION_TARGET wherever it is deployed), which may "
+                    "prefix its URLs: choose another name"
+                )
+                errors[index] = {"name": [message]}
             elif name in self.function_names:
                 message = f"{name!r} is the function's own name, which may prefix its URLs: choose another name"
                 errors[index] = {"name": [message]}

@@ -29,12 +29,7 @@ from typing import Any
 import orjson
 
 from extender.errors import RequestError
-
-# Far deeper than Kubernetes objects nest (the recorded requests reach 15 levels), far below
-# orjson's own limits (1024 to decode; 254 to encode the node objects a filter answer echoes).
-MAX_DEPTH = 64
-# Above the largest cluster GKE supports (65,000 nodes).
-MAX_NODES = 65_536
+from extender.wire.limits import MAX_DEPTH, MAX_NODES
 
 # Verbs whose ExtenderArgs body can carry thousands of full node objects.
 FAST_VERBS = ("filter", "prioritize")

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from extender.wire.decode import MAX_DEPTH, MAX_NODES
+from extender.wire.limits import MAX_DEPTH, MAX_NODES
 from extender.wire.schemas import EncodedNode
 
 _NULL = msgspec.Raw(b"null")

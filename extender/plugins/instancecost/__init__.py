@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from marshmallow import Schema, ValidationError, fields, validates_schema
 from marshmallow.validate import Length, OneOf, Range
 
-from extender.framework.args import Map, Number
+from extender.framework.args import Map, Number, failed_fields
 from extender.framework.plugin import MAX_NODE_SCORE, ScorePlugin, rescale_scores
 from extender.framework.selectors import validate_label_value
 from extender.framework.types import Facts, Node, Pod
@@ -65,19 +65,22 @@ class InstanceCostArgs(Schema):
     scale = fields.String(load_default="relative", validate=OneOf(["relative", "absolute"]))
     ceiling = Price(validate=Range(min=0, min_inclusive=False))
 
-    @validates_schema
-    def consistent(self, data: dict[str, Any], **kwargs: Any) -> None:
-        dearest = max(data["prices"].values())
-        if data.get("defaultPrice", dearest) < dearest:
-            raise ValidationError(
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def consistent(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        errors: dict[str, list[str]] = {}
+        dearest = max(data["prices"].values()) if data.get("prices") else None
+        if dearest is not None and data.get("defaultPrice", dearest) < dearest:
+            errors["defaultPrice"] = [
                 f"{data['defaultPrice']} is below the dearest listed price ({dearest}): "
-                "an unknown instance type would be preferred over listed ones",
-                "defaultPrice",
-            )
-        if data["scale"] == "absolute" and "ceiling" not in data:
-            raise ValidationError("scale: absolute needs a ceiling, the price that scores 0", "ceiling")
-        if data["scale"] == "relative" and "ceiling" in data:
-            raise ValidationError("only scale: absolute takes a ceiling", "ceiling")
+                "an unknown instance type would be preferred over listed ones"
+            ]
+        scale = data.get("scale")  # None: not a valid scale, said by its own error
+        if scale == "absolute" and "ceiling" not in data.keys() | failed_fields(self, data, original):
+            errors["ceiling"] = ["scale: absolute needs a ceiling, the price that scores 0"]
+        if scale == "relative" and "ceiling" in data:
+            errors["ceiling"] = ["only scale: absolute takes a ceiling"]
+        if errors:
+            raise ValidationError(errors)
 
 
 class InstanceCost(ScorePlugin):

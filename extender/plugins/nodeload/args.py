@@ -16,7 +16,7 @@ from marshmallow.validate import Length, OneOf, Range, Regexp
 
 from extender.duration import Duration
 from extender.errors import ConfigError
-from extender.framework.args import Number, instance_settings
+from extender.framework.args import Number, failed_fields, instance_settings
 from extender.settings import Settings
 from extender.urls import credential_base_url
 
@@ -180,11 +180,12 @@ class ScoreArgs(Schema):
         validate=Range(min=0, max=1, min_inclusive=False, max_inclusive=False, error="must be between 0 and 1 (both excluded)"),
     )
 
-    @validates_schema
-    def target_with_target_load(self, data: dict[str, Any], **kwargs: Any) -> None:
-        if data["strategy"] == TARGET_LOAD and "target" not in data:
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def target_with_target_load(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        strategy = data.get("strategy")  # None: not a strategy, said by its own error
+        if strategy == TARGET_LOAD and "target" not in data.keys() | failed_fields(self, data, original):
             raise ValidationError("TargetLoad needs a target, the load that scores best (such as 0.6)", "target")
-        if data["strategy"] == LEAST_LOADED and "target" in data:
+        if strategy == LEAST_LOADED and "target" in data:
             raise ValidationError("only strategy TargetLoad takes a target", "target")
 
 
@@ -197,36 +198,56 @@ class NodeLoadArgs(Schema):
     filter = fields.List(fields.Nested(ThresholdArgs), load_default=list)
     score = fields.Nested(ScoreArgs)
 
-    @validates_schema
-    def consistent(self, data: dict[str, Any], **kwargs: Any) -> None:
+    # The checks across fields run beside the fields' own errors, so that one run reports every problem; each leaves
+    # out what depends on a field that did not load (``failed_fields``: it has an error of its own).
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def consistent(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        broken = failed_fields(self, data, original)
         problems: dict[str, Any] = {}
         preset = PRESETS.get(data.get("preset", ""))
-        url_problem = _url_problem(data, preset, instance_settings())
-        if url_problem:
-            problems["prometheus"] = {"url": [url_problem]}
-        own: list[Metric] = data["metrics"]
-        for index, metric in enumerate(own):
-            if metric.name in (other.name for other in own[:index]):
+        if not broken & {"preset", "prometheus"}:
+            url_problem = _url_problem(data, preset, instance_settings())
+            if url_problem:
+                problems["prometheus"] = {"url": [url_problem]}
+        # A list with a broken entry keeps the entries as far as they loaded: only a Metric loaded whole.
+        given = data.get("metrics", [])
+        own = [metric for metric in given if isinstance(metric, Metric)]
+        if len(own) < len(given):
+            broken.add("metrics")
+        for index, metric in enumerate(given):
+            if isinstance(metric, Metric) and metric.name in (other.name for other in own[: own.index(metric)]):
                 problems.setdefault("metrics", {})[index] = {"name": [f"duplicate metric name {metric.name!r}"]}
+        if not broken & {"preset", "metrics"}:
+            self._metrics_named(data, preset, own, broken, problems)
+        if "maxAge" in data and "refreshInterval" in data and data["maxAge"] < data["refreshInterval"]:
+            problems["maxAge"] = ["must be at least refreshInterval: answers would be too old before they are asked again"]
+        if problems:
+            raise ValidationError(problems)
+
+    @staticmethod
+    def _metrics_named(
+        data: Mapping[str, Any], preset: Preset | None, own: list[Metric], broken: set[str], problems: dict[str, Any]
+    ) -> None:
+        """The metrics exist, the rules and the score name existing ones, and every metric of the args' own is named."""
         metrics = _metrics(data, preset)
         if not metrics:
             problems["metrics"] = ["needs at least one metric (name, query, nodeLabel), or a preset (gke, node-exporter)"]
         names = ", ".join(metrics) or "none"
-        for index, rule in enumerate(data["filter"]):
-            if rule["metric"] not in metrics:
-                problems.setdefault("filter", {})[index] = {"metric": [f"unknown metric {rule['metric']!r}: the metrics are {names}"]}
-        if "score" in data and data["score"]["metric"] not in metrics:
-            problems["score"] = {"metric": [f"unknown metric {data['score']['metric']!r}: the metrics are {names}"]}
+        rules = data.get("filter", [])
+        for index, rule in enumerate(rules):
+            if "metric" in rule and rule["metric"] not in metrics:
+                unknown = [f"unknown metric {rule['metric']!r}: the metrics are {names}"]
+                problems.setdefault("filter", {})[index] = {"metric": unknown}
+        score = data.get("score", {})
+        if "metric" in score and score["metric"] not in metrics:
+            problems["score"] = {"metric": [f"unknown metric {score['metric']!r}: the metrics are {names}"]}
+        if broken & {"filter", "score"} or not all("metric" in rule for rule in rules) or (score and "metric" not in score):
+            return  # which metrics are named is not known
         used = _used(data, metrics)
         for index, metric in enumerate(own):
             if metric.name not in used:
-                problems.setdefault("metrics", {}).setdefault(index, {"name": [
-                    f"metric {metric.name!r} is named by no filter rule and not by the score: use or remove it"
-                ]})
-        if data["maxAge"] < data["refreshInterval"]:
-            problems["maxAge"] = ["must be at least refreshInterval: answers would be too old before they are asked again"]
-        if problems:
-            raise ValidationError(problems)
+                unused = [f"metric {metric.name!r} is named by no filter rule and not by the score: use or remove it"]
+                problems.setdefault("metrics", {}).setdefault(index, {"name": unused})
 
     @post_load
     def make(self, data: dict[str, Any], **kwargs: Any) -> NodeLoadConfig:
@@ -258,12 +279,12 @@ def _metrics(data: Mapping[str, Any], preset: Preset | None) -> dict[str, Metric
 def _used(data: Mapping[str, Any], metrics: Mapping[str, Metric]) -> set[str]:
     """The metrics the filter rules and the score name; without a score, the first metric is scored."""
     score = data["score"]["metric"] if "score" in data else next(iter(metrics), None)
-    return {rule["metric"] for rule in data["filter"]} | ({score} if score else set())
+    return {rule["metric"] for rule in data.get("filter", [])} | ({score} if score else set())
 
 
 def _auth(data: Mapping[str, Any], preset: Preset | None) -> str:
     """``prometheus.auth`` when set, else the preset's (google for gke), else none."""
-    return data["prometheus"].get("auth") or (preset.auth if preset is not None else NONE)
+    return data.get("prometheus", {}).get("auth") or (preset.auth if preset is not None else NONE)
 
 
 def _url(data: Mapping[str, Any], preset: Preset | None, settings: Settings) -> str:
@@ -275,7 +296,7 @@ def _url(data: Mapping[str, Any], preset: Preset | None, settings: Settings) -> 
 
 
 def _url_problem(data: Mapping[str, Any], preset: Preset | None, settings: Settings) -> str:
-    url = data["prometheus"].get("url")
+    url = data.get("prometheus", {}).get("url")
     if url is None:
         if preset is not None and preset.url is not None:
             if settings.project:

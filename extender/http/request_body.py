@@ -15,9 +15,9 @@ from typing import IO
 
 from flask import Request, Response
 
-from extender import read_deadline
-from extender.body_budget import Holding
 from extender.errors import RequestError
+from extender.http import read_deadline
+from extender.http.body_budget import Holding
 
 # The body is read, and charged to the budget, a piece of this size at a time. gunicorn (functions-framework's
 # server) receives up to 1 MiB per recv() and copies what it holds beyond each read's size: smaller pieces would
@@ -52,7 +52,7 @@ def read_body(request: Request, max_bytes: int, seconds: float, holding: Holding
     Each piece is appended to one buffer as it comes and freed at once: the
     body is never held twice, and the buffer grows with the bytes received,
     as the budget is charged (a declared length that never arrives holds
-    nothing). Above glibc's mmap threshold (``extender.memory``) the buffer
+    nothing). Above glibc's mmap threshold (``extender.http.memory``) the buffer
     grows by remapping, without copying.
 
     A body cut off, with broken chunked framing, or not complete in time is a

@@ -10,15 +10,15 @@ import orjson
 from flask import Request, Response
 
 from extender import __version__
-from extender.after_answer import answered
-from extender.body import check_headers, finish_body, hang_up_after, read_body
-from extender.body_budget import BodyBudget
 from extender.decision_log import log_decision
 from extender.errors import ConfigError, RequestError, bounded
+from extender.http.after_answer import answered
+from extender.http.body_budget import BodyBudget
+from extender.http.request_body import check_headers, finish_body, hang_up_after, read_body
+from extender.http.routing import Route, Router
 from extender.kube import client_from_settings
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
-from extender.routing import Route, Router
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer, filtering
 from extender.wire.decode import decoder_for
@@ -62,10 +62,7 @@ class Extender:
         self.settings = settings
         # The Kubernetes API (KUBERNETES_API_URL), for binding and node-name preemption; None when not configured.
         self.kube = kube
-        # The secret first path segment, then the one before a rotation, accepted too until the scheduler's
-        # urlPrefix carries the new one; none serves every path openly.
-        tokens = [token for token in (settings.caller_token, settings.previous_caller_token) if token]
-        self.router = Router(policy.profiles, settings.function_names, tokens)
+        self.router = Router(policy.profiles, settings.function_names, settings.caller_tokens)
         self.budget = BodyBudget(settings.max_body_bytes_in_flight)
 
     def __repr__(self) -> str:

@@ -19,17 +19,8 @@ import re
 from collections.abc import Collection, Sequence
 
 from extender.errors import ConfigError, RequestError
-from extender.policy.schema import DEFAULT_PROFILE
+from extender.protocol import DEFAULT_PROFILE, VERBS
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV
-
-# Verb -> the HTTP methods it answers.
-VERBS: dict[str, tuple[str, ...]] = {
-    "filter": ("POST",),
-    "prioritize": ("POST",),
-    "preempt": ("POST",),
-    "bind": ("POST",),
-    "healthz": ("GET", "HEAD"),
-}
 
 # URL-unreserved characters only, so the token needs no escaping in urlPrefix; 16 of them carry ~96 bits.
 # Compiled on first use (re caches it): only a function with a token needs it.
