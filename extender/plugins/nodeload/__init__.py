@@ -46,7 +46,7 @@ from extender.framework.types import Node, Pod
 from extender.plugins.nodeload.answers import parse_answer
 from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, NodeLoadArgs, NodeLoadConfig
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
-from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, Querier, QueryError
+from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
 
 # The request's instant, looked up at each request (tests replace it).
 wall_clock: Clock = time.time
@@ -56,15 +56,13 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     name: ClassVar[str] = "NodeLoad"
     args_schema = NodeLoadArgs
 
-    def __init__(self, args: NodeLoadConfig, clock: Clock | None = None, querier: Querier | None = None) -> None:
+    def __init__(self, args: NodeLoadConfig, clock: Clock | None = None) -> None:
         super().__init__(args)
         self.config = args
         self._clock = clock  # None: ``wall_clock``
-        if querier is None:
-            querier = Prometheus(args.url, GoogleAuth() if args.auth == GOOGLE else None)
         self.loads = Loads(
             args.metrics,
-            querier,
+            Prometheus(args.url, GoogleAuth() if args.auth == GOOGLE else None),
             refresh_interval=args.refresh_interval,
             query_seconds=args.query_seconds,
             keep=args.keep,
@@ -127,9 +125,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             answer, _ = parse_answer(answers[metric.name], metric.node_label)
             newest = max(newest, *answer.sorted_times[-1:])
         saved = {metric.query: answers[metric.name] for metric in self.config.metrics}
-        self.loads = Loads(
-            self.config.metrics, Saved(saved), refresh_interval=math.inf, query_seconds=1.0, keep=True
-        )
+        self.loads = Loads(self.config.metrics, Saved(saved), refresh_interval=math.inf, query_seconds=1.0, keep=True)
         self._clock = lambda: newest
 
 

@@ -44,9 +44,6 @@ class MetricAnswer:
         self.sorted_times = sorted(times.values())
 
 
-EMPTY = MetricAnswer({}, {}, {})
-
-
 def parse_answer(body: bytes, node_label: str) -> tuple[MetricAnswer, list[str]]:
     """The samples of an answer, and what is odd in it but leaves it usable (for a WARNING): Prometheus' own
     warnings, series without ``node_label``, nodes with several series or values that are not finite numbers."""

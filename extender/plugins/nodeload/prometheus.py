@@ -87,6 +87,8 @@ class Prometheus:
         return body
 
     def _sessions(self) -> requests.Session:
+        """Made with the first query (in the serving process, after gunicorn forked it); two metrics' first queries
+        may both make one, and one is then dropped."""
         if self._session is None:
             import requests
 
