@@ -14,7 +14,7 @@ locals {
   metric_label_extractors = { for label, _ in local.metric_labels : label => "EXTRACT(jsonPayload.${label})" }
   latency_threshold_ms    = module.scheduler_config.http_timeout_ms * var.alert_latency_ratio
 
-  # What audited plugins (enforcement: Audit) would have rejected or vetoed: one entry per plugin and reason of a
+  # What audited plugins (enforcement: Audit) would have rejected or vetoed: one entry per plugin and rule of a
   # request, next to its decision entry (a log-based metric counts entries and cannot look into the decision entry's
   # wouldReject / wouldVeto lists).
   audit_log_filter = join(" AND ", [

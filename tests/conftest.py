@@ -101,6 +101,19 @@ def served_process(log_path: Path | None = None, **env: str) -> Iterator[tuple[s
             process.wait(timeout=10)
 
 
+@pytest.fixture
+def broken_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """tests.broken_plugins' Broken, registered by the policies of one test (``pluginModules``) and gone afterwards: no
+    other test's list of known plugins shows it."""
+    import extender.plugins  # noqa: F401  (the built-in plugins are registered before the registry is copied)
+    from extender.framework import registry
+
+    monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))
+    monkeypatch.delitem(sys.modules, "tests.broken_plugins", raising=False)
+    yield
+    sys.modules.pop("tests.broken_plugins", None)
+
+
 @pytest.fixture(scope="session")
 def served_url() -> Iterator[str]:
     with serving() as url:

@@ -15,9 +15,9 @@ import requests
 
 from testkit.fake_apiserver import node
 from tests.conftest import serving
-from tests.test_kept_equal import POLICY
+from tests.test_kept_equal import POLICY, VERBS
 
-_LIST_AGE = re.compile(rb"listed \d+ s ago")
+_LIST_AGE = re.compile(rb"fetched \d+\.\d s ago")
 THREADS = 8
 NAMES = [f"node-{index}" for index in range(40)]
 PHASES = 3
@@ -47,15 +47,14 @@ def request(rng: random.Random) -> tuple[str, bytes]:
     pod: dict[str, Any] = {"metadata": {"name": "p", "namespace": rng.choice(["default", "ml", "web"]), "uid": "u"}}
     pod["spec"] = {"priority": rng.choice([0, 1000])}
     names = rng.sample(NAMES, rng.randint(1, len(NAMES)))
-    verbs = ["filter", "prioritize", "audit/filter", "audit/prioritize", "windows/filter", "windows-and-labels/filter"]
-    return rng.choice(verbs), orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+    return rng.choice(VERBS), orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
 
 
 def post(url: str, verb: str, data: bytes) -> tuple[int, bytes]:
     """The status and the answer, with the age of the node list (which the messages on unlisted nodes quote, and
     which grows between one function's answer and the other's) left out."""
     response = requests.post(f"{url}/{verb}", data=data, headers={"Content-Type": "application/json"}, timeout=30)
-    return response.status_code, _LIST_AGE.sub(b"listed _ s ago", response.content)
+    return response.status_code, _LIST_AGE.sub(b"fetched _ s ago", response.content)
 
 
 def knows(url: str, name: str) -> bool:

@@ -617,7 +617,10 @@ def test_the_static_source_supplies_the_keys_of_its_entries():
 def test_kubernetes_source_and_full_nodes_supply_every_key():
     parse_policy("nodeSource: {kubernetes: {}}" + _rules(SPOT_ABSENT, REGION), "test.yaml")
     parse_policy("nodeCacheCapable: false" + _rules(SPOT_ABSENT, REGION), "test.yaml")
-    parse_policy("nodeCacheCapable: false\nnodeSource: {names: {cluster: p}}" + _rules(SPOT_ABSENT, REGION), "test.yaml")
+    # With full nodes and a node source, filter reads every label, but preempt the source's: only trusting the
+    # scheduler's filter there takes the keys the source lacks (tests/test_preempt_filters.py).
+    trusting = "nodeCacheCapable: false\npreemptTrustsSchedulerFilter: true\nnodeSource: {names: {cluster: p}}"
+    parse_policy(trusting + _rules(SPOT_ABSENT, REGION), "test.yaml")
 
 
 def test_score_plugins_declare_their_keys_too():

@@ -7,10 +7,14 @@ kept, as the scheduler sends them. With --victims, preempt is asked about the
 victim pods on each node they name (spec.nodeName), as the scheduler asks
 after its own dry run.
 
-With --nodes, explain works offline whatever node source the policy names:
-the file is the node source (preempt requests carry no nodes and read their
-labels from it), and no Kubernetes API is needed. With --metrics, NodeLoad
-judges on saved Prometheus answers (``curl '<url>/api/v1/query?query=...'``)
+With --nodes, explain works offline and decides from the facts the function
+would use. A policy that does not declare nodeCacheCapable: false gets node
+names, as kube-scheduler sends them, and the labels come from its node source:
+static and names work offline, and for kubernetes the file stands in for the
+API's node list. A full-node policy gets the file's nodes; its preempt requests
+(which carry no nodes) read the node source as the function does. Whatever
+stands in for what the function would read is said on stderr. With --metrics,
+NodeLoad judges on saved Prometheus answers (``curl '<url>/api/v1/query?query=...'``)
 at their newest sample's time, and asks no Prometheus.
 """
 
@@ -33,9 +37,9 @@ from werkzeug.test import EnvironBuilder
 from extender.decision_log import plugin_ms
 from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
 from extender.framework.status import Code
-from extender.framework.types import Node
+from extender.framework.types import Node, VictimFacts
 from extender.http.handler import Extender
-from extender.nodesource.base import PerNameSource, unknowable
+from extender.nodesource.base import NodeSource, PerNameSource, unavailable
 from extender.policy.loader import PolicyError, load_policy
 from extender.protocol import DEFAULT_PROFILE
 from extender.settings import Settings
@@ -70,8 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     nodes.add_argument(
         "--nodes",
         metavar="FILE",
-        help="`kubectl get nodes -o json` output, or Node manifests (YAML or JSON, '-' reads stdin): "
-        "sent in full, as with nodeCacheCapable: false",
+        help="`kubectl get nodes -o json` output, or Node manifests (YAML or JSON, '-' reads stdin): sent in full "
+        "to a policy that declares nodeCacheCapable: false, else by name (labels from the policy's node source)",
     )
     nodes.add_argument(
         "--node-names",
@@ -109,9 +113,19 @@ def run(args: argparse.Namespace) -> int:
         extender = offline(args.policy, nodes) if nodes is not None else Extender.from_environment(args.policy)
         if args.metrics:
             judge_on_saved_metrics(extender, args.profile, args.metrics)
+            print(
+                "explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at their "
+                "newest sample's time",
+                file=sys.stderr,
+            )
     except (InputError, PolicyError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 1
+    if nodes is not None:
+        for note in stand_ins(extender, args.profile, victims is not None):
+            print(f"explain: {note}", file=sys.stderr)
+        if extender.policy.node_cache_capable is not False:  # kube-scheduler sends this policy names only
+            nodes, names = None, [_node_name(node) for node in nodes]
     explanation = explain(extender, args.profile, pod, nodes, names, victims)
     _print(
         orjson.dumps(explanation.as_json(), option=orjson.OPT_INDENT_2).decode() if args.json else explanation.table()
@@ -130,7 +144,8 @@ def _print(text: str) -> None:
 
 
 class GivenNodes(PerNameSource):
-    """The --nodes file as the node source: the labels it shows, and no other node."""
+    """The --nodes file standing in for the kubernetes node source's list: the labels it shows; a node it lacks is
+    one the list lacks (its facts are missing, and each plugin's failurePolicy decides)."""
 
     def __init__(self, nodes: Sequence[dict[str, Any]]) -> None:
         super().__init__()
@@ -139,14 +154,40 @@ class GivenNodes(PerNameSource):
     def describe(self, name: str) -> Node:
         labels = self._labels.get(name)
         if labels is None:
-            return unknowable(name, f"node {name} is not in the --nodes file")
+            why = f"node {name} is not in the --nodes file, which stands in for the Kubernetes API's node list"
+            return unavailable(name, why)
         return Node(name, labels)
 
 
 def offline(policy_path: str | None, nodes: Sequence[dict[str, Any]]) -> Extender:
-    """The function serving the policy with the --nodes file as its node source: no Kubernetes API needed."""
+    """The function serving the policy with its own node source, built offline: static and names need nothing, and
+    the --nodes file stands in for the kubernetes source's list (no Kubernetes API needed)."""
     settings = Settings.from_environment()
-    return Extender(load_policy(policy_path, settings), GivenNodes(nodes), settings)
+    policy = load_policy(policy_path, settings)
+    spec = policy.node_source
+    source: NodeSource = GivenNodes(nodes) if spec.kind == "kubernetes" else spec.build(None)
+    return Extender(policy, source, settings)
+
+
+def stand_ins(extender: Extender, profile_name: str, victims: bool) -> list[str]:
+    """What explain reads where the function would read something else, and where the facts come from."""
+    policy = extender.policy
+    kind, full = policy.node_source.kind, policy.node_cache_capable is False
+    profile = policy.profiles.get(profile_name)
+    notes = []
+    if not full:
+        notes.append(
+            "the policy does not declare nodeCacheCapable: false, so explain asks by node name as kube-scheduler with "
+            "nodeCacheCapable: true does: --nodes gives "
+            + (f"the names, the {kind} nodeSource their labels, as for the function" if kind else "the names only")
+        )
+    elif kind and victims:
+        notes.append(f"preempt requests carry no nodes: labels come from the {kind} nodeSource, as for the function")
+    if kind == "kubernetes":
+        notes.append("the --nodes file stands in for the node list the function reads from the Kubernetes API")
+        if victims and not full and profile is not None and profile.victim_facts > VictimFacts.UID:
+            notes.append("the --victims file stands in for the victim pods the function reads from the Kubernetes API")
+    return notes
 
 
 def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequence[str]) -> None:
@@ -187,7 +228,6 @@ def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequenc
             plugin.judge_offline(answers)
         except AnswerError as exc:
             raise InputError(f"--metrics: not a usable Prometheus /api/v1/query answer: {exc}") from None
-
 
 
 @dataclass
@@ -267,7 +307,7 @@ class Explanation:
             for note in result.skipped.get(row.name, ()):
                 if note.plugin in row.filter and note.code is Code.SUCCESS:
                     row.filter[note.plugin] = {"code": note.code.value, "reason": note.reason, "skipped": "yes"}
-            for note in result.would_reject.get(row.name, ()):
+            for note in (*result.would_reject.get(row.name, ()), *result.audit_failed.get(row.name, ())):
                 if note.plugin in row.filter:
                     row.filter[note.plugin] = {"code": note.code.value, "reason": note.reason, "enforcement": "Audit"}
 
@@ -453,7 +493,8 @@ def _verdict(verdict: dict[str, str] | None) -> str:
     if not verdict:
         return ""
     if verdict.get("enforcement") == "Audit":
-        return f"audit: would be {_VERDICTS[Code(verdict['code'])]}"
+        code = Code(verdict["code"])
+        return "audit: failed" if code is Code.ERROR else f"audit: would be {_VERDICTS[code]}"
     return "skipped" if verdict.get("skipped") else _VERDICTS[Code(verdict["code"])]
 
 

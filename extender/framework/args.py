@@ -67,7 +67,7 @@ class Number(fields.Float):
     infinity; ``example`` completes the message ("a price such as 0.134")."""
 
     def __init__(self, *, example: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(allow_nan=False, **kwargs)
         self.example = example
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:

@@ -21,9 +21,10 @@ request then touches only the names it carries. Invariants:
   everything of older ones is dropped; a verdict of the generation before is
   carried over only for the same Node object (a refresh keeps the objects of
   unchanged nodes). So the kept Node objects are the live ones.
-- Never kept: Errors (they may be transient), nodes their source could not
-  describe or a plugin did not judge (``FilterResult.skipped``), scores of a
-  candidate set with such a node, anything worked out while the generation
+- Never kept: Errors (they may be transient, an audited plugin's included),
+  nodes their source could not describe or a plugin did not judge
+  (``FilterResult.skipped``), scores of a candidate set with such a node,
+  anything worked out while the generation
   changed under the request. Audited
   plugins' held-back rejections are kept with the verdicts, so a kept answer
   reports them as the plain profile does.
@@ -35,7 +36,7 @@ request then touches only the names it carries. Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from itertools import filterfalse
 from operator import attrgetter
 from typing import TYPE_CHECKING, TypeVar
@@ -72,11 +73,11 @@ class KeptVerdicts:
         self.would_reject = would_reject
 
     def adding(
-        self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, skipped: Notes
+        self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, unjudged: Collection[str]
     ) -> KeptVerdicts:
-        """With the verdicts on ``nodes``, except those a plugin did not judge (``skipped``) or whose source could
-        not describe them."""
-        described = {node.name: node for node in nodes if node.why_unknown is None and node.name not in skipped}
+        """With the verdicts on ``nodes``, except those a plugin did not judge or failed on (``unjudged``) or whose
+        source could not describe them."""
+        described = {node.name: node for node in nodes if node.why_unknown is None and node.name not in unjudged}
         if not described:
             return self
         refused = {name: rejected[name] for name in described if name in rejected}
@@ -163,7 +164,7 @@ class KeptProfile:
             known = previous.nodes.get
             fresh = [node for node in nodes if known(node.name) is not node]
             carried = [node for node in nodes if known(node.name) is node]
-            kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, {})
+            kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, ())
         else:
             missing = list(filterfalse(kept.nodes.__contains__, names))
             fresh = source.lookup(missing) if missing else []
@@ -175,7 +176,8 @@ class KeptProfile:
                 return fresh_result
             seconds, rejected = fresh_result.seconds_by_plugin, {**rejected, **fresh_result.rejected}
             would_reject = {**would_reject, **fresh_result.would_reject}
-            kept = kept.adding(fresh, fresh_result.rejected, fresh_result.would_reject, fresh_result.skipped)
+            unjudged = fresh_result.skipped.keys() | fresh_result.audit_failed.keys()
+            kept = kept.adding(fresh, fresh_result.rejected, fresh_result.would_reject, unjudged)
         if source.generation() is generation:
             _store(kept_now.verdicts, keys, kept)
         refused = list(filter(rejected.__contains__, names)) if rejected else []
@@ -184,6 +186,7 @@ class KeptProfile:
             seconds_by_plugin=seconds,
             skipped=fresh_result.skipped,
             unjudged=fresh_result.unjudged,
+            audit_failed=fresh_result.audit_failed,
             observed=fresh_result.observed if fresh else plain.observations(cycle, plain.judging_filters(cycle)),
         )
         if would_reject:
@@ -221,7 +224,8 @@ class KeptProfile:
         result = plain.prioritize(pod, nodes, cycle)
         # Scores some plugin could not work out for every node (``skipped``) are never kept, as verdicts are not.
         described = not result.skipped and self._described(nodes)
-        if result.error is None and described and source.generation() is generation:
+        same_generation = source.generation() is generation
+        if result.error is None and not result.audit_failed and described and same_generation:
             # The names as the scores hold them: the answer's entries are found by the same string objects.
             kept_scores = KeptScores(
                 frozenset(result.scores), dict(result.by_plugin), result.scores, tuple(result.audited)

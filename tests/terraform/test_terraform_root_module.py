@@ -389,7 +389,7 @@ def test_log_based_metrics_read_the_decision_log_entry() -> None:
 
 
 def test_would_reject_metric_counts_the_audit_entries_per_plugin_and_rule() -> None:
-    """Audited plugins' held-back verdicts: one audit entry per plugin and reason, whose fields the extractors read."""
+    """Audited plugins' held-back verdicts: one audit entry per plugin and rule, whose fields the extractors read."""
     from extender.decision_log import AUDIT_EVENT, audit_entries
     from extender.framework import status
     from extender.framework.profile import FilterResult
@@ -407,7 +407,7 @@ def test_would_reject_metric_counts_the_audit_entries_per_plugin_and_rule() -> N
     held = status.unresolvable("NodeLabelPolicy rule 'others-off-gpu-pool': node does not match x").with_plugin("NodeLabelPolicy")
     result = FilterResult(feasible=["n-1", "n-2"], would_reject={"n-1": (held,), "n-2": (held,)})
     fields = decision_fields(Route("filter", "default"), Answer(body=None, result=result), 0.01, 5.0, method="POST", path="/filter")
-    [entry] = audit_entries(fields)
+    [entry] = audit_entries(fields, result)
     assert entry["event"] == AUDIT_EVENT and {"verb", "profile"} <= set(entry)
     assert (entry["plugin"], entry["rule"], entry["verdict"], entry["count"]) == (
         "NodeLabelPolicy", "others-off-gpu-pool", "wouldReject", 2
