@@ -8,7 +8,17 @@ import platform
 from dataclasses import asdict
 from pathlib import Path
 
-from bench.run import CONCURRENT_NODES, EXTENDER, EXTENDER_ALL, FLOOR_ORJSON, FLOOR_WSGI, TYPICAL, Results, Row
+from bench.run import (
+    CONCURRENT_NODES,
+    EXTENDER,
+    EXTENDER_ALL,
+    EXTENDER_NODELOAD,
+    FLOOR_ORJSON,
+    FLOOR_WSGI,
+    TYPICAL,
+    Results,
+    Row,
+)
 from bench.servers import THREADS
 
 # (what, mode, nodes, verb, server, limit, unit): medians in ms, or peak RSS in MB where unit is "MB".
@@ -20,6 +30,12 @@ TARGETS = [
     ("full nodes, N=1000, peak RSS", "full", 1000, "filter", EXTENDER, 200, "MB"),
     ("full nodes, N=5000 (limit raised), filter", "full", 5000, "filter", EXTENDER, 700, "ms"),
     ("full nodes, N=5000 (limit raised), peak RSS", "full", 5000, "filter", EXTENDER, 600, "MB"),
+]
+# (what, mode, nodes, verb, server, baseline, limit): the server's median at most ``limit`` times the baseline's, the
+# same requests measured side by side in one run.
+RATIO_TARGETS = [
+    ("node names, N=5000, + NodeLoad, filter", "names", 5000, "filter", EXTENDER_NODELOAD, EXTENDER_ALL, 1.2),
+    ("node names, N=5000, + NodeLoad, prioritize", "names", 5000, "prioritize", EXTENDER_NODELOAD, EXTENDER_ALL, 1.2),
 ]
 INSTANCE_MEMORY_MB = 512
 COLD_START_TARGET_MS = 500
@@ -63,7 +79,7 @@ def table(results: Results) -> str:
     for row in results.rows:
         cpu = _ms(row.cpu_seconds * 1000) if row.cpu_seconds is not None else "-"
         rss = f"{row.peak_rss_mb:.0f} MB" if row.peak_rss_mb is not None else "-"
-        server = row.server + (" *" if row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL) else "")
+        server = row.server + (" *" if row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD) else "")
         lines.append(
             f"{row.mode:<6} {row.nodes:>5} {row.body_bytes / 1e6:>6.2f} MB {row.verb:<10} {server:<30} "
             f"{_ms(row.median * 1000):>9} {_ms(row.stat(0.9) * 1000):>9} {_ms(max(row.seconds) * 1000):>9} "
@@ -87,7 +103,7 @@ def table(results: Results) -> str:
         for server, mb in results.concurrent_rss_mb.items():
             lines.append(f"  {server:<30} {mb:>6.0f} MB")
     if results.uncovered_plugins:
-        lines.append(f"Note: bench/policy-all.yaml does not enable {', '.join(results.uncovered_plugins)} yet")
+        lines.append(f"Note: the bench's policies do not enable {', '.join(results.uncovered_plugins)} yet")
     return "\n".join(lines)
 
 
@@ -103,6 +119,14 @@ def targets(results: Results) -> str:
         lines.append(
             f"{what:<48} {'< ' + str(limit) + ' ' + unit:>9} {shown[0]:>9} {shown[1]:>9} {shown[2]:>9}  {verdict}"
         )
+    for what, mode, nodes, verb, server, baseline, limit in RATIO_TARGETS:
+        ours, theirs = results.row(mode, nodes, verb, server), results.row(mode, nodes, verb, baseline)
+        if ours is None or theirs is None:
+            continue
+        ratio = ours.median / theirs.median
+        verdict = "met" if ratio <= limit else "MISSED"
+        shown = f"{ratio:.2f}x ({_ms(ours.median * 1000)} / {_ms(theirs.median * 1000)})"
+        lines.append(f"{what:<48} {'<= ' + str(limit) + 'x':>9} {shown:>29}  {verdict}")
     for server in (EXTENDER, EXTENDER_ALL):
         runs = results.cold_starts.get(server)
         if runs:

@@ -22,6 +22,7 @@ from operator import itemgetter
 from typing import Any
 
 from extender.errors import bounded
+from extender.framework.plugin import Observed
 from extender.framework.profile import FilterResult, Notes, PreemptResult, ScoreResult
 from extender.framework.status import Code, Status
 from extender.framework.types import Pod
@@ -141,8 +142,24 @@ def decision_fields(
         fields[verdict] = {"count": len(notes), "reasons": _by_rule(pairs)[:TOP_N]}
     if isinstance(result, PreemptResult):
         fields["accepted"] = _top_accepted(result)
+    elif result.observed:
+        fields["nodeFacts"] = _node_facts(result.observed, fields)
     fields["pluginMs"] = plugin_ms(result)
     return fields
+
+
+def _node_facts(observed: Mapping[str, Observed], fields: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the plugins that measure something measured of the nodes the entry names (rejected, skipped, would be
+    rejected, best scored): per plugin, per node, e.g. ``{"cpu": {"value": 0.93, "ageSeconds": 12.5}}``."""
+    named = [score["node"] for score in fields.get("scores", ())]
+    for key in ("rejected", "skipped", "wouldReject"):
+        named += [node for group in fields.get(key, {}).get("reasons", ()) for node in group["nodes"]]
+    shown: dict[str, dict[str, Any]] = {}
+    for plugin, facts in observed.items():
+        known = {node: found for node in dict.fromkeys(named) if (found := facts(node))}
+        if known:
+            shown[plugin] = known
+    return shown
 
 
 def plugin_ms(result: FilterResult | ScoreResult | PreemptResult) -> dict[str, float]:

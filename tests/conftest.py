@@ -22,6 +22,7 @@ from testkit.ports import free_port
 if TYPE_CHECKING:  # imported by the fixtures themselves: cryptography costs every other test run time
     from testkit.certs import CertificateAuthority
     from testkit.fake_apiserver import FakeApiServer
+    from tests.prometheus import Exporter, PrometheusServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,4 +134,24 @@ def apiserver(test_ca: CertificateAuthority, tmp_path: Path) -> Iterator[FakeApi
     from testkit.fake_apiserver import FakeApiServer
 
     with FakeApiServer.serving(test_ca, tmp_path) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[Exporter]:
+    """Per-node values for a real Prometheus to scrape (tests/prometheus.py); each test sets the values it needs."""
+    from tests.prometheus import Exporter
+
+    served = Exporter()
+    yield served
+    served.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus(exporter: Exporter, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """Debian's prometheus scraping ``exporter``, one per module: it starts scraping some seconds after it starts.
+    Skipped where it is not installed, failed under CI=true."""
+    from tests.prometheus import running
+
+    with running(tmp_path_factory.mktemp("prometheus"), exporter) as server:
         yield server

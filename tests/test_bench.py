@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from bench.__main__ import main
-from bench.run import EXTENDER, EXTENDER_ALL, FLOOR_ORJSON, FLOOR_WSGI, TYPICAL
+from bench.run import EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD, FLOOR_ORJSON, FLOOR_WSGI, TYPICAL
 from bench.workload import Workload, make_node
 
 
@@ -42,12 +42,12 @@ def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):
     rows = [line for line in out.splitlines() if line.startswith(("names ", "full "))]
     for mode in ("names", "full"):
         for verb in ("filter", "prioritize"):
-            for server in (EXTENDER, EXTENDER_ALL, TYPICAL, FLOOR_WSGI, FLOOR_ORJSON):
+            for server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD, TYPICAL, FLOOR_WSGI, FLOOR_ORJSON):
                 assert any(
                     line.split()[:2] == [mode, "3"] and f" {verb} " in line and server in line for line in rows
                 ), (mode, verb, server)
     lines = out.splitlines()
-    for server in (EXTENDER, EXTENDER_ALL, TYPICAL, FLOOR_WSGI):
+    for server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD, TYPICAL, FLOOR_WSGI):
         assert any(line.strip().startswith(server) and "runs:" in line for line in lines), server
         # The launch's CPU: the master's start-up and the worker's first answer, each a positive time.
         split = next(line for line in lines if line.strip().startswith(server) and " / " in line)
@@ -55,3 +55,4 @@ def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):
     for server in (EXTENDER, EXTENDER_ALL):
         assert any(line.strip().startswith(server) and "quicker in" in line for line in lines), server
     assert "Machine:" in out and "Load average" in out
+    assert "do not enable" not in out  # every built-in plugin is measured

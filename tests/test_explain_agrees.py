@@ -6,7 +6,9 @@ prioritize and preempt exactly as the function does for the same pod, nodes and 
 them in the policy's mode (node names and victim UIDs unless the policy declares ``nodeCacheCapable: false``), with a
 Kubernetes API server listing the same nodes and pods. The nodes file disagrees with the names the ``names`` source
 reads (a node labelled gpu in a general pool), holds a node no source but the API can describe, and a victim runs on a
-node the file lacks: explain must take each fact where the function takes it.
+node the file lacks: explain must take each fact where the function takes it. A policy with NodeLoad reads, on
+both sides, a real Prometheus serving GKE's node metrics for the same nodes (tests/prometheus.py), in place of Cloud
+Monitoring.
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ import pytest
 import yaml
 
 from extender.__main__ import main
-from extender.policy.loader import PolicyError, parse_policy
+from extender.policy.loader import Policy, PolicyError, parse_policy
+from extender.settings import Settings
 from testkit.fake_apiserver import node as api_node
 from tests.conftest import ROOT
 from tests.policy_doc import fenced_blocks
 
 POOL, ZONE, TYPE = "cloud.google.com/gke-nodepool", "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type"
 SPOT = "cloud.google.com/gke-spot"
+# As deployed: the Terraform module sets GOOGLE_CLOUD_PROJECT, which NodeLoad's gke preset reads.
+DEPLOYED = Settings(project="example-project")
+
+
+def parse(text: str, name: str) -> Policy:
+    return parse_policy(text, name, DEPLOYED)
 
 
 def documented_policies() -> list[tuple[str, str]]:
@@ -36,7 +45,7 @@ def documented_policies() -> list[tuple[str, str]]:
             if fence != "yaml" or "profiles:" not in block or "pluginModules" in block:
                 continue
             try:
-                parse_policy(block, "documented")
+                parse(block, "documented")
             except PolicyError:
                 continue  # shown as invalid on purpose (its shown run says so; tests/test_policy_cli.py runs it)
             found.append((f"{path.relative_to(ROOT)}[{index}]", block))
@@ -114,7 +123,7 @@ POLICIES = documented_policies() + generated_policies()
 def unknown_plugins(name: str, text: str) -> list[str]:
     """The problems of a policy that names a plugin this tree does not have yet; none for the others."""
     try:
-        parse_policy(text, name)
+        parse(text, name)
     except PolicyError as error:
         return [problem for problem in error.problems if "unknown plugin" in problem]
     return []
@@ -206,12 +215,45 @@ def explained(capsys, directory: Path, policy: Path, profile: str, pod: dict, no
     return {verb: (answers[verb] or {}).get("answer") for verb in ("filter", "prioritize", "preempt")}, err
 
 
+def reading_metrics_of(text: str, nodes: list[dict], request: pytest.FixtureRequest) -> tuple[str, bool]:
+    """``text`` with each NodeLoad entry reading the test's Prometheus (no credentials), which serves GKE's node
+    metrics for ``nodes``, a third of them busy (unchanged without NodeLoad); and whether a NodeLoad filters."""
+    document = yaml.safe_load(text)
+    entries = [
+        entry
+        for profile in document["profiles"]
+        for entry in profile.get("pluginConfig") or ()
+        if entry.get("name") == "NodeLoad"
+    ]
+    if not entries:
+        return text, False
+    exporter, prometheus = request.getfixturevalue("exporter"), request.getfixturevalue("prometheus")
+    names = [item["metadata"]["name"] for item in nodes]
+    loads = {name: [0.95, 0.3, 0.6][index % 3] for index, name in enumerate(names)}
+    node = {"monitored_resource": "k8s_node"}
+    exporter.set_samples(
+        "kubernetes_io:node_cpu_allocatable_utilization", [({**node, "node_name": n}, load) for n, load in loads.items()]
+    )
+    memory = {**node, "memory_type": "non-evictable"}
+    exporter.set_samples(
+        "kubernetes_io:node_memory_allocatable_utilization", [({**memory, "node_name": n}, 0.5) for n in names]
+    )
+    prometheus.wait_until(
+        "count by (node) (label_replace(kubernetes_io:node_cpu_allocatable_utilization, 'node', '$1', 'node_name', '(.*)'))",
+        lambda values: set(values) == set(names),
+    )
+    for entry in entries:
+        entry.setdefault("args", {})["prometheus"] = {"url": prometheus.url, "auth": "none"}
+    return yaml.safe_dump(document), any(entry["args"].get("filter") for entry in entries)
+
+
 @pytest.mark.parametrize(("name", "text"), [_param(name, text) for name, text in POLICIES])
-def test_explain_answers_as_the_served_function(client_factory, apiserver, tmp_path, capsys, name, text):
-    loaded = parse_policy(text, name)
-    spec = loaded.node_source
+def test_explain_answers_as_the_served_function(client_factory, apiserver, tmp_path, capsys, request, name, text):
+    spec = parse(text, name).node_source
     cluster = spec.settings["cluster"] if spec.kind == "names" else "prod"
     nodes = cluster_nodes(cluster)
+    text, load_filters = reading_metrics_of(text, nodes, request)
+    loaded = parse_policy(text, name)
     victims = victims_on(nodes, cluster)
     apiserver.set_nodes([api_node(item["metadata"]["name"], item["metadata"]["labels"]) for item in nodes])
     apiserver.set_pods(victims)
@@ -222,6 +264,7 @@ def test_explain_answers_as_the_served_function(client_factory, apiserver, tmp_p
     victims_file.write_text(yaml.safe_dump_all(victims))
     client = client_factory(policy, **apiserver.environment())
     full = loaded.node_cache_capable is False
+    answered = []
     for profile in loaded.profiles:
         for pod in PODS:
             expected = function_answers(client, profile, pod, nodes, victims, full)
@@ -229,10 +272,13 @@ def test_explain_answers_as_the_served_function(client_factory, apiserver, tmp_p
             assert got == expected, (profile, pod["metadata"]["namespace"])
             if spec.kind == "kubernetes":  # explain read no API: it says what stood in for it
                 assert "--nodes" in notes and "Kubernetes API" in notes
+            answered.append(json.dumps(expected))
+    if load_filters:  # NodeLoad judged on the metrics: the busy nodes' rejections are in what both answered
+        assert any("NodeLoad rule 'cpu': load above 0.9" in answer for answer in answered)
 
 
 def test_every_kind_of_policy_is_compared():
-    loaded = [parse_policy(text, name) for name, text in POLICIES if not unknown_plugins(name, text)]
+    loaded = [parse(text, name) for name, text in POLICIES if not unknown_plugins(name, text)]
     kinds = {(policy.node_source.kind, policy.node_cache_capable is False) for policy in loaded}
     assert kinds >= {(kind, full) for kind in ("", "names", "static", "kubernetes") for full in (True, False)}
     assert sum(1 for name, _ in POLICIES if name.startswith(("docs/", "README"))) >= 6

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -69,6 +70,20 @@ def wait_until_listed(url: str, name: str) -> None:
         time.sleep(0.3)
 
 
+def from_threads(
+    send: Callable[[str, bytes], tuple[int, bytes]], requests_: list[tuple[str, bytes]]
+) -> list[tuple[int, tuple[int, bytes]]]:
+    """Every request sent by each of THREADS threads at once, each thread in an order of its own: (index, answer)."""
+
+    def send_all(seed: int) -> list[tuple[int, tuple[int, bytes]]]:
+        order = list(range(len(requests_)))
+        random.Random(seed).shuffle(order)
+        return [(index, send(*requests_[index])) for index in order]
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        return [answer for answers in pool.map(send_all, range(THREADS)) for answer in answers]
+
+
 def test_eight_threads_against_a_cached_function_answer_as_an_uncached_one(apiserver, tmp_path):
     rng = random.Random(14)
     path = tmp_path / "policy.yaml"
@@ -85,12 +100,5 @@ def test_eight_threads_against_a_cached_function_answer_as_an_uncached_one(apise
             expected = [post(plain, verb, data) for verb, data in requests_]
             assert any(status == 200 and b"FailedAndUnresolvableNodes" in body for status, body in expected)
 
-            def send_all(seed: int) -> list[tuple[int, tuple[int, bytes]]]:
-                order = list(range(len(requests_)))
-                random.Random(seed).shuffle(order)
-                return [(index, post(cached, *requests_[index])) for index in order]
-
-            with ThreadPoolExecutor(THREADS) as pool:
-                for answers in pool.map(send_all, range(THREADS)):
-                    for index, answer in answers:
-                        assert answer == expected[index], requests_[index]
+            for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
+                assert answer == expected[index], requests_[index]

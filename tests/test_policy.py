@@ -366,6 +366,7 @@ def test_the_readme_complete_example_loads():
 
 POINT = {
     "NodeLabelPolicy": "filter",
+    "NodeLoad": "filter",  # and score
     "NodeNameFilter": "filter",
     "InstanceCost": "score",
     "TopologyPreference": "score",
@@ -430,7 +431,7 @@ def test_field_and_cross_field_problems_are_reported_in_one_run():
             "failurePolicy: Must be one of: Fail, Ignore.",
             "profiles[0].name: must be a DNS label (lowercase letters, digits, '-')",
             "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NoSuchPlugin'; known plugins: InstanceCost, "
-            "NodeLabelPolicy, NodeNameFilter, ProtectedVictims, TopologyPreference",
+            "NodeLabelPolicy, NodeLoad, NodeNameFilter, ProtectedVictims, TopologyPreference",
             "profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
             f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}",
             "profiles[2].name: duplicate profile name 'b'",

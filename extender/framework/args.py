@@ -2,10 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from marshmallow import Schema, ValidationError, fields
+
+from extender.settings import Settings
+
+# The settings of the instance whose policy is being loaded: args that depend on them (a default URL naming the
+# project, a deadline within the scheduler's httpTimeout) are worked out, and checked, where the args load.
+_loading_for: ContextVar[Settings | None] = ContextVar("loading_for", default=None)
+
+
+@contextlib.contextmanager
+def loading_for(settings: Settings) -> Iterator[None]:
+    """Load plugin args, in this block, for an instance with ``settings`` (``instance_settings`` returns them)."""
+    token = _loading_for.set(settings)
+    try:
+        yield
+    finally:
+        _loading_for.reset(token)
+
+
+def instance_settings() -> Settings:
+    """The settings args are loaded for: the instance's while its policy loads, else those of an empty environment."""
+    return _loading_for.get() or Settings()
 
 
 def unique_names(items: Sequence[Any]) -> None:
@@ -37,6 +60,20 @@ class Map(fields.Dict):
                     for key, problems in exc.messages.items()
                 }
             ) from None
+
+
+class Number(fields.Float):
+    """A YAML/JSON number, never a string that looks like one (a quoted "0.134" is a typo to report), nor NaN or
+    infinity; ``example`` completes the message ("a price such as 0.134")."""
+
+    def __init__(self, *, example: str, **kwargs: Any) -> None:
+        super().__init__(allow_nan=False, **kwargs)
+        self.example = example
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError(f"must be a number ({self.example}), not a string or a boolean")
+        return super()._deserialize(value, attr, data, **kwargs)
 
 
 def failed_fields(schema: Schema, data: Mapping[str, Any], original: Any) -> set[str]:

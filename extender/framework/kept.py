@@ -23,7 +23,8 @@ request then touches only the names it carries. Invariants:
   unchanged nodes). So the kept Node objects are the live ones.
 - Never kept: Errors (they may be transient, an audited plugin's included),
   nodes their source could not describe or a plugin did not judge
-  (``FilterResult.skipped``), anything worked out while the generation
+  (``FilterResult.skipped``), scores of a candidate set with such a node,
+  anything worked out while the generation
   changed under the request. Audited
   plugins' held-back rejections are kept with the verdicts, so a kept answer
   reports them as the plain profile does.
@@ -186,6 +187,7 @@ class KeptProfile:
             skipped=fresh_result.skipped,
             unjudged=fresh_result.unjudged,
             audit_failed=fresh_result.audit_failed,
+            observed=fresh_result.observed if fresh else plain.observations(cycle, plain.judging_filters(cycle)),
         )
         if would_reject:
             result.would_reject = {name: would_reject[name] for name in names if name in would_reject}
@@ -209,13 +211,21 @@ class KeptProfile:
         kept = kept_now.scores.get(keys)
         if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
             seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
+            observed = plain.observations(cycle, (entry.plugin for entry in plain.scores))
             return ScoreResult(
-                kept.scores, dict(kept.by_plugin), seconds_by_plugin=seconds, kept=True, audited=list(kept.audited)
+                kept.scores,
+                dict(kept.by_plugin),
+                seconds_by_plugin=seconds,
+                kept=True,
+                audited=list(kept.audited),
+                observed=observed,
             )
         nodes = source.lookup(names)
         result = plain.prioritize(pod, nodes, cycle)
+        # Scores some plugin could not work out for every node (``skipped``) are never kept, as verdicts are not.
+        described = not result.skipped and self._described(nodes)
         same_generation = source.generation() is generation
-        if result.error is None and not result.audit_failed and self._described(nodes) and same_generation:
+        if result.error is None and not result.audit_failed and described and same_generation:
             # The names as the scores hold them: the answer's entries are found by the same string objects.
             kept_scores = KeptScores(
                 frozenset(result.scores), dict(result.by_plugin), result.scores, tuple(result.audited)

@@ -36,7 +36,17 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from extender.framework import status as st
 from extender.framework.cycle import CycleState
-from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, Plugin, PreemptPlugin, ScorePlugin
+from extender.framework.plugin import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    FilterPlugin,
+    Observed,
+    Plugin,
+    PreemptPlugin,
+    ScorePlugin,
+    has_own_facts,
+    observes,
+)
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
@@ -101,7 +111,15 @@ class Judging:
 
 class FilterResult:
     __slots__ = (
-        "audit_failed", "error", "feasible", "rejected", "seconds_by_plugin", "skipped", "unjudged", "would_reject"
+        "audit_failed",
+        "error",
+        "feasible",
+        "observed",
+        "rejected",
+        "seconds_by_plugin",
+        "skipped",
+        "unjudged",
+        "would_reject",
     )
 
     def __init__(
@@ -114,6 +132,7 @@ class FilterResult:
         would_reject: Notes | None = None,
         unjudged: dict[str, Status] | None = None,
         audit_failed: Notes | None = None,
+        observed: dict[str, Observed] | None = None,
     ) -> None:
         # The names of the nodes every filter accepts, in input order.
         self.feasible = feasible
@@ -126,10 +145,22 @@ class FilterResult:
         # Nodes rejected only because their facts were missing, with why: never kept, and when they are all, the
         # answer is that Error.
         self.unjudged = _or_empty(unjudged)
+        # What the plugins that measure something measured in this request, by plugin (``Plugin.observations``).
+        self.observed = _or_empty(observed)
 
 
 class ScoreResult:
-    __slots__ = ("audit_failed", "audited", "by_plugin", "error", "kept", "scores", "seconds_by_plugin", "skipped")
+    __slots__ = (
+        "audit_failed",
+        "audited",
+        "by_plugin",
+        "error",
+        "kept",
+        "observed",
+        "scores",
+        "seconds_by_plugin",
+        "skipped",
+    )
 
     def __init__(
         self,
@@ -141,6 +172,7 @@ class ScoreResult:
         skipped: Notes | None = None,
         audited: list[str] | None = None,
         audit_failed: Notes | None = None,
+        observed: dict[str, Observed] | None = None,
     ) -> None:
         # Final extender scores (0..10) per node name; empty when ``error`` is set.
         self.scores = scores
@@ -156,6 +188,8 @@ class ScoreResult:
         self.audited = [] if audited is None else audited
         # Audited score plugins that failed, noted on every node they were to score: left out of ``by_plugin``.
         self.audit_failed = _or_empty(audit_failed)
+        # What the score plugins that measure something measured in this request, by plugin.
+        self.observed = _or_empty(observed)
 
 
 class PreemptResult:
@@ -244,13 +278,14 @@ class Profile:
             would_reject=judging.would,
             unjudged=judging.unjudged,
             audit_failed=judging.failed,
+            observed=self.observations(cycle, self.judging_filters(cycle)),
         )
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
         if False in passed:
             for name, verdict in compress(zip(names, verdicts), map(not_, passed)):
                 if verdict.code is Code.ERROR:
-                    return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds)
+                    return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds, observed=result.observed)
                 result.rejected[name] = verdict
             result.feasible = list(compress(names, passed))
         return result
@@ -267,6 +302,19 @@ class Profile:
     def judging_filters(self, cycle: CycleState) -> tuple[FilterPlugin, ...]:
         """The filters that judge nodes in this request, in policy order: one that skips it passes every node."""
         return tuple(plugin for plugin in self.filters if not cycle.skips(plugin))
+
+    def observations(self, cycle: CycleState, plugins: Iterable[Plugin]) -> dict[str, Observed]:
+        """What those of ``plugins`` that measure something measured in this request, by plugin name."""
+        observed: dict[str, Observed] = {}
+        for plugin in plugins:
+            if observes(plugin):
+                try:
+                    found = plugin.observations(*cycle.extra(plugin))
+                except Exception:  # its prepare failed: the plugin reported that where it ran
+                    continue
+                if found is not None:
+                    observed[plugin.name] = found
+        return observed
 
     def _verdicts_of(
         self, cycle: CycleState, nodes: Sequence[Node], seconds: dict[str, float], judging: Judging
@@ -327,6 +375,7 @@ class Profile:
             for name, score in scores.items():
                 weighted[name] += entry.weight * score
         result.scores = _to_extender_priorities(weighted, total_weight, left_out_weight)
+        result.observed = self.observations(cycle, (entry.plugin for entry in self.scores))
         return result
 
     def prioritize_names(
@@ -403,14 +452,17 @@ class Profile:
         return st.SUCCESS
 
     def _run_filter(
-        self, plugin: FilterPlugin, entry: EntryPolicy, cycle: CycleState, nodes: Iterable[Node], judging: Judging
+        self, plugin: FilterPlugin, entry: EntryPolicy, cycle: CycleState, nodes: Sequence[Node], judging: Judging
     ) -> Iterator[Status]:
         """The plugin's verdict on each node in turn: one loop per plugin, as thousands of nodes may pass."""
         needs_labels, check, pod, name = plugin.facts > Facts.NAME, plugin.filter, cycle.pod, plugin.name
+        own = _own_missing(plugin, "filter", cycle, nodes)
+        # Its missing_facts failed: a plugin bug, each node's outcome (the request's Error, or an audited failure).
+        failure, own = (own, _NONE_MISSING) if isinstance(own, Status) else (None, own)
         ran = False
         for node in nodes:
-            if needs_labels and node.labels is None:
-                cause = _cause(name, node)
+            if (needs_labels and node.labels is None) or (own and node.name in own):
+                cause = _cause(name, node) if needs_labels and node.labels is None else own[node.name].with_plugin(name)
                 outcome = _unknown_facts(name, cause, entry.fail_open)
                 # Not judged: passed (Ignore), rejected (Fail), or rejected as a node its source cannot know.
                 judging.skip(node.name, outcome)
@@ -421,7 +473,7 @@ class Profile:
                     ran = True
                     judging.ran.add(name)
                 try:
-                    outcome = check(pod, node, *cycle.extra(plugin))
+                    outcome = failure if failure is not None else check(pod, node, *cycle.extra(plugin))
                 except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
                     outcome = _crashed(name, "filter", node.name, exc)
                 if outcome.code is Code.SUCCESS:
@@ -444,11 +496,16 @@ class Profile:
         """
         zeros: list[str] = []
         left_out: list[str] = []
-        if plugin.facts > Facts.NAME and None in map(_labels, nodes):
+        needs_labels = plugin.facts > Facts.NAME
+        own = _own_missing(plugin, "score", cycle, nodes)
+        if isinstance(own, Status):
+            return {}, [], own
+        if (needs_labels and None in map(_labels, nodes)) or own:
             unjudged: Status | None = None
             for node in nodes:
-                if node.labels is None:
-                    cause = _cause(plugin.name, node)
+                if (needs_labels and node.labels is None) or node.name in own:
+                    cause = _cause(plugin.name, node) if needs_labels and node.labels is None else own[node.name]
+                    cause = cause.with_plugin(plugin.name)
                     outcome = _unknown_facts(plugin.name, cause, entry.fail_open)
                     (left_out if outcome.is_success else zeros).append(node.name)
                     judging.skip(node.name, _score_skipped(plugin.name, outcome))
@@ -456,7 +513,7 @@ class Profile:
                         unjudged = cause
             if unjudged is not None and len(zeros) == len(nodes) and not entry.audit:
                 return {}, [], unjudged  # not one node could be judged: why is the Error (every node scores 0 anyway)
-            nodes = [node for node in nodes if node.labels is not None]
+            nodes = [node for node in nodes if not ((needs_labels and node.labels is None) or node.name in own)]
         if not nodes:
             return dict.fromkeys(zeros, MIN_NODE_SCORE), left_out, None
         score, pod = plugin.score, cycle.pod
@@ -488,7 +545,22 @@ def judged_or_error(result: FilterResult, count: int) -> FilterResult:
         seconds_by_plugin=result.seconds_by_plugin,
         skipped=result.skipped,
         audit_failed=result.audit_failed,
+        observed=result.observed,
     )
+
+
+_NONE_MISSING: Mapping[str, Status] = {}
+
+
+def _own_missing(plugin: Plugin, point: str, cycle: CycleState, nodes: Sequence[Node]) -> Mapping[str, Status] | Status:
+    """The nodes whose facts of its own ``plugin`` lacks at ``point`` (``Plugin.missing_facts``), or the Error of its
+    failing to say."""
+    if not has_own_facts(plugin):
+        return _NONE_MISSING
+    try:
+        return plugin.missing_facts(point, nodes, *cycle.extra(plugin))
+    except Exception as exc:
+        return _crashed(plugin.name, point, "", exc)
 
 
 def _cause(plugin: str, node: Node) -> Status:

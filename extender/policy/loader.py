@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 from marshmallow import ValidationError
 
+from extender.framework.args import loading_for
 from extender.framework.kept import ServedProfile, keeping_results
 from extender.nodesource.spec import NodeSourceSpec
 from extender.settings import Settings
@@ -115,7 +116,8 @@ def build_policy(document: object, text: str, source: str, settings: Settings | 
         raise PolicyError(source, ["the policy must be a mapping with a 'profiles' list"])
     settings = Settings.from_environment() if settings is None else settings
     try:
-        loaded = PolicySchema(function_names=settings.function_names).load(document)
+        with loading_for(settings):
+            loaded = PolicySchema(function_names=settings.function_names).load(document)
     except ValidationError as exc:
         raise PolicyError(source, flatten_errors(exc.messages)) from None
     return Policy(

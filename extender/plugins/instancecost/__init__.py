@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 from marshmallow import Schema, ValidationError, fields, validates_schema
 from marshmallow.validate import Length, OneOf, Range
 
-from extender.framework.args import Map, failed_fields
+from extender.framework.args import Map, Number, failed_fields
 from extender.framework.plugin import MAX_NODE_SCORE, ScorePlugin, rescale_scores
 from extender.framework.selectors import validate_label_value
 from extender.framework.types import Facts, Node, Pod
@@ -51,16 +51,13 @@ SPOT_LABELS = ("cloud.google.com/gke-spot", "cloud.google.com/gke-preemptible")
 MAX_PRICE = 1e15
 
 
-class Price(fields.Float):
-    """A price: a finite YAML/JSON number up to ``MAX_PRICE``, never a string that looks like one (a quoted "0.134"
-    is a typo to report)."""
+class Price(Number):
+    """A price: a finite number up to ``MAX_PRICE``, never a string that looks like one."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(allow_nan=False, **kwargs)
+        super().__init__(example="a price such as 0.134", **kwargs)
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValidationError("must be a number (a price such as 0.134), not a string or a boolean")
         price = super()._deserialize(value, attr, data, **kwargs)
         if price > MAX_PRICE:
             raise ValidationError(
