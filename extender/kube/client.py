@@ -15,9 +15,7 @@ side (401, 403, a redirect), and for a cap, the cap.
 
 from __future__ import annotations
 
-import base64
 import os
-import re
 import ssl
 import time
 import weakref
@@ -30,7 +28,7 @@ import msgspec
 import orjson
 
 from extender import __version__
-from extender.errors import ConfigError, bounded
+from extender.errors import ConfigError, bounded, redacted
 from extender.framework.types import Pod
 from extender.http import outbound
 from extender.kube.config import KubeConfig
@@ -67,9 +65,6 @@ _HINTS = {
 }
 _TOO_LARGE_HINT = " (a page of 500 nodes, or one node's pods, is a few MB: is KUBERNETES_API_URL the API server?)"
 _REDIRECT_HINT = " (redirects are not followed: set KUBERNETES_API_URL to the API server itself)"
-# Pieces of the bearer token a message may not hold (nor the whole), looked for in each run of token characters.
-_TOKEN_PIECE = 16
-_TOKEN_RUN = re.compile(r"[A-Za-z0-9._~+/=-]+")
 
 Decoded = TypeVar("Decoded")
 
@@ -202,13 +197,13 @@ class KubeClient:
         except outbound.TimedOut:
             raise KubeError(f"the Kubernetes API did not answer {call} within {seconds:.3g} s") from None
         except outbound.Unreachable as exc:
-            raise KubeError(_redacted(f"cannot reach the Kubernetes API at {self.config.url}: {exc}", token)) from None
+            raise KubeError(redacted(f"cannot reach the Kubernetes API at {self.config.url}: {exc}", token)) from None
         except outbound.TooLarge as exc:
             hint = "" if exc.shared else _TOO_LARGE_HINT
             raise KubeError(f"the Kubernetes API answered {call} with {exc}: not read{hint}", exc.status) from None
         except outbound.BrokenAnswer as exc:
             raise KubeError(
-                _redacted(f"the Kubernetes API answered {call} with a broken HTTP answer: {exc}", token)
+                redacted(f"the Kubernetes API answered {call} with a broken HTTP answer: {exc}", token)
             ) from None
         if not 200 <= answer.status < 300:
             raise _status_error(answer, token)
@@ -229,7 +224,7 @@ class KubeClient:
 
     def _error(self, message: str, code: int) -> KubeError:
         """A failure that quotes the API's answer: without the bearer token, should the server have echoed it."""
-        return KubeError(_redacted(message, self.config.bearer_token()), code)
+        return KubeError(redacted(message, self.config.bearer_token()), code)
 
 
 def _status_error(answer: outbound.Answer, token: str | None) -> KubeError:
@@ -246,25 +241,7 @@ def _status_error(answer: outbound.Answer, token: str | None) -> KubeError:
         message = answer.body[:200].decode(errors="replace").strip() if status is None else ""
     hint = _REDIRECT_HINT if 300 <= code < 400 else _HINTS.get(code, "")
     line = f"the Kubernetes API answered {code} {answer.reason}: {bounded(message, _MESSAGE_CHARS)}"
-    return KubeError(_redacted(line.rstrip(": "), token) + hint, code)
-
-
-def _redacted(text: str, token: str | None) -> str:
-    """``text`` without the bearer token or any piece of it, as sent or base64-encoded: a server may echo the
-    request's headers."""
-    if not token:
-        return text
-    forms = (token, base64.b64encode(token.encode()).decode())
-    pieces = {form[at : at + _TOKEN_PIECE] for form in forms for at in range(len(form) - _TOKEN_PIECE + 1)}
-
-    def hide(run: re.Match[str]) -> str:
-        found = run.group()
-        held = found == token or any(
-            found[at : at + _TOKEN_PIECE] in pieces for at in range(len(found) - _TOKEN_PIECE + 1)
-        )
-        return "<redacted>" if held else found
-
-    return _TOKEN_RUN.sub(hide, text)
+    return KubeError(redacted(line.rstrip(": "), token) + hint, code)
 
 
 def _tls_context(config: KubeConfig) -> ssl.SSLContext | None:
