@@ -166,19 +166,31 @@ def test_a_kept_connection_closed_as_it_is_used_is_replaced_for_a_get_only(metho
             assert server.connections == 1
 
 
-def test_the_endpoint_path_prefix_and_headers_are_sent():
-    seen: list[bytes] = []
+def recording(seen: list[bytes]) -> Script:
+    """Answer OK, keeping each request's head in ``seen``."""
 
-    def record(conn: socket.socket, request: bytes, number: int) -> bool:
+    def script(conn: socket.socket, request: bytes, number: int) -> bool:
         seen.append(request)
         conn.sendall(OK)
         return True
 
-    with serving(record) as server:
+    return script
+
+
+def test_the_endpoint_path_prefix_and_headers_are_sent():
+    seen: list[bytes] = []
+    with serving(recording(seen)) as server:
         endpoint = outbound.Endpoint(server.url, None, {"User-Agent": "test"})
         call(server, endpoint=endpoint, headers={"Accept": "application/json"})
     assert seen[0].startswith(b"GET /prefix/x HTTP/1.1\r\n")
     assert b"User-Agent: test" in seen[0] and b"Accept: application/json" in seen[0]
+
+
+def test_a_prefix_with_spaces_or_other_than_ascii_is_sent_percent_encoded():
+    seen: list[bytes] = []
+    with serving(recording(seen)) as server:
+        call(server, endpoint=outbound.Endpoint(server.url + "/a b/\u00e9%20c:d@e", None))
+    assert seen[0].startswith(b"GET /prefix/a%20b/%C3%A9%20c:d@e/x HTTP/1.1\r\n")
 
 
 def test_an_answer_over_the_cap_is_refused_declared_or_not():

@@ -38,7 +38,7 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from extender.http import read_deadline
 
@@ -46,6 +46,8 @@ from extender.http import read_deadline
 _PIECE = 1 << 20
 # Requests sent again on a new connection when a kept one turns out closed by the server before it answered.
 _IDEMPOTENT = frozenset({"GET", "HEAD"})
+# Characters a path may hold as they are (RFC 3986's pchar and "/"), and "%" of what is already percent-encoded.
+_PATH_SAFE = "/%!$&'()*+,;=:@"
 # How a kept connection the server closed meanwhile fails.
 _CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
@@ -126,7 +128,8 @@ class Endpoint:
         https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port or (443 if https else 80)
-        self._prefix = parts.path.rstrip("/")
+        # Percent-encoded where it is not already, as requests sends a URL: http.client refuses spaces and non-ASCII.
+        self._prefix = quote(parts.path.rstrip("/"), safe=_PATH_SAFE)
         self._context = (context or ssl.create_default_context()) if https else None
         self._headers = dict(headers or {})
         self._idle_max = idle
