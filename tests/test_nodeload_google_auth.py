@@ -111,7 +111,7 @@ def google(test_ca, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     context = test_ca.server_context(test_ca.issue_server("127.0.0.1"), tmp_path)
     stand_in = GoogleStandIn(context, key.public_key())
-    # What application default credentials read, and the CA both requests sessions (google-auth's and NodeLoad's) trust.
+    # What application default credentials read, and the CA google-auth's token requests and NodeLoad's queries trust.
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file(tmp_path, "key.json", key, f"{stand_in.url}/token")))
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(test_ca.write(tmp_path)))
     yield stand_in

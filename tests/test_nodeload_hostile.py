@@ -3,13 +3,17 @@
 A stand-in server on loopback answers what no real Prometheus would (the real
 one is in tests/test_nodeload_prometheus.py). Whatever it does, no node is
 judged on it: each node lacks facts and the failurePolicy decides, one WARNING
-per refresh says why, and the request is answered within the deadline.
+per refresh says why, and the request is answered within the deadline. A
+bearer token it echoes is quoted nowhere; a forked worker does not ask on its
+parent's connections.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -36,17 +40,30 @@ def vector(*samples: tuple[str, Any], time_: float | None = None) -> dict[str, A
     }
 
 
+# How long a stand-in drips a head: far past a refresh's deadline, so that only a client bounded per read waits it out.
+DRIP_SECONDS = 3.0
+
+
 class Endpoint:
-    """Answers each query with what ``answer`` returns: (status, headers, body chunks, seconds between chunks)."""
+    """Answers each query with what ``answer`` returns: (status, headers, body chunks, seconds between chunks); or,
+    with ``raw`` set, writes what it makes of the query's Authorization header (``start``, then ``unit`` every 0.05 s
+    for DRIP_SECONDS) and hangs up. Keeps connections alive, and counts them."""
 
     def __init__(self) -> None:
         self.answer: Callable[[], tuple[int, dict[str, str], list[bytes], float]] = lambda: (200, {}, [b""], 0.0)
+        self.raw: Callable[[str], tuple[bytes, bytes]] | None = None
         self.asked = 0
+        self.connections: set[int] = set()
         endpoint = self
 
         class Handler(QuietHandler):
+            protocol_version = "HTTP/1.1"
+
             def do_GET(self) -> None:
                 endpoint.asked += 1
+                endpoint.connections.add(self.client_address[1])
+                if endpoint.raw is not None:
+                    return self.write_raw(*endpoint.raw(self.headers.get("Authorization", "")))
                 status, headers, chunks, pause = endpoint.answer()
                 self.send_response(status)
                 for name, value in {"Content-Length": str(sum(map(len, chunks))), **headers}.items():
@@ -59,6 +76,17 @@ class Endpoint:
                         time.sleep(pause)
                 except OSError:
                     pass  # the client hung up: what a deadline does
+
+            def write_raw(self, start: bytes, unit: bytes) -> None:
+                self.close_connection = True
+                ends = time.monotonic() + DRIP_SECONDS
+                try:
+                    self.wfile.write(start)
+                    while unit and time.monotonic() < ends:
+                        time.sleep(0.05)
+                        self.wfile.write(unit)
+                except OSError:
+                    pass
 
         self.served = Loopback(Handler)
         self.url = self.served.url
@@ -167,6 +195,119 @@ def test_a_slow_endpoint_costs_the_request_at_most_its_deadline(endpoint, caplog
     result = profile.filter(pod(), NODES)
     assert time.monotonic() - started < 0.9
     assert result.error is not None and "no answer within 0.4 s" in result.error.reason
+
+
+@pytest.mark.parametrize(
+    ("start", "unit"),
+    [
+        (b"HTTP/1.1 200 ", b"O"),
+        (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Drip: ", b"x"),
+        (b"", b"HTTP/1.1 100 Continue\r\n\r\n"),
+    ],
+    ids=["status line", "headers", "100 Continue heads"],
+)
+def test_an_endpoint_dripping_its_head_is_cut_off_at_the_refresh_s_deadline(endpoint, start, unit):
+    endpoint.raw = lambda authorization: (start, unit)  # each piece well inside any socket timeout
+    profile = plugin_profile(endpoint.url, [1000.0], http_timeout=1.0)  # a refresh may take 0.4 s
+    started = time.monotonic()
+    result = profile.filter(pod(), NODES)
+    assert time.monotonic() - started < 0.9
+    assert result.error is not None and "no answer within 0.4 s" in result.error.reason
+
+
+TOKEN = "ya29.a0AfB_byStandInAccessToken-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+class StaticToken:
+    """Stands in for GoogleAuth: the header it gives is what the endpoint echoes."""
+
+    def authorization(self, seconds: float) -> str:
+        return f"Bearer {TOKEN}"
+
+
+def secrets_in(text: str) -> list[str]:
+    """The token in every form a message could carry it: whole, in 16-character pieces, base64-encoded (alone, or
+    within the whole header)."""
+    forms = [TOKEN, base64.b64encode(TOKEN.encode()).decode(), base64.b64encode(f"Bearer {TOKEN}".encode()).decode()]
+    pieces = {form[at : at + 16] for form in forms for at in range(len(form) - 15)}
+    return sorted(piece for piece in pieces if piece in text)
+
+
+def _answer(status: str, body: bytes, content_type: str = "application/json") -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
+    return head.encode() + body
+
+
+@pytest.mark.parametrize(
+    ("echo", "problem"),
+    [
+        (
+            lambda said: _answer(
+                f"401 Unauthorized {said}",
+                json.dumps({"status": "error", "errorType": "unauthenticated", "error": f"bad {said}"}).encode(),
+            ),
+            "answered 401 Unauthorized Bearer <redacted>: unauthenticated: bad Bearer <redacted>",
+        ),
+        (
+            lambda said: _answer(
+                "403 Forbidden",
+                f"{said} {said[-20:]} {base64.b64encode(said.encode()).decode()}".encode(),
+                "text/plain",
+            ),
+            "answered 403 Forbidden: Bearer <redacted> <redacted> <redacted>",
+        ),
+        (lambda said: _answer("200 OK", f"<html>{said}</html>".encode(), "text/html"), "with the request's bearer token"),
+        (
+            lambda said: _answer("200 OK", json.dumps(vector((said, "0.5"))).encode()),
+            "with the request's bearer token",
+        ),
+        (
+            lambda said: f"HTTP/{said.removeprefix('Bearer ')} 200 OK\r\n\r\n".encode(),
+            "gave a broken HTTP answer: <redacted>",
+        ),
+        (lambda said: f"{said} 200 OK\r\n\r\n".encode(), "gave a broken HTTP answer"),
+    ],
+    ids=["401 reason and error", "403 text, piece, base64", "200 HTML", "200 JSON", "HTTP version", "status line"],
+)
+def test_a_bearer_token_the_endpoint_echoes_is_in_no_message(endpoint, caplog, echo, problem):
+    endpoint.raw = lambda authorization: (echo(authorization), b"")
+    client = prometheus.Prometheus(endpoint.url, StaticToken())  # type: ignore[arg-type]
+    with pytest.raises(prometheus.QueryError) as raised:
+        client.query("node_load", 2.0)
+    message = str(raised.value)
+    assert message.startswith(endpoint.url) and problem in message
+    assert secrets_in(message) == [] and secrets_in(caplog.text) == []
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_worker_asks_on_connections_of_its_own(endpoint):
+    """functions-framework builds the function in gunicorn's master, then forks the worker: connections the master
+    kept are the master's, never read by both."""
+    endpoint.answers(vector(("a", "0.5")))
+    client = prometheus.Prometheus(endpoint.url)
+    client.query("node_load", 2.0)  # before the fork: one connection, kept
+    assert endpoint.asked == 1 and len(endpoint.connections) == 1
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        try:
+            os.write(write, client.query("node_load", 2.0))
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answered:
+        assert json.loads(answered.read())["data"]["result"][0]["metric"] == {"node": "a"}
+    assert os.waitpid(pid, 0)[1] == 0
+    assert endpoint.asked == 2 and len(endpoint.connections) == 2  # the worker's own
+    client.query("node_load", 2.0)
+    assert endpoint.asked == 3 and len(endpoint.connections) == 2  # the master's, kept
+
+
+def test_an_unreadable_ca_bundle_fails_the_query_naming_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "missing.pem"))
+    missing = "the CA bundle .*missing.pem \\(REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE\\) cannot be loaded: "
+    with pytest.raises(prometheus.QueryError, match=missing):
+        prometheus.Prometheus("https://127.0.0.1:9").query("node_load", 1.0)
 
 
 def test_a_redirect_is_not_followed(endpoint, caplog):
