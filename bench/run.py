@@ -30,11 +30,14 @@ from testkit.scheduler_checks import check_answer
 VERBS = ("filter", "prioritize")
 ALL_PLUGINS_POLICY = ROOT / "bench" / "policy-all.yaml"
 # The references, in the table's order after the extender's rows.
-TYPICAL, FLOOR_WSGI, FLOOR_ORJSON = (
+TYPICAL, FLOOR_ECHO, FLOOR_WSGI, FLOOR_ORJSON = (
     "typical Flask extender",
+    "floor: echo (functions-framework)",
     "floor: empty WSGI handler",
     "floor: orjson parse+serialise",
 )
+# The floors every figure is compared with: what a minimal correct answer costs, and what moving the body costs.
+FLOORS = (FLOOR_ECHO, FLOOR_WSGI)
 EXTENDER, EXTENDER_ALL = "extender, default policy", "extender, all plugins"
 # Cloud Functions refuses bodies over 32 MiB; over that the extender is run with its limit raised.
 DEFAULT_LIMIT = 32 * 1024 * 1024
@@ -129,7 +132,12 @@ def _specs(plan: Plan, api: NodeListAPI, limit_raised: bool) -> list[ServerSpec]
             function_spec(f"{EXTENDER} @{name}", "main.py", root, **env),
             function_spec(f"{EXTENDER_ALL} @{name}", "main.py", root, **all_plugins, **env),
         ]
-    return [*specs, function_spec(TYPICAL, "bench/typical_extender.py"), wsgi_spec(FLOOR_WSGI, "bench.floor:app")]
+    return [
+        *specs,
+        function_spec(TYPICAL, "bench/typical_extender.py"),
+        function_spec(FLOOR_ECHO, "bench/echo_floor.py"),
+        wsgi_spec(FLOOR_WSGI, "bench.floor:app"),
+    ]
 
 
 def _measure_group(plan: Plan, workload: Workload, api: NodeListAPI, mode: str, size: int) -> list[Row]:
