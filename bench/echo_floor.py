@@ -60,7 +60,9 @@ def _filter(body: bytes) -> bytes:
 def _prioritize(body: bytes) -> bytes:
     args = _score_args(body)
     names = [node.metadata.name for node in args.Nodes.items] if args.Nodes is not None else args.NodeNames or []
-    return b"[%b]" % b",".join([b'{"Host":%b,"Score":0}' % name for name in names])
+    if not names:
+        return b"[]"
+    return b'[{"Host":%b,"Score":0}]' % b',"Score":0},{"Host":'.join(names)
 
 
 @functions_framework.http
