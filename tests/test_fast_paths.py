@@ -11,7 +11,7 @@ from marshmallow import Schema, ValidationError, fields
 
 from extender.wire.fields import NameList, non_empty_string
 from extender.wire.priorities import HostPrioritySchema
-from extender.wire.schemas import ExtenderArgsSchema, NodeItems, NodeSchema, _plain_args
+from extender.wire.schemas import ExtenderArgsSchema, ExtenderFilterResultSchema, NodeItems, NodeSchema, _plain_args
 
 
 class Fast(Schema):
@@ -51,6 +51,23 @@ def test_name_lists_dump_like_a_list_of_strings(names):
 )
 def test_host_priorities_dump_like_the_marshmallow_fields(entries):
     assert HostPrioritySchema(many=True).dump(entries) == Schema.dump(HostPrioritySchema(many=True), entries)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"FailedNodes": {"a": "why"}, "FailedAndUnresolvableNodes": {}, "Error": "", "NodeNames": ["b", "c"]},
+        {"FailedNodes": {}, "FailedAndUnresolvableNodes": {"a": "why"}, "Error": "", "Nodes": {"items": []}},
+        {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": "broken"},
+        {"Error": "", "NodeNames": ["a", 1]},
+        {"Error": 3, "NodeNames": []},
+        {"NodeNames": ["a"]},
+    ],
+)
+def test_filter_answers_dump_like_the_marshmallow_fields(answer):
+    schema = ExtenderFilterResultSchema()
+    dumped, expected = schema.dump(answer), Schema.dump(schema, answer)
+    assert dumped == expected and list(dumped) == list(expected)
 
 
 class Items(Schema):

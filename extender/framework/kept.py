@@ -35,9 +35,9 @@ request then touches only the names it carries. Invariants:
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from itertools import filterfalse
-from operator import attrgetter
-from typing import TYPE_CHECKING, TypeVar
+from itertools import compress, repeat
+from operator import attrgetter, not_
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from extender.framework.cycle import CycleState
 from extender.framework.profile import FilterResult, Notes, PreemptResult, Profile, ScoreResult, judged_or_error
@@ -53,6 +53,8 @@ MAX_KEYS = 16
 T = TypeVar("T")
 _labels = attrgetter("labels")
 _why_unknown = attrgetter("why_unknown")
+# A name without a kept verdict.
+_UNKNOWN = object()
 
 
 class KeptVerdicts:
@@ -61,7 +63,7 @@ class KeptVerdicts:
     Shared by every request: nobody changes them (``adding`` makes new ones).
     """
 
-    __slots__ = ("nodes", "rejected", "would_reject")
+    __slots__ = ("nodes", "rejected", "verdicts", "would_reject")
 
     def __init__(self, nodes: Mapping[str, Node], rejected: Mapping[str, Status], would_reject: Notes) -> None:
         # The Node object each verdict was worked out for, by name.
@@ -69,6 +71,8 @@ class KeptVerdicts:
         self.rejected = rejected
         # Rejections audited plugins held back (the node passed), by name.
         self.would_reject = would_reject
+        # Each name's verdict in one map, for one lookup per name a request brings: None (it passes) or its rejection.
+        self.verdicts = {name: rejected.get(name) for name in nodes}
 
     def adding(
         self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, skipped: Notes
@@ -156,6 +160,8 @@ class KeptProfile:
         kept_now = self._current(generation)
         kept = kept_now.verdicts.get(keys)
         seconds = dict.fromkeys((plugin.name for plugin in plain.filters), 0.0)
+        # Each name's kept verdict: None (it passes), its rejection, or _UNKNOWN (no verdict kept).
+        verdicts: list[Any] | None = None
         if kept is None:  # the first request of this generation with these keys
             nodes = source.lookup(names)
             previous = kept_now.inherited.pop(keys, _NO_VERDICTS)
@@ -164,8 +170,9 @@ class KeptProfile:
             carried = [node for node in nodes if known(node.name) is node]
             kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, {})
         else:
-            missing = list(filterfalse(kept.nodes.__contains__, names))
-            fresh = source.lookup(missing) if missing else []
+            verdicts = list(map(kept.verdicts.get, names, repeat(_UNKNOWN)))
+            unknown = [name for name, verdict in zip(names, verdicts) if verdict is _UNKNOWN] if _UNKNOWN in verdicts else []
+            fresh = source.lookup(unknown) if unknown else []
         rejected, would_reject = kept.rejected, kept.would_reject
         fresh_result = FilterResult(feasible=[])
         if fresh:
@@ -177,7 +184,6 @@ class KeptProfile:
             kept = kept.adding(fresh, fresh_result.rejected, fresh_result.would_reject, fresh_result.skipped)
         if source.generation() is generation:
             _store(kept_now.verdicts, keys, kept)
-        refused = list(filter(rejected.__contains__, names)) if rejected else []
         result = FilterResult(
             feasible=list(names),
             seconds_by_plugin=seconds,
@@ -186,9 +192,12 @@ class KeptProfile:
         )
         if would_reject:
             result.would_reject = {name: would_reject[name] for name in names if name in would_reject}
-        if refused:
-            result.feasible = list(filterfalse(rejected.__contains__, names))
-            result.rejected = {name: rejected[name] for name in refused}
+        if verdicts is None or fresh:
+            verdicts = list(map(rejected.get, names))
+        # One lookup per name, then C-speed passes: which names are refused, in the request's order.
+        if any(verdicts):
+            result.feasible = list(compress(names, map(not_, verdicts)))
+            result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts)))  # type: ignore[arg-type]
         return judged_or_error(result, len(names))
 
     def prioritize_names(

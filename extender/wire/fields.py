@@ -54,9 +54,13 @@ class NameList(fields.List):
 
 def plain_names(value: Any) -> list[str] | None:
     """A copy of ``value`` if it is a plain list of non-empty strings (checked at C speed), else None."""
-    if type(value) is list and all_strings(value) and "" not in value:
-        return list(value)
-    return None
+    names = plain_strings(value)
+    return names if names is not None and "" not in names else None
+
+
+def plain_strings(value: Any) -> list[str] | None:
+    """A copy of ``value`` if it is a plain list of strings, else None."""
+    return list(value) if type(value) is list and all_strings(value) else None
 
 
 def all_strings(values: list[Any]) -> bool:

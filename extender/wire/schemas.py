@@ -17,7 +17,7 @@ import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validates_schema
 
 from extender.framework.types import Node, Pod
-from extender.wire.fields import NameList, StringMap, non_empty_string, plain_names, strict_int
+from extender.wire.fields import NameList, StringMap, all_strings, non_empty_string, plain_strings, strict_int
 
 
 class WireSchema(Schema):
@@ -201,13 +201,13 @@ def _plain_args(data: Any) -> ExtenderArgs | None:
     if pod is None or (nodes is None) == (names is None):
         return None
     if names is not None:
-        names = plain_names(names)
-        return ExtenderArgs(pod, None, names) if names is not None and _unique(names) else None
+        names = plain_strings(names)
+        return ExtenderArgs(pod, None, names) if names is not None and _unique(names, "") else None
     if type(nodes) is not dict:
         return None
     items = nodes.get("items")
     loaded = [] if items is None else _plain_nodes(items) if type(items) is list else None
-    if loaded is None or not _unique([node.name for node in loaded]):
+    if loaded is None or not _unique([node.name for node in loaded], None):
         return None
     return ExtenderArgs(pod, loaded, None)
 
@@ -231,8 +231,10 @@ def _plain_pod(pod: Any) -> Pod | None:
     return Pod(*texts, *(value if value is not None else {} for value in maps), priority)
 
 
-def _unique(names: list[str]) -> bool:
-    return len(set(names)) == len(names)
+def _unique(names: list[str], absent: str | None) -> bool:
+    """No name twice, and none is ``absent`` (the empty name, where the list may hold one)."""
+    seen = set(names)
+    return len(seen) == len(names) and absent not in seen
 
 
 # --- Answers -------------------------------------------------------------------------------------
@@ -245,3 +247,12 @@ class ExtenderFilterResultSchema(Schema):
     FailedNodes = StringMap()
     FailedAndUnresolvableNodes = StringMap()
     Error = fields.String()
+
+    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
+        """An answer whose Error is a string and NodeNames (if any) a list of strings, as the filter verb makes it,
+        is what the fields would dump (the others pass unchanged): its fields are taken as they are, in order."""
+        if not (self.many if many is None else many) and type(obj) is dict and type(obj.get("Error")) is str:
+            names = obj.get("NodeNames")
+            if names is None or (type(names) is list and all_strings(names)):
+                return {name: obj[name] for name in self.dump_fields if name in obj}
+        return super().dump(obj, many=many)
