@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, not_
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from extender.framework.cycle import CycleState
 from extender.framework.profile import FilterResult, Notes, PreemptResult, Profile, ScoreResult, judged_or_error
@@ -240,6 +240,30 @@ class KeptProfile:
         if set(map(_why_unknown, nodes)) - {None}:
             return False
         return self.plain.facts == Facts.NAME or None not in map(_labels, nodes)
+
+
+class Derived(Generic[T]):
+    """Values worked out from kept objects (the kept scores a ``ScoreResult.kept`` hands back), by their identity.
+
+    Kept results hand back the same, never changed, objects for the same candidates, so what is derived from one
+    (its encoded answer entries, its top scores) holds as long as it is that object. At most ``MAX_KEYS`` are
+    held (as many as the kept layer keeps per generation; a new one past that starts afresh); each is held with
+    the object it came from, so that the identity stays that object's. Replaced in one assignment, never changed.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[int, tuple[object, T]] = {}
+
+    def get(self, kept: object) -> T | None:
+        found = self._values.get(id(kept))
+        return found[1] if found is not None and found[0] is kept else None
+
+    def put(self, kept: object, value: T) -> None:
+        values = dict(self._values) if len(self._values) < MAX_KEYS else {}
+        values[id(kept)] = (kept, value)
+        self._values = values
 
 
 def _store(kept: dict[Hashable, T], keys: Hashable, value: T) -> None:
