@@ -35,9 +35,9 @@ request then touches only the names it carries. Invariants:
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from itertools import compress, repeat
+from itertools import compress, filterfalse
 from operator import attrgetter, not_
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from extender.framework.cycle import CycleState
 from extender.framework.profile import FilterResult, Notes, PreemptResult, Profile, ScoreResult, judged_or_error
@@ -53,8 +53,6 @@ MAX_KEYS = 16
 T = TypeVar("T")
 _labels = attrgetter("labels")
 _why_unknown = attrgetter("why_unknown")
-# A name without a kept verdict.
-_UNKNOWN = object()
 
 
 class KeptVerdicts:
@@ -160,8 +158,8 @@ class KeptProfile:
         kept_now = self._current(generation)
         kept = kept_now.verdicts.get(keys)
         seconds = dict.fromkeys((plugin.name for plugin in plain.filters), 0.0)
-        # Each name's kept verdict: None (it passes), its rejection, or _UNKNOWN (no verdict kept).
-        verdicts: list[Any] | None = None
+        # Each name's verdict: None (it passes) or its rejection.
+        verdicts: list[Status | None] | None = None
         if kept is None:  # the first request of this generation with these keys
             nodes = source.lookup(names)
             previous = kept_now.inherited.pop(keys, _NO_VERDICTS)
@@ -170,9 +168,11 @@ class KeptProfile:
             carried = [node for node in nodes if known(node.name) is node]
             kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, {})
         else:
-            verdicts = list(map(kept.verdicts.get, names, repeat(_UNKNOWN)))
-            unknown = [name for name, verdict in zip(names, verdicts) if verdict is _UNKNOWN] if _UNKNOWN in verdicts else []
-            fresh = source.lookup(unknown) if unknown else []
+            fresh = []
+            try:
+                verdicts = list(map(kept.verdicts.__getitem__, names))
+            except KeyError:  # names without a kept verdict (nodes that joined): looked up and filtered
+                fresh = source.lookup(list(filterfalse(kept.verdicts.__contains__, names)))
         rejected, would_reject = kept.rejected, kept.would_reject
         fresh_result = FilterResult(feasible=[])
         if fresh:
