@@ -28,6 +28,7 @@ _REFERENCE_STYLE = {
 }
 _OURS_COLOURS = ("tab:blue", "tab:green", "tab:purple", "tab:orange", "tab:cyan", "tab:olive")
 _DPI = 80
+_MODE_TITLES = {"names": "node names", "full": "full nodes"}
 
 
 class MissingPlotLibrary(RuntimeError):
@@ -98,26 +99,35 @@ def _modes(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _latency(plt: Any, rows: list[dict[str, Any]], record: dict[str, Any], styles: dict[str, Any]) -> Any:
-    modes = _modes(rows)
-    figure, axes = plt.subplots(len(modes), len(VERBS), figsize=(10, 3.6 * len(modes)), squeeze=False)
-    for i, mode in enumerate(modes):
-        for j, verb in enumerate(VERBS):
-            ax = axes[i][j]
-            for server, points in _series(rows, mode, verb, "median").items():
-                ax.plot(*zip(*points), label=server, linewidth=1.2, markersize=3.5, **styles[server])
-            _log_log(ax, f"{'node names' if mode == 'names' else 'full nodes'}: {verb}", "median latency (ms)")
-    _legend(figure, axes)
-    return figure
+    panels = [
+        (mode, verb, "median", f"{_MODE_TITLES[mode]}: {verb}", "median latency (ms)")
+        for mode in _modes(rows)
+        for verb in VERBS
+    ]
+    return _panels(plt, rows, styles, panels, columns=len(VERBS))
 
 
 def _rss(plt: Any, rows: list[dict[str, Any]], record: dict[str, Any], styles: dict[str, Any]) -> Any:
-    modes = _modes(rows)
-    figure, axes = plt.subplots(1, len(modes), figsize=(5 * len(modes), 3.6), squeeze=False)
-    for j, mode in enumerate(modes):
-        ax = axes[0][j]
-        for server, points in _series(rows, mode, None, "rss").items():
+    panels = [
+        (mode, None, "rss", f"{_MODE_TITLES[mode]}: peak RSS", "peak RSS of the worker (MB)") for mode in _modes(rows)
+    ]
+    return _panels(plt, rows, styles, panels, columns=len(panels))
+
+
+def _panels(
+    plt: Any,
+    rows: list[dict[str, Any]],
+    styles: dict[str, Any],
+    panels: list[tuple[str, str | None, str, str, str]],
+    columns: int,
+) -> Any:
+    """One log-log panel per (mode, verb, value, title, y label), a line per server."""
+    lines = -(-len(panels) // columns)
+    figure, axes = plt.subplots(lines, columns, figsize=(5 * columns, 3.6 * lines), squeeze=False)
+    for ax, (mode, verb, value, title, ylabel) in zip(axes.flat, panels):
+        for server, points in _series(rows, mode, verb, value).items():
             ax.plot(*zip(*points), label=server, linewidth=1.2, markersize=3.5, **styles[server])
-        _log_log(ax, f"{'node names' if mode == 'names' else 'full nodes'}: peak RSS", "peak RSS of the worker (MB)")
+        _log_log(ax, title, ylabel)
     _legend(figure, axes)
     return figure
 

@@ -19,27 +19,8 @@ from extender.wire.limits import MAX_DEPTH
 from extender.wire.schemas import EncodedNode
 from tests.conftest import make_client, serving
 from tests.test_limits import nested
+from tests.test_reuse import POLICY
 
-POLICY = """
-nodeCacheCapable: false
-profiles:
-- name: default
-  plugins:
-    filter: {enabled: [{name: NodeNameFilter}, {name: NodeLabelPolicy}]}
-    score: {enabled: [{name: InstanceCost, weight: 2}, {name: TopologyPreference, weight: 1}]}
-  pluginConfig:
-  - name: NodeNameFilter
-    args: {deny: ["node-1*"]}
-  - name: NodeLabelPolicy
-    args:
-      rules:
-      - name: no-gpu
-        nodeSelector: {matchExpressions: [{key: pool, operator: NotIn, values: [gpu]}]}
-  - name: InstanceCost
-    args: {prices: {small: 0.1, large: 0.4}}
-  - name: TopologyPreference
-    args: {preferences: [{label: zone, weights: {a: 100, b: 50}}]}
-"""
 POD = {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {"priority": 0}}
 NAMES = [f"node-{index}" for index in range(12)]
 
