@@ -68,7 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     load_before, started = report.load(), time.monotonic()
     results = run(plan)
-    text = "\n\n".join([report.header(load_before, report.load()), report.table(results), report.targets(results)])
+    text = "\n\n".join(
+        [
+            report.header(load_before, report.load()),
+            report.table(results),
+            report.targets(results),
+            "Medians in ms, as docs/performance.md's results table:\n" + report.markdown(results),
+        ]
+    )
     print(text)
     if not args.no_save:
         path = report.save(results, text, RESULTS)

@@ -150,6 +150,32 @@ def targets(results: Results) -> str:
     return "\n".join(lines)
 
 
+def markdown(results: Results) -> str:
+    """The medians as docs/performance.md's results table: every server of the run, then each extender's median over
+    the echo floor's, and the peak RSS of the extender and the typical extender."""
+    servers = list(dict.fromkeys(row.server for row in results.rows))
+    ours = [server for server in servers if server.startswith("extender")]
+    head = ["mode", "N", "verb", *servers, *(f"{server} / echo" for server in ours), "peak RSS (MB)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
+    for mode, nodes, verb in dict.fromkeys((row.mode, row.nodes, row.verb) for row in results.rows):
+        rows = {server: results.row(mode, nodes, verb, server) for server in servers}
+        echo = rows.get(FLOOR_ECHO)
+        medians = [_md(row.median * 1000) if row is not None else "" for row in rows.values()]
+        ratios = [
+            f"{rows[server].median / echo.median:.2f}" if rows[server] is not None and echo is not None else ""  # type: ignore[union-attr]
+            for server in ours
+        ]
+        rss = " / ".join(f"{row.peak_rss_mb:.0f}" for server, row in rows.items() if row is not None and row.peak_rss_mb and server in (*ours, TYPICAL))
+        raised = " *" if any(row is not None and row.limit_raised for row in rows.values()) else ""
+        lines.append("| " + " | ".join([mode, f"{nodes}{raised}", verb, *medians, *ratios, rss]) + " |")
+    return "\n".join(lines)
+
+
+def _md(ms: float) -> str:
+    """Three significant figures, as the tables in docs/performance.md give them."""
+    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 100 else f"{ms:.0f}"
+
+
 def _cold_start_detail(results: Results) -> list[str]:
     """Where each launch's time went (CPU of gunicorn's master, which loads the function, and of its worker, which
     answers), and each server's launch against the typical extender's launch of the same round."""
