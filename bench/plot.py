@@ -157,6 +157,8 @@ def _log_log(ax: Any, title: str, ylabel: str) -> None:
     ax.set_xticks(sizes, [str(size) for size in sizes])
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    # Between the powers of ten, 2 and 5 times them: enough to read a value, few enough not to overlap.
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:g}"[0] in "25" else ""))
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("nodes in the request (N)", fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
@@ -172,7 +174,8 @@ def _legend(figure: Any, axes: Any) -> None:
             labels[label] = label
     figure.legend(list(handles.values()), list(labels), loc="lower center", ncol=3, fontsize=8, frameon=False)
     rows = (len(labels) + 2) // 3
-    figure.tight_layout(rect=(0, 0.05 * rows + 0.02, 1, 0.95))
+    height = figure.get_figheight()
+    figure.tight_layout(rect=(0, (0.2 * rows + 0.15) / height, 1, 1 - 0.3 / height))
 
 
 def _save(figure: Any, path: Path) -> None:
