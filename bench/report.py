@@ -12,6 +12,7 @@ from bench.run import (
     CONCURRENT_NODES,
     EXTENDER,
     EXTENDER_ALL,
+    EXTENDER_NODELOAD,
     FLOOR_ECHO,
     FLOOR_ORJSON,
     FLOOR_WSGI,
@@ -34,6 +35,12 @@ TARGETS = [
 ]
 # Every verb, mode and size: the extender's median within this many times the echo floor's.
 ECHO_RATIO_TARGET = 1.5
+# (what, mode, nodes, verb, server, baseline, limit): the server's median at most ``limit`` times the baseline's, the
+# same requests measured side by side in one run.
+RATIO_TARGETS = [
+    ("node names, N=5000, + NodeLoad, filter", "names", 5000, "filter", EXTENDER_NODELOAD, EXTENDER_ALL, 1.2),
+    ("node names, N=5000, + NodeLoad, prioritize", "names", 5000, "prioritize", EXTENDER_NODELOAD, EXTENDER_ALL, 1.2),
+]
 INSTANCE_MEMORY_MB = 512
 COLD_START_TARGET_MS = 500
 
@@ -76,7 +83,7 @@ def table(results: Results) -> str:
     for row in results.rows:
         cpu = _ms(row.cpu_seconds * 1000) if row.cpu_seconds is not None else "-"
         rss = f"{row.peak_rss_mb:.0f} MB" if row.peak_rss_mb is not None else "-"
-        server = row.server + (" *" if row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL) else "")
+        server = row.server + (" *" if row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD) else "")
         lines.append(
             f"{row.mode:<6} {row.nodes:>5} {row.body_bytes / 1e6:>6.2f} MB {row.verb:<10} {server:<34} "
             f"{_ms(row.median * 1000):>9} {_ms(row.stat(0.9) * 1000):>9} {_ms(max(row.seconds) * 1000):>9} "
@@ -100,7 +107,7 @@ def table(results: Results) -> str:
         for server, mb in results.concurrent_rss_mb.items():
             lines.append(f"  {server:<30} {mb:>6.0f} MB")
     if results.uncovered_plugins:
-        lines.append(f"Note: bench/policy-all.yaml does not enable {', '.join(results.uncovered_plugins)} yet")
+        lines.append(f"Note: the bench's policies do not enable {', '.join(results.uncovered_plugins)} yet")
     return "\n".join(lines)
 
 
@@ -116,6 +123,14 @@ def targets(results: Results) -> str:
         lines.append(
             f"{what:<48} {'< ' + str(limit) + ' ' + unit:>9} {shown[0]:>9} {shown[1]:>9} {shown[2]:>9}  {verdict}"
         )
+    for what, mode, nodes, verb, server, baseline, limit in RATIO_TARGETS:
+        ours, theirs = results.row(mode, nodes, verb, server), results.row(mode, nodes, verb, baseline)
+        if ours is None or theirs is None:
+            continue
+        ratio = ours.median / theirs.median
+        verdict = "met" if ratio <= limit else "MISSED"
+        shown = f"{ratio:.2f}x ({_ms(ours.median * 1000)} / {_ms(theirs.median * 1000)})"
+        lines.append(f"{what:<48} {'<= ' + str(limit) + 'x':>9} {shown:>29}  {verdict}")
     for server in (EXTENDER, EXTENDER_ALL):
         runs = results.cold_starts.get(server)
         if runs:
@@ -161,14 +176,19 @@ def markdown(results: Results) -> str:
         rows = {server: results.row(mode, nodes, verb, server) for server in servers}
         echo = rows.get(FLOOR_ECHO)
         medians = [_md(row.median * 1000) if row is not None else "" for row in rows.values()]
-        ratios = [
-            f"{rows[server].median / echo.median:.2f}" if rows[server] is not None and echo is not None else ""  # type: ignore[union-attr]
-            for server in ours
-        ]
-        rss = " / ".join(f"{row.peak_rss_mb:.0f}" for server, row in rows.items() if row is not None and row.peak_rss_mb and server in (*ours, TYPICAL))
+        ratios = [_over(rows[server], echo) for server in ours]
+        rss = " / ".join(
+            f"{row.peak_rss_mb:.0f}"
+            for server, row in rows.items()
+            if row is not None and row.peak_rss_mb and server in (*ours, TYPICAL)
+        )
         raised = " *" if any(row is not None and row.limit_raised for row in rows.values()) else ""
         lines.append("| " + " | ".join([mode, f"{nodes}{raised}", verb, *medians, *ratios, rss]) + " |")
     return "\n".join(lines)
+
+
+def _over(row: Row | None, floor: Row | None) -> str:
+    return f"{row.median / floor.median:.2f}" if row is not None and floor is not None else ""
 
 
 def _md(ms: float) -> str:

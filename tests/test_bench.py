@@ -10,7 +10,17 @@ import orjson
 from bench import __main__ as bench_main
 from bench import report
 from bench.__main__ import main
-from bench.run import EXTENDER, EXTENDER_ALL, FLOOR_ECHO, FLOOR_ORJSON, FLOOR_WSGI, TYPICAL, Results, Row
+from bench.run import (
+    EXTENDER,
+    EXTENDER_ALL,
+    EXTENDER_NODELOAD,
+    FLOOR_ECHO,
+    FLOOR_ORJSON,
+    FLOOR_WSGI,
+    TYPICAL,
+    Results,
+    Row,
+)
 from bench.workload import Workload, make_node
 
 
@@ -47,12 +57,12 @@ def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):
     rows = [line for line in out.splitlines() if line.startswith(("names ", "full "))]
     for mode in ("names", "full"):
         for verb in ("filter", "prioritize"):
-            for server in (EXTENDER, EXTENDER_ALL, TYPICAL, FLOOR_ECHO, FLOOR_WSGI, FLOOR_ORJSON):
+            for server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD, TYPICAL, FLOOR_ECHO, FLOOR_WSGI, FLOOR_ORJSON):
                 assert any(
                     line.split()[:2] == [mode, "3"] and f" {verb} " in line and server in line for line in rows
                 ), (mode, verb, server)
     lines = out.splitlines()
-    for server in (EXTENDER, EXTENDER_ALL, TYPICAL, FLOOR_ECHO, FLOOR_WSGI):
+    for server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD, TYPICAL, FLOOR_ECHO, FLOOR_WSGI):
         assert any(line.strip().startswith(server) and "runs:" in line for line in lines), server
         # The launch's CPU: the master's start-up and the worker's first answer, each a positive time.
         split = next(line for line in lines if line.strip().startswith(server) and " / " in line)
@@ -65,6 +75,7 @@ def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):
     for mode in ("names", "full"):
         for verb in ("filter", "prioritize"):
             assert any(line.startswith(f"{mode} N=3 {verb}, default policy") and "x echo floor" in line for line in lines)
+    assert "do not enable" not in out  # every built-in plugin is measured
 
 
 def _saved_run(directory):

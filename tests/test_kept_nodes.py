@@ -118,20 +118,21 @@ def _encoded(name: str, size: int) -> tuple[bytes, EncodedNode]:
 def test_kept_nodes_are_taken_only_for_the_same_bytes_and_stay_within_their_bound():
     kept = KeptNodes(limit=10_000)
     first = [_encoded(f"n{index}", 2_000) for index in range(3)]
-    kept.keep(first, first)
+    kept.keep(first)
     assert all(kept.get(encoded) is node for encoded, node in first)
     changed = first[0][0][:-2] + b'y"}'  # the same first bytes, another node
     assert changed[:KEY_BYTES] == first[0][0][:KEY_BYTES] and kept.get(changed) is None
+    assert kept.get(first[0][0] + b" ") is None  # the same bytes and more
     # A changed node replaces its older bytes.
     replacement = (changed, EncodedNode({"metadata": {"name": "n0"}}, orjson.Fragment(changed)))
-    kept.keep([replacement], [replacement, *first[1:]])
+    kept.keep([replacement])
     assert kept.get(changed) is replacement[1] and kept.get(first[0][0]) is None
-    # Past the limit, only the request's own nodes are kept.
+    # Past the limit, only the request's new nodes are kept.
     more = [_encoded(f"m{index}", 2_000) for index in range(3)]
-    kept.keep(more, more)
+    kept.keep(more)
     assert all(kept.get(encoded) is node for encoded, node in more)
     assert kept.get(first[1][0]) is None
-    # A request whose nodes alone pass the limit leaves nothing kept.
+    # New nodes that alone pass the limit leave nothing kept.
     huge = [_encoded("h", 20_000)]
-    kept.keep(huge, huge)
+    kept.keep(huge)
     assert kept.get(huge[0][0]) is None and kept.get(more[0][0]) is None

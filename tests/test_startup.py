@@ -84,6 +84,8 @@ LAZY_AT_START_UP = (
     "extender.nodesource.gke_names",
     "extender.framework.selectors",  # label and pod selectors: plugins the default policy does not enable
     "extender.plugins.instancecost",
+    "extender.plugins.nodeload",  # and what it imports: the Prometheus client, google-auth
+    "extender.bounded_read",
     "extender.plugins.nodelabelpolicy",
     "extender.plugins.protectedvictims",
     "extender.plugins.topologypreference",

@@ -21,9 +21,11 @@ request then touches only the names it carries. Invariants:
   everything of older ones is dropped; a verdict of the generation before is
   carried over only for the same Node object (a refresh keeps the objects of
   unchanged nodes). So the kept Node objects are the live ones.
-- Never kept: Errors (they may be transient), nodes their source could not
-  describe or a plugin did not judge (``FilterResult.skipped``), anything
-  worked out while the generation changed under the request. Audited
+- Never kept: Errors (they may be transient, an audited plugin's included),
+  nodes their source could not describe or a plugin did not judge
+  (``FilterResult.skipped``), scores of a candidate set with such a node,
+  anything worked out while the generation
+  changed under the request. Audited
   plugins' held-back rejections are kept with the verdicts, so a kept answer
   reports them as the plain profile does.
 - Kept values are never changed, only replaced in one assignment: concurrent
@@ -34,7 +36,7 @@ request then touches only the names it carries. Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from itertools import compress, filterfalse
 from operator import attrgetter, not_
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -73,11 +75,11 @@ class KeptVerdicts:
         self.verdicts = {name: rejected.get(name) for name in nodes}
 
     def adding(
-        self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, skipped: Notes
+        self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, unjudged: Collection[str]
     ) -> KeptVerdicts:
-        """With the verdicts on ``nodes``, except those a plugin did not judge (``skipped``) or whose source could
-        not describe them."""
-        described = {node.name: node for node in nodes if node.why_unknown is None and node.name not in skipped}
+        """With the verdicts on ``nodes``, except those a plugin did not judge or failed on (``unjudged``) or whose
+        source could not describe them."""
+        described = {node.name: node for node in nodes if node.why_unknown is None and node.name not in unjudged}
         if not described:
             return self
         refused = {name: rejected[name] for name in described if name in rejected}
@@ -166,7 +168,7 @@ class KeptProfile:
             known = previous.nodes.get
             fresh = [node for node in nodes if known(node.name) is not node]
             carried = [node for node in nodes if known(node.name) is node]
-            kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, {})
+            kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, ())
         else:
             fresh = []
             try:
@@ -181,7 +183,8 @@ class KeptProfile:
                 return fresh_result
             seconds, rejected = fresh_result.seconds_by_plugin, {**rejected, **fresh_result.rejected}
             would_reject = {**would_reject, **fresh_result.would_reject}
-            kept = kept.adding(fresh, fresh_result.rejected, fresh_result.would_reject, fresh_result.skipped)
+            unjudged = fresh_result.skipped.keys() | fresh_result.audit_failed.keys()
+            kept = kept.adding(fresh, fresh_result.rejected, fresh_result.would_reject, unjudged)
         if source.generation() is generation:
             _store(kept_now.verdicts, keys, kept)
         result = FilterResult(
@@ -189,6 +192,8 @@ class KeptProfile:
             seconds_by_plugin=seconds,
             skipped=fresh_result.skipped,
             unjudged=fresh_result.unjudged,
+            audit_failed=fresh_result.audit_failed,
+            observed=fresh_result.observed if fresh else plain.observations(cycle, plain.judging_filters(cycle)),
         )
         if would_reject:
             result.would_reject = {name: would_reject[name] for name in names if name in would_reject}
@@ -215,12 +220,21 @@ class KeptProfile:
         kept = kept_now.scores.get(keys)
         if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
             seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
+            observed = plain.observations(cycle, (entry.plugin for entry in plain.scores))
             return ScoreResult(
-                kept.scores, dict(kept.by_plugin), seconds_by_plugin=seconds, kept=True, audited=list(kept.audited)
+                kept.scores,
+                dict(kept.by_plugin),
+                seconds_by_plugin=seconds,
+                kept=True,
+                audited=list(kept.audited),
+                observed=observed,
             )
         nodes = source.lookup(names)
         result = plain.prioritize(pod, nodes, cycle)
-        if result.error is None and self._described(nodes) and source.generation() is generation:
+        # Scores some plugin could not work out for every node (``skipped``) are never kept, as verdicts are not.
+        described = not result.skipped and self._described(nodes)
+        same_generation = source.generation() is generation
+        if result.error is None and not result.audit_failed and described and same_generation:
             # The names as the scores hold them: the answer's entries are found by the same string objects.
             kept_scores = KeptScores(
                 frozenset(result.scores), dict(result.by_plugin), result.scores, tuple(result.audited)

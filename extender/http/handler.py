@@ -63,10 +63,7 @@ class Extender:
         self.settings = settings
         # The Kubernetes API (KUBERNETES_API_URL), for binding and node-name preemption; None when not configured.
         self.kube = kube
-        # The secret first path segment, then the one before a rotation, accepted too until the scheduler's
-        # urlPrefix carries the new one; none serves every path openly.
-        tokens = [token for token in (settings.caller_token, settings.previous_caller_token) if token]
-        self.router = Router(policy.profiles, settings.function_names, tokens)
+        self.router = Router(policy.profiles, settings.function_names, settings.caller_tokens)
         self.budget = BodyBudget(settings.max_body_bytes_in_flight)
         # Full-node requests' decoded nodes, by their bytes, unless nothing may be kept across requests.
         self.kept_nodes = KeptNodes(settings.max_body_bytes) if settings.result_cache else None

@@ -10,14 +10,15 @@ served one, so that an instance's memory grows with the threads that served
 large requests, past a 512 MiB instance with THREADS large requests at once.
 
 The serving threads hold the GIL while they allocate, so they gain nothing from
-heaps of their own: once the first answer is sent, new threads share the heaps
-that exist (the process's own and the one the first request's thread made:
-at most ``ARENA_MAX`` more are made). Buffers up to ``MMAP_THRESHOLD_BYTES``
-(every request the 32 MiB Cloud Functions limit lets through) come from these
-heaps, and a request reuses the memory the one before it freed instead of
-faulting fresh pages in; at most ``TRIM_THRESHOLD_BYTES`` stay free at a heap's
-top between requests. Larger bodies (``EXTENDER_MAX_BODY_BYTES`` raised) are
-mapped and given back when freed. docs/performance.md gives the measured effect.
+heaps of their own: once the first answer is sent, no new heap is made and new
+threads share the heaps that exist (the process's own, and the one the first
+request's thread made before the setting was held, whose memory glibc gives
+back whenever it empties). Buffers up to ``MMAP_THRESHOLD_BYTES`` (every request
+the 32 MiB Cloud Functions limit lets through) come from these heaps, and a
+request reuses the memory the one before it freed instead of faulting fresh
+pages in; at most ``TRIM_THRESHOLD_BYTES`` stay free at a heap's top between
+requests. Larger bodies (``EXTENDER_MAX_BODY_BYTES`` raised) are mapped and
+given back when freed. docs/performance.md gives the measured effect.
 """
 
 from __future__ import annotations

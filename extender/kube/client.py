@@ -25,8 +25,8 @@ import orjson
 import requests
 
 from extender import __version__
+from extender.bounded_read import AnswerTooLarge, read_within
 from extender.errors import bounded
-from extender.http import read_deadline
 from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
 from extender.kube.nodelist import decode_node_list
@@ -39,8 +39,6 @@ _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=
 _JSON = "application/json"
 # kubectl's page size: bounded answers even for 5000-node clusters.
 PAGE_SIZE = 500
-# Answers are read in pieces this large: node lists run to tens of MB, and requests' default (10 kB) costs far more calls.
-_READ_CHUNK = 1 << 20
 # Preemption may offer dozens of candidate nodes; their pods are listed in parallel, this many at a time.
 _MAX_PARALLEL_LISTS = 8
 # Largest answer read from one call: a page of 500 full nodes is ~10 MB, one node's pods ~2 MB.
@@ -180,34 +178,12 @@ class KubeClient:
 
 
     def _read(self, response: requests.Response, seconds: float, call: str) -> bytes:
-        """The answer's body, within what is left of the call's time and within the size cap.
-
-        Past the deadline the connection's reading side is shut down: the read
-        ends whether the server stalls or drips a byte just inside each socket
-        read's timeout.
-        """
-        if seconds <= 0:
-            raise requests.Timeout()
-        # None once urllib3 has read an empty body and handed the connection back: nothing left to wait for.
-        sock = getattr(getattr(response.raw, "connection", None), "sock", None)
-        alarm = read_deadline.arm(sock, seconds) if sock is not None else None
-        pieces: list[bytes] = []
-        size = 0
-        failure: Exception | None = None
+        """The answer's body, within what is left of the call's time and within the size cap: the read ends whether
+        the server stalls, drips a byte just inside each socket read's timeout, or sends without end."""
         try:
-            for piece in response.iter_content(_READ_CHUNK):
-                size += len(piece)
-                if size > self.max_answer_bytes:
-                    cap = self.max_answer_bytes
-                    raise KubeError(f"the Kubernetes API answered {call} with more than {cap} bytes: not read")
-                pieces.append(piece)
-        except (KubeError, requests.RequestException) as exc:
-            failure = exc
-        if alarm is not None and read_deadline.disarm(alarm):
-            raise requests.Timeout()
-        if failure is not None:
-            raise failure
-        return b"".join(pieces)
+            return read_within(response, seconds, self.max_answer_bytes)
+        except AnswerTooLarge as exc:
+            raise KubeError(f"the Kubernetes API answered {call} with more than {exc.limit} bytes: not read") from None
 
 
 def _items(page: dict[str, Any], what: str) -> list[dict[str, Any]]:

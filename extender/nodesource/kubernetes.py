@@ -8,10 +8,12 @@ refetches start at most once per ``minRefreshInterval``, so a stream of made-up
 names cannot hammer the API server. The lookup itself is one dict access per
 name into an index of prebuilt Nodes that each refresh swaps in whole.
 
-A name still unknown after that is rejected by plugins that need labels when
-the API answered without it (no such node); when the API is down or slow the
-policy's ``failurePolicy`` decides (Fail: the answer is an Error; Ignore: those
-plugins let the node pass), and the decision is logged.
+A name still unknown after that is a node whose facts are missing, whether the
+list lacks it (the scheduler names nodes from its own cache, which a list may
+lag or lead) or the API is down or slow: each plugin entry's ``failurePolicy``
+decides (Fail rejects the node as Unschedulable, so the scheduler may retry and
+preempt there; Ignore lets it pass), and the decision is logged. Such a node is
+never unresolvable: only the scheduler knows it does not exist.
 
 Cloud Functions throttles CPU between requests, so a background list started
 by one request may finish during the next ones; the cache stays correct, only
@@ -32,9 +34,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from extender.framework.status import Code
 from extender.framework.types import Node
-from extender.nodesource.base import unavailable, unknowable
+from extender.nodesource.base import unavailable
 from extender.nodesource.health import SourceHealth
 from extender.settings import DEFAULT_MAX_AGE
 
@@ -156,30 +157,18 @@ class KubernetesNodes:
         if snapshot.error or snapshot.listed_at is None:
             return unavailable(name, f"node facts unavailable: {snapshot.error or 'the nodes were not listed yet'}")
         age = max(0.0, self._clock() - snapshot.listed_at)
-        return unknowable(name, f"node {name} is not in the Kubernetes API's node list (listed {age:.0f} s ago)")
+        return unavailable(name, f"node {name} is not in the node list fetched {age:.1f} s ago from the Kubernetes API")
 
     def _log_unknown(self, nodes: Sequence[Node]) -> None:
-        pending: list[str] = []
-        rejected: list[str] = []
-        reason = ""
-        for node in nodes:
-            if node.why_unknown is None:
-                continue
-            if node.why_unknown.code is Code.ERROR:
-                pending.append(node.name)
-                reason = node.why_unknown.reason
-            else:
-                rejected.append(node.name)
+        pending = [(node.name, node.why_unknown.reason) for node in nodes if node.why_unknown is not None]
         if pending:
             logger.warning(
                 "node labels unavailable for %s: %s; each plugin's failurePolicy decides (policy default %s): %s",
-                _names(pending),
-                reason,
+                _names([name for name, _ in pending]),
+                pending[-1][1],
                 "Ignore" if self._fail_open else "Fail",
                 "Fail rejects these nodes, Ignore lets them pass",
             )
-        if rejected:
-            logger.warning("nodes not in the Kubernetes API's node list, rejected by plugins that need labels: %s", _names(rejected))
 
     def _refresh(self, now: float) -> Future[_Snapshot] | None:
         """The list in flight, else a new one if the rate limit allows, else None."""

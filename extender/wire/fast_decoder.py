@@ -97,20 +97,20 @@ def decode_extender_args(body: bytes | bytearray, kept: KeptNodes | None = None)
 
 def _nodes(items: list[msgspec.Raw], kept: KeptNodes | None) -> list[EncodedNode] | None:
     """Each item decoded, or taken from ``kept`` by its bytes; None when one nests deeper than the limit allows."""
-    encoded = list(map(bytes, items))
-    nodes: list[EncodedNode | None] = list(map(kept.get, encoded)) if kept is not None else [None] * len(encoded)
+    nodes: list[EncodedNode | None] = list(map(kept.get, items)) if kept is not None else [None] * len(items)
     if None not in nodes:
         return nodes  # type: ignore[return-value]
     fresh = []
     for index, node in enumerate(nodes):
         if node is None:
-            node = _node(items[index], encoded[index])
+            encoded = bytes(items[index])
+            node = _node(items[index], encoded)
             if node is None:
                 return None
             nodes[index] = node
-            fresh.append((encoded[index], node))
+            fresh.append((encoded, node))
     if kept is not None:
-        kept.keep(fresh, zip(encoded, nodes))  # type: ignore[arg-type]
+        kept.keep(fresh)
     return nodes  # type: ignore[return-value]
 
 
