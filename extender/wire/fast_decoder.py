@@ -7,7 +7,9 @@ more than the rest of a filter call together, and memory several times the
 body. Here msgspec finds each node's bytes without building objects for
 them; only the Pod, NodeNames and each node's ``metadata.name`` and
 ``metadata.labels`` are decoded, by orjson exactly as the full decoder does.
-Node objects travel on as their original bytes and are echoed byte-for-byte.
+Node objects travel on as their original bytes and are echoed byte-for-byte;
+a node whose bytes were decoded before is taken as it was then
+(``extender.wire.kept_nodes``).
 A body with no node objects (a node-name request) has nothing to skip: the
 full decoder reads it quicker than this path would in parts.
 
@@ -96,7 +98,8 @@ def decode_extender_args(body: bytes | bytearray, kept: KeptNodes | None = None)
 
 
 def _nodes(items: list[msgspec.Raw], kept: KeptNodes | None) -> list[EncodedNode] | None:
-    """Each item decoded, or taken from ``kept`` by its bytes; None when one nests deeper than the limit allows."""
+    """Each item decoded, or taken from ``kept`` by its bytes; None when one is not UTF-8 or nests deeper than the
+    limit allows (the full decoder then answers)."""
     nodes: list[EncodedNode | None] = list(map(kept.get, items)) if kept is not None else [None] * len(items)
     if None not in nodes:
         return nodes  # type: ignore[return-value]
