@@ -4,8 +4,9 @@ A socket timeout bounds each ``recv``, not the read: a server dripping a byte
 just inside it would hold the thread for as long as it likes, and one that
 sends without end would fill memory. Past the deadline the connection's
 reading side is shut down (``extender.http.read_deadline``): the read ends, and
-the connection is not reused. Used for the Kubernetes API's answers and
-Prometheus' (NodeLoad).
+the connection is not reused. Used for Prometheus' answers (NodeLoad); the
+deadline covers the body only, where ``extender.http.outbound`` (the
+Kubernetes API's client) bounds the whole call, connect and head included.
 """
 
 from __future__ import annotations

@@ -15,4 +15,7 @@ A request goes through it in one direction (``handler.Extender.handle``):
   every failure is an answer, never a traceback.
 - ``memory`` and ``after_answer``: large buffers go back to the system, and
   work the answer does not need runs after it is sent.
+
+And the other way, ``outbound``: calls this function makes (the Kubernetes
+API), each bounded in total by one deadline and in the bytes it keeps.
 """

@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from extender.framework.types import Node
 from extender.nodesource.base import unavailable
@@ -41,6 +41,7 @@ from extender.settings import DEFAULT_MAX_AGE
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
+    from extender.kube.lists import NodeFacts
 
 logger = logging.getLogger("extender")
 
@@ -53,7 +54,7 @@ class KubernetesSettings(NamedTuple):
     cache_ttl: float = 30.0
     # Longest a request waits for a list: cold cache or an unknown node; capped at the client's call budget.
     max_wait: float = 1.0
-    # Timeout of each call of a background list (one page of nodes).
+    # Deadline of a whole background list, every page (each page's call also within the client's call deadline).
     list_timeout: float = 10.0
     # Refreshes (by age, unknown names or after a failure) start at most this often.
     min_refresh_interval: float = 5.0
@@ -187,7 +188,7 @@ class KubernetesNodes:
         started = self._clock()
         snapshot = self._snapshot
         try:
-            listed = self._client.list_nodes(timeout=self._settings.list_timeout, labels_only=True)
+            listed = self._client.list_nodes(total=self._settings.list_timeout)
             snapshot = _Snapshot(_index(listed, snapshot.nodes), listed_at=started)
         except Exception as exc:  # KubeError, or a bug: either way the cache must not stay "refreshing" forever
             reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
@@ -212,20 +213,16 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _index(items: Iterable[dict[str, Any]], previous: dict[str, Node]) -> dict[str, Node]:
+def _index(listed: Iterable[NodeFacts], previous: dict[str, Node]) -> dict[str, Node]:
     """Name -> Node, built once per list so that lookups only index a dict.
 
     A node whose labels did not change keeps its Node object from the ``previous`` list: what the plugins worked out
     for it (kept per Node object) stays valid, so a refresh costs the requests after it nothing.
     """
     nodes: dict[str, Node] = {}
-    for item in items:
-        metadata = item.get("metadata") or {}
-        name = metadata.get("name")
-        if isinstance(name, str) and name:
-            labels = metadata.get("labels") or {}
-            known = previous.get(name)
-            nodes[name] = known if known is not None and known.labels == labels else Node(name, labels)
+    for name, labels in listed:
+        known = previous.get(name)
+        nodes[name] = known if known is not None and known.labels == labels else Node(name, labels)
     return nodes
 
 
