@@ -40,11 +40,14 @@ NODELOAD_ARGS = {
     "score": {"metric": "cpu", "strategy": "TargetLoad", "target": 0.6},
 }
 # The references, in the table's order after the extender's rows.
-TYPICAL, FLOOR_WSGI, FLOOR_ORJSON = (
+TYPICAL, FLOOR_ECHO, FLOOR_WSGI, FLOOR_ORJSON = (
     "typical Flask extender",
+    "floor: echo (functions-framework)",
     "floor: empty WSGI handler",
     "floor: orjson parse+serialise",
 )
+# The floors every figure is compared with: what a minimal correct answer costs, and what moving the body costs.
+FLOORS = (FLOOR_ECHO, FLOOR_WSGI)
 EXTENDER, EXTENDER_ALL = "extender, default policy", "extender, all plugins"
 # The all-plugins policy with NodeLoad filtering and scoring (``nodeload_policy``), against a stand-in Prometheus.
 EXTENDER_NODELOAD = "extender, all + NodeLoad"
@@ -157,7 +160,12 @@ def _specs(plan: Plan, stand_ins: StandIns, limit_raised: bool) -> list[ServerSp
             function_spec(f"{EXTENDER} @{name}", "main.py", root, **env),
             function_spec(f"{EXTENDER_ALL} @{name}", "main.py", root, **all_plugins, **env),
         ]
-    return [*specs, function_spec(TYPICAL, "bench/typical_extender.py"), wsgi_spec(FLOOR_WSGI, "bench.floor:app")]
+    return [
+        *specs,
+        function_spec(TYPICAL, "bench/typical_extender.py"),
+        function_spec(FLOOR_ECHO, "bench/echo_floor.py"),
+        wsgi_spec(FLOOR_WSGI, "bench.floor:app"),
+    ]
 
 
 def _measure_group(plan: Plan, workload: Workload, stand_ins: StandIns, mode: str, size: int) -> list[Row]:

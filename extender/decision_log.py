@@ -22,6 +22,7 @@ from operator import itemgetter
 from typing import Any
 
 from extender.errors import bounded
+from extender.framework.kept import Derived
 from extender.framework.plugin import Observed
 from extender.framework.profile import FilterResult, Notes, PreemptResult, ScoreResult
 from extender.framework.status import Code, Status
@@ -269,27 +270,26 @@ def _rule_named(reason: str) -> str:
 _RULE = r"\b(?:rule|maintenance) ('(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\")"
 
 
-# The last top scores of kept scores (``ScoreResult.kept``) and the objects they came from: kept results hand back
-# the same (never changed) score objects for the same candidates, whose top need not be searched again. Holding
-# them keeps their identities theirs. Results not kept (the result cache off) are never memoized.
-_last_top: tuple[dict[str, int], tuple[tuple[str, dict[str, int]], ...], list[dict[str, Any]]] = ({}, (), [])
+# The top scores of kept scores (``ScoreResult.kept``), with the plugins' score objects they came from: kept results
+# hand back the same (never changed) score objects for the same candidates, whose top need not be searched again.
+# Results not kept (the result cache off) are never memoized.
+_tops: Derived[tuple[tuple[tuple[str, dict[str, int]], ...], list[dict[str, Any]]]] = Derived()
 
 
 def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
     """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won (a plugin left out for a node,
     its facts missing under failurePolicy Ignore, is not shown for it)."""
-    global _last_top
     by_plugin = tuple(result.by_plugin.items())
-    last_scores, last_by_plugin, last_top = _last_top
-    if result.kept and result.scores is last_scores and _same_objects(by_plugin, last_by_plugin):
-        return last_top
+    known = _tops.get(result.scores) if result.kept else None
+    if known is not None and _same_objects(by_plugin, known[0]):
+        return known[1]
     best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
     top = [
         {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in by_plugin if node in scores}}
         for node, score in best
     ]
     if result.kept:
-        _last_top = (result.scores, by_plugin, top)
+        _tops.put(result.scores, (by_plugin, top))
     return top
 
 

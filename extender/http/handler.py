@@ -22,6 +22,7 @@ from extender.policy.loader import Policy, load_policy
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer, filtering
 from extender.wire.decode import decoder_for
+from extender.wire.kept_nodes import KeptNodes
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -64,6 +65,8 @@ class Extender:
         self.kube = kube
         self.router = Router(policy.profiles, settings.function_names, settings.caller_tokens)
         self.budget = BodyBudget(settings.max_body_bytes_in_flight)
+        # Full-node requests' decoded nodes, by their bytes, unless nothing may be kept across requests.
+        self.kept_nodes = KeptNodes(settings.max_body_bytes) if settings.result_cache else None
 
     def __repr__(self) -> str:
         return f"Extender(profiles={sorted(self.policy.profiles)!r}, source={self.source!r})"
@@ -113,7 +116,7 @@ class Extender:
         with self.budget.hold(wait_seconds=settings.http_timeout / 2) as holding:
             # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
             body = read_body(request, settings.max_body_bytes, settings.http_timeout, holding)
-            payload = decoder_for(where.verb, settings.full_decoder)(body)
+            payload = decoder_for(where.verb, settings.full_decoder, self.kept_nodes)(body)
             # Verb modules other than filter are imported when first called: a cold start's first answer is a filter.
             if where.verb == "bind":
                 from extender.verbs import bind

@@ -24,12 +24,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from extender.errors import RequestError
+from extender.wire.fields import all_strings
 from extender.wire.limits import MAX_DEPTH, MAX_NODES
+
+if TYPE_CHECKING:
+    from extender.wire.kept_nodes import KeptNodes
 
 # Verbs whose ExtenderArgs body can carry thousands of full node objects.
 FAST_VERBS = ("filter", "prioritize")
@@ -43,20 +48,22 @@ _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 _SCALARS = {str, int, float, bool, type(None)}
 
 
-def decoder_for(verb: str, full_decoder: bool = False) -> Callable[[bytes | bytearray], Any]:
+def decoder_for(
+    verb: str, full_decoder: bool = False, kept: KeptNodes | None = None
+) -> Callable[[bytes | bytearray], Any]:
     """How ``verb``'s body is decoded: fast where it can carry node objects, unless ``full_decoder`` forces the
-    full one."""
+    full one; the fast decoder takes the nodes ``kept`` holds from it (``extender.wire.kept_nodes``)."""
     if verb in FAST_VERBS and not full_decoder:
-        return decode_fast_or_full
+        return partial(decode_fast_or_full, kept=kept)
     return decode_full
 
 
-def decode_fast_or_full(body: bytes | bytearray) -> Any:
+def decode_fast_or_full(body: bytes | bytearray, kept: KeptNodes | None = None) -> Any:
     if _ENDS_AS_NODE_OBJECTS.search(body, max(0, len(body) - _TAIL)) is None:
         return decode_full(body)
     from extender.wire.fast_decoder import decode_extender_args
 
-    payload = decode_extender_args(body)
+    payload = decode_extender_args(body, kept)
     return payload if payload is not None else decode_full(body)
 
 
@@ -83,12 +90,19 @@ def _check_depth(payload: Any) -> None:
             raise RequestError(400, _TOO_DEEP)
         deeper: list[Any] = []
         for container in level:
-            if type(container) is list and set(map(type, container)) <= _SCALARS:
+            if type(container) is list and _holds_no_container(container):
                 continue  # thousands of node names: looked over at C speed
             for child in container.values() if type(container) is dict else container:
                 if type(child) is dict or type(child) is list:
                     deeper.append(child)
         level = deeper
+
+
+def _holds_no_container(values: list[Any]) -> bool:
+    """A list of strings is joined in one C-speed pass; any other list, its entries' types are looked at."""
+    if values and type(values[0]) is str and all_strings(values):
+        return True
+    return set(map(type, values)) <= _SCALARS
 
 
 def _check_node_count(payload: Any) -> None:

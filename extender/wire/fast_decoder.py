@@ -7,7 +7,9 @@ more than the rest of a filter call together, and memory several times the
 body. Here msgspec finds each node's bytes without building objects for
 them; only the Pod, NodeNames and each node's ``metadata.name`` and
 ``metadata.labels`` are decoded, by orjson exactly as the full decoder does.
-Node objects travel on as their original bytes and are echoed byte-for-byte.
+Node objects travel on as their original bytes and are echoed byte-for-byte;
+a node whose bytes were decoded before is taken as it was then
+(``extender.wire.kept_nodes``).
 A body with no node objects (a node-name request) has nothing to skip: the
 full decoder reads it quicker than this path would in parts.
 
@@ -26,6 +28,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from extender.wire.kept_nodes import KeptNodes
 from extender.wire.limits import MAX_DEPTH, MAX_NODES
 from extender.wire.schemas import EncodedNode
 
@@ -62,8 +65,11 @@ _decode_node = msgspec.json.Decoder(NodeFacts).decode
 NOT_FAST = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError, UnicodeDecodeError)
 
 
-def decode_extender_args(body: bytes | bytearray) -> dict[str, Any] | None:
-    """The payload ``ExtenderArgsSchema`` loads, with ``EncodedNode`` items; None if the full decoder must look."""
+def decode_extender_args(body: bytes | bytearray, kept: KeptNodes | None = None) -> dict[str, Any] | None:
+    """The payload ``ExtenderArgsSchema`` loads, with ``EncodedNode`` items; None if the full decoder must look.
+
+    Nodes whose bytes ``kept`` holds are taken from it; those decoded here are added to it.
+    """
     try:
         args = _decode_args(body)
         if args.Nodes is None:  # no node objects to skip: the full decoder is quicker than decoding in parts
@@ -73,16 +79,17 @@ def decode_extender_args(body: bytes | bytearray) -> dict[str, Any] | None:
         encoded = args.Nodes.items
         if encoded is not None and len(encoded) > MAX_NODES:
             return None
-        # Levels above each part: the request {}, then Nodes {}, then items [].
+        # Levels above each part: the request {}, then Nodes {}, then items []. Outside the parts and the nodes
+        # there are only the known keys and JSON's punctuation, which msgspec has checked.
         parts = ((args.Pod, 1), (args.NodeNames, 1), (args.Nodes.metadata, 2))
-        if not valid_utf8(body) or not all(_within_depth(raw, MAX_DEPTH - above) for raw, above in parts):
+        if not all(valid_utf8(bytes(raw)) and _within_depth(raw, MAX_DEPTH - above) for raw, above in parts):
             return None
         payload: dict[str, Any] = {"Pod": loads_raw(args.Pod), "NodeNames": loads_raw(args.NodeNames)}
         names = payload["NodeNames"]
         if isinstance(names, (list, dict)) and len(names) > MAX_NODES:
             return None
-        nodes = None if encoded is None else [_node(raw) for raw in encoded]
-        if nodes is not None and None in nodes:
+        nodes = None if encoded is None else _nodes(encoded, kept)
+        if encoded is not None and nodes is None:
             return None
         payload["Nodes"] = {"items": nodes}
         return payload
@@ -90,11 +97,31 @@ def decode_extender_args(body: bytes | bytearray) -> dict[str, Any] | None:
         return None
 
 
-def _node(raw: msgspec.Raw) -> EncodedNode | None:
-    """None when the node nests deeper than the limit allows (it sits 3 levels down)."""
-    if not _within_depth(raw, MAX_DEPTH - 3):
+def _nodes(items: list[msgspec.Raw], kept: KeptNodes | None) -> list[EncodedNode] | None:
+    """Each item decoded, or taken from ``kept`` by its bytes; None when one is not UTF-8 or nests deeper than the
+    limit allows (the full decoder then answers)."""
+    nodes: list[EncodedNode | None] = list(map(kept.get, items)) if kept is not None else [None] * len(items)
+    if None not in nodes:
+        return nodes  # type: ignore[return-value]
+    fresh = []
+    for index, node in enumerate(nodes):
+        if node is None:
+            encoded = bytes(items[index])
+            node = _node(items[index], encoded)
+            if node is None:
+                return None
+            nodes[index] = node
+            fresh.append((encoded, node))
+    if kept is not None:
+        kept.keep(fresh)
+    return nodes  # type: ignore[return-value]
+
+
+def _node(raw: msgspec.Raw, encoded: bytes) -> EncodedNode | None:
+    """None when the node is not UTF-8 or nests deeper than the limit allows (it sits 3 levels down)."""
+    if not valid_utf8(encoded) or not _within_depth(raw, MAX_DEPTH - 3):
         return None
-    return EncodedNode(facts(_decode_node(raw).metadata), orjson.Fragment(bytes(raw)))
+    return EncodedNode(facts(_decode_node(raw).metadata), orjson.Fragment(encoded))
 
 
 def facts(metadata: Metadata | None) -> dict[str, Any]:
@@ -109,7 +136,7 @@ def loads_raw(raw: msgspec.Raw) -> Any:
 
 
 def valid_utf8(body: bytes | bytearray) -> bool:
-    """msgspec does not check the UTF-8 of strings it skips; orjson would refuse invalid UTF-8."""
+    """msgspec does not check the UTF-8 of strings it skips; orjson would refuse invalid UTF-8 anywhere."""
     if body.isascii():
         return True
     try:
