@@ -1,7 +1,8 @@
-"""``python -m bench``: the extender beside a typical Python extender and the floor, at 100, 1000 and 5000 nodes.
+"""``python -m bench``: the extender beside a typical Python extender and two floors, at 100, 1000 and 5000 nodes.
 
 Self-contained (bodies are generated, servers started and stopped here) and
 bounded: about 5 minutes on 2 idle cores; ``--quick`` takes well under one.
+``--plot DIR`` draws a saved run instead (the latest, or ``--results FILE``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-from bench import report
+from bench import plot, report
 from bench.run import Plan, run
 from bench.servers import ROOT
+
+# Where each run is saved (ignored by git), and where --plot finds the latest.
+RESULTS = ROOT / "bench" / "results"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--against", metavar="COMMIT", help="also measure the extender of COMMIT in the same run (an A/B)"
     )
+    parser.add_argument(
+        "--plot", metavar="DIR", help=f"draw a saved run's results into DIR instead of running (needs {plot.REQUIREMENTS})"
+    )
+    parser.add_argument(
+        "--results", metavar="FILE", help="with --plot: the results file to draw (default: the latest in bench/results/)"
+    )
     args = parser.parse_args(argv)
+    if args.plot:
+        return _plot(Path(args.plot), Path(args.results) if args.results else None)
+    if args.results:
+        parser.error("--results goes with --plot")
     sizes = tuple(int(size) for size in (args.sizes or ("100,1000" if args.quick else "100,1000,5000")).split(","))
     modes = tuple(mode for mode in args.modes.split(",") if mode)
     if set(modes) - {"names", "full"}:
@@ -54,11 +68,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     load_before, started = report.load(), time.monotonic()
     results = run(plan)
-    text = "\n\n".join([report.header(load_before, report.load()), report.table(results), report.targets(results)])
+    text = "\n\n".join(
+        [
+            report.header(load_before, report.load()),
+            report.table(results),
+            report.targets(results),
+            "Medians in ms, as docs/performance.md's results table:\n" + report.markdown(results),
+        ]
+    )
     print(text)
     if not args.no_save:
-        path = report.save(results, text, ROOT / "bench" / "results")
+        path = report.save(results, text, RESULTS)
         print(f"\n(saved to {path.relative_to(ROOT)}; whole run {time.monotonic() - started:.0f} s)", file=sys.stderr)
+    return 0
+
+
+def _plot(out: Path, results: Path | None) -> int:
+    try:
+        source = results or plot.latest_results(RESULTS)
+        written = plot.plot(source, out)
+    except (plot.MissingPlotLibrary, FileNotFoundError) as exc:
+        print(f"python -m bench --plot: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(str(path) for path in written))
     return 0
 
 

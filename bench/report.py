@@ -8,7 +8,19 @@ import platform
 from dataclasses import asdict
 from pathlib import Path
 
-from bench.run import CONCURRENT_NODES, EXTENDER, EXTENDER_ALL, FLOOR_ORJSON, FLOOR_WSGI, TYPICAL, Results, Row
+from bench.run import (
+    CONCURRENT_NODES,
+    EXTENDER,
+    EXTENDER_ALL,
+    EXTENDER_NODELOAD,
+    FLOOR_ECHO,
+    FLOOR_ORJSON,
+    FLOOR_WSGI,
+    FLOORS,
+    TYPICAL,
+    Results,
+    Row,
+)
 from bench.servers import THREADS
 
 # (what, mode, nodes, verb, server, limit, unit): medians in ms, or peak RSS in MB where unit is "MB".
@@ -20,6 +32,14 @@ TARGETS = [
     ("full nodes, N=1000, peak RSS", "full", 1000, "filter", EXTENDER, 200, "MB"),
     ("full nodes, N=5000 (limit raised), filter", "full", 5000, "filter", EXTENDER, 700, "ms"),
     ("full nodes, N=5000 (limit raised), peak RSS", "full", 5000, "filter", EXTENDER, 600, "MB"),
+]
+# Every verb, mode and size: the extender's median within this many times the echo floor's.
+ECHO_RATIO_TARGET = 1.5
+# (what, mode, nodes, verb, server, baseline, limit): the server's median at most ``limit`` times the baseline's, the
+# same requests measured side by side in one run.
+RATIO_TARGETS = [
+    ("node names, N=5000, + NodeLoad, filter", "names", 5000, "filter", EXTENDER_NODELOAD, EXTENDER_ALL, 1.2),
+    ("node names, N=5000, + NodeLoad, prioritize", "names", 5000, "prioritize", EXTENDER_NODELOAD, EXTENDER_ALL, 1.2),
 ]
 INSTANCE_MEMORY_MB = 512
 COLD_START_TARGET_MS = 500
@@ -57,17 +77,17 @@ def header(load_before: str, load_after: str) -> str:
 
 def table(results: Results) -> str:
     lines = [
-        f"{'mode':<6} {'nodes':>5} {'body':>9} {'verb':<10} {'server':<30} "
-        f"{'median':>9} {'p90':>9} {'max':>9} {'CPU/req':>9} {'peak RSS':>9}",
+        f"{'mode':<6} {'nodes':>5} {'body':>9} {'verb':<10} {'server':<34} "
+        f"{'median':>9} {'p90':>9} {'max':>9} {'CPU/req':>9} {'peak RSS':>9} {'x echo':>7} {'x empty':>7}",
     ]
     for row in results.rows:
         cpu = _ms(row.cpu_seconds * 1000) if row.cpu_seconds is not None else "-"
         rss = f"{row.peak_rss_mb:.0f} MB" if row.peak_rss_mb is not None else "-"
-        server = row.server + (" *" if row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL) else "")
+        server = row.server + (" *" if row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD) else "")
         lines.append(
-            f"{row.mode:<6} {row.nodes:>5} {row.body_bytes / 1e6:>6.2f} MB {row.verb:<10} {server:<30} "
+            f"{row.mode:<6} {row.nodes:>5} {row.body_bytes / 1e6:>6.2f} MB {row.verb:<10} {server:<34} "
             f"{_ms(row.median * 1000):>9} {_ms(row.stat(0.9) * 1000):>9} {_ms(max(row.seconds) * 1000):>9} "
-            f"{cpu:>9} {rss:>9}"
+            f"{cpu:>9} {rss:>9} {_ratio(results, row, FLOOR_ECHO):>7} {_ratio(results, row, FLOOR_WSGI):>7}"
         )
     if any(row.limit_raised for row in results.rows):
         lines.append("* EXTENDER_MAX_BODY_BYTES raised: the body is over Cloud Functions' 32 MiB request limit")
@@ -87,7 +107,7 @@ def table(results: Results) -> str:
         for server, mb in results.concurrent_rss_mb.items():
             lines.append(f"  {server:<30} {mb:>6.0f} MB")
     if results.uncovered_plugins:
-        lines.append(f"Note: bench/policy-all.yaml does not enable {', '.join(results.uncovered_plugins)} yet")
+        lines.append(f"Note: the bench's policies do not enable {', '.join(results.uncovered_plugins)} yet")
     return "\n".join(lines)
 
 
@@ -103,6 +123,14 @@ def targets(results: Results) -> str:
         lines.append(
             f"{what:<48} {'< ' + str(limit) + ' ' + unit:>9} {shown[0]:>9} {shown[1]:>9} {shown[2]:>9}  {verdict}"
         )
+    for what, mode, nodes, verb, server, baseline, limit in RATIO_TARGETS:
+        ours, theirs = results.row(mode, nodes, verb, server), results.row(mode, nodes, verb, baseline)
+        if ours is None or theirs is None:
+            continue
+        ratio = ours.median / theirs.median
+        verdict = "met" if ratio <= limit else "MISSED"
+        shown = f"{ratio:.2f}x ({_ms(ours.median * 1000)} / {_ms(theirs.median * 1000)})"
+        lines.append(f"{what:<48} {'<= ' + str(limit) + 'x':>9} {shown:>29}  {verdict}")
     for server in (EXTENDER, EXTENDER_ALL):
         runs = results.cold_starts.get(server)
         if runs:
@@ -120,8 +148,52 @@ def targets(results: Results) -> str:
         verdict = "met" if mb < INSTANCE_MEMORY_MB else "MISSED"
         what = f"full nodes, N={CONCURRENT_NODES}, {THREADS} at once: peak RSS"
         lines.append(f"{what:<48} {'< 512 MB':>9} {mb:>6.0f} MB {typical:>6.0f} MB {'-':>9}  {verdict}")
-    lines.append(f"(typical: {TYPICAL}; floor: {FLOOR_WSGI}; {FLOOR_ORJSON} is in the table)")
+    for row in results.rows:
+        if row.server in (EXTENDER, EXTENDER_ALL):
+            echo = results.row(row.mode, row.nodes, row.verb, FLOOR_ECHO)
+            if echo is not None:
+                ratio = row.median / echo.median
+                what = f"{row.mode} N={row.nodes} {row.verb}, {row.server.removeprefix('extender, ')}"
+                verdict = "met" if ratio <= ECHO_RATIO_TARGET else "MISSED"
+                goal = f"<= {ECHO_RATIO_TARGET}x"
+                lines.append(
+                    f"{what:<48} {goal:>9} {ratio:>8.2f}x {'':>9} {_ms(echo.median * 1000):>9}  {verdict} (x echo floor)"
+                )
+    lines.append(
+        f"(typical: {TYPICAL}; floor: {FLOOR_WSGI}, and {FLOOR_ECHO} for the ratios; {FLOOR_ORJSON} is in the table)"
+    )
     return "\n".join(lines)
+
+
+def markdown(results: Results) -> str:
+    """The medians as docs/performance.md's results table: every server of the run, then each extender's median over
+    the echo floor's, and the peak RSS of the extender and the typical extender."""
+    servers = list(dict.fromkeys(row.server for row in results.rows))
+    ours = [server for server in servers if server.startswith("extender")]
+    head = ["mode", "N", "verb", *servers, *(f"{server} / echo" for server in ours), "peak RSS (MB)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
+    for mode, nodes, verb in dict.fromkeys((row.mode, row.nodes, row.verb) for row in results.rows):
+        rows = {server: results.row(mode, nodes, verb, server) for server in servers}
+        echo = rows.get(FLOOR_ECHO)
+        medians = [_md(row.median * 1000) if row is not None else "" for row in rows.values()]
+        ratios = [_over(rows[server], echo) for server in ours]
+        rss = " / ".join(
+            f"{row.peak_rss_mb:.0f}"
+            for server, row in rows.items()
+            if row is not None and row.peak_rss_mb and server in (*ours, TYPICAL)
+        )
+        raised = " *" if any(row is not None and row.limit_raised for row in rows.values()) else ""
+        lines.append("| " + " | ".join([mode, f"{nodes}{raised}", verb, *medians, *ratios, rss]) + " |")
+    return "\n".join(lines)
+
+
+def _over(row: Row | None, floor: Row | None) -> str:
+    return f"{row.median / floor.median:.2f}" if row is not None and floor is not None else ""
+
+
+def _md(ms: float) -> str:
+    """Three significant figures, as the tables in docs/performance.md give them."""
+    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 100 else f"{ms:.0f}"
 
 
 def _cold_start_detail(results: Results) -> list[str]:
@@ -136,7 +208,7 @@ def _cold_start_detail(results: Results) -> list[str]:
     if typical:
         lines.append("Against the typical extender's launch in the same round: median ratio, rounds it was quicker:")
         for server, runs in results.cold_starts.items():
-            if server in (TYPICAL, FLOOR_WSGI) or not runs:
+            if server in (TYPICAL, *FLOORS) or not runs:
                 continue
             ratios = [ours / theirs for ours, theirs in zip(runs, typical)]
             quicker = sum(ratio < 1 for ratio in ratios)
@@ -156,6 +228,14 @@ def save(results: Results, text: str, directory: Path) -> Path:
     }
     path.write_text(__import__("json").dumps(record, indent=1))
     return path
+
+
+def _ratio(results: Results, row: Row, floor: str) -> str:
+    """The row's median over the floor's for the same request, shown as ``1.23x`` (or ``-`` without one)."""
+    reference = results.row(row.mode, row.nodes, row.verb, floor)
+    if reference is None or row.server == floor:
+        return "-"
+    return f"{row.median / reference.median:.2f}x"
 
 
 def _value(row: Row | None, unit: str) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from bench.servers import (
     ROOT,
     THREADS,
     NodeListAPI,
+    PrometheusAPI,
     Server,
     ServerSpec,
     compile_like_cloud_functions,
@@ -29,13 +31,26 @@ from testkit.scheduler_checks import check_answer
 
 VERBS = ("filter", "prioritize")
 ALL_PLUGINS_POLICY = ROOT / "bench" / "policy-all.yaml"
+# What the all-plugins policy gains for load-aware placement: NodeLoad filtering and scoring, reading the bench's
+# stand-in Prometheus (its URL filled in at run time).
+NODELOAD_ARGS = {
+    "prometheus": {"url": None, "auth": "none"},
+    "metrics": [{"name": "cpu", "query": "instance:node_cpu_utilisation:rate5m", "nodeLabel": "node"}],
+    "filter": [{"metric": "cpu", "above": 0.9}],
+    "score": {"metric": "cpu", "strategy": "TargetLoad", "target": 0.6},
+}
 # The references, in the table's order after the extender's rows.
-TYPICAL, FLOOR_WSGI, FLOOR_ORJSON = (
+TYPICAL, FLOOR_ECHO, FLOOR_WSGI, FLOOR_ORJSON = (
     "typical Flask extender",
+    "floor: echo (functions-framework)",
     "floor: empty WSGI handler",
     "floor: orjson parse+serialise",
 )
+# The floors every figure is compared with: what a minimal correct answer costs, and what moving the body costs.
+FLOORS = (FLOOR_ECHO, FLOOR_WSGI)
 EXTENDER, EXTENDER_ALL = "extender, default policy", "extender, all plugins"
+# The all-plugins policy with NodeLoad filtering and scoring (``nodeload_policy``), against a stand-in Prometheus.
+EXTENDER_NODELOAD = "extender, all + NodeLoad"
 # Cloud Functions refuses bodies over 32 MiB; over that the extender is run with its limit raised.
 DEFAULT_LIMIT = 32 * 1024 * 1024
 # The cluster size whose full-node requests are also sent THREADS at once, for the memory they hold together.
@@ -78,6 +93,15 @@ class Results:
 
 
 @dataclass(frozen=True)
+class StandIns:
+    """What the servers read on loopback: the Kubernetes API's node list, and Prometheus (through NodeLoad's policy,
+    written with its URL)."""
+
+    kubernetes_url: str
+    nodeload_policy: Path
+
+
+@dataclass(frozen=True)
 class Plan:
     sizes: tuple[int, ...]
     modes: tuple[str, ...]
@@ -97,31 +121,38 @@ def run(plan: Plan) -> Results:
     results = Results(uncovered_plugins=_uncovered_plugins())
     workload = Workload(max(plan.sizes))
     api = NodeListAPI(workload.nodes)
-    try:
-        for mode in plan.modes:
-            for size in plan.sizes:
-                results.rows += _measure_group(plan, workload, api, mode, size)
-        if "full" in plan.modes and CONCURRENT_NODES in plan.sizes:
-            body = workload.body(CONCURRENT_NODES, full_nodes=True)
-            for spec in _specs(plan, api, limit_raised=False):
-                if spec.name in (EXTENDER, TYPICAL):
-                    results.concurrent_rss_mb[spec.name] = _concurrent_peak_rss(spec, body)
-            plan.log(f"{THREADS} concurrent full-node requests, N={CONCURRENT_NODES}: {results.concurrent_rss_mb}")
-        specs = _specs(plan, api, limit_raised=False)
-        results.cold_starts, results.cold_start_cpu = _cold_starts(plan, specs, workload, max(plan.sizes))
-    finally:
-        api.close()
+    prometheus = PrometheusAPI(workload.names(max(plan.sizes)))
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="policy-nodeload-") as nodeload:
+        nodeload.write(nodeload_policy(prometheus.url))
+        nodeload.flush()
+        stand_ins = StandIns(api.url, Path(nodeload.name))
+        try:
+            for mode in plan.modes:
+                for size in plan.sizes:
+                    results.rows += _measure_group(plan, workload, stand_ins, mode, size)
+            if "full" in plan.modes and CONCURRENT_NODES in plan.sizes:
+                body = workload.body(CONCURRENT_NODES, full_nodes=True)
+                for spec in _specs(plan, stand_ins, limit_raised=False):
+                    if spec.name in (EXTENDER, TYPICAL):
+                        results.concurrent_rss_mb[spec.name] = _concurrent_peak_rss(spec, body)
+                plan.log(f"{THREADS} concurrent full-node requests, N={CONCURRENT_NODES}: {results.concurrent_rss_mb}")
+            specs = _specs(plan, stand_ins, limit_raised=False)
+            results.cold_starts, results.cold_start_cpu = _cold_starts(plan, specs, workload, max(plan.sizes))
+        finally:
+            api.close()
+            prometheus.close()
     return results
 
 
-def _specs(plan: Plan, api: NodeListAPI, limit_raised: bool) -> list[ServerSpec]:
+def _specs(plan: Plan, stand_ins: StandIns, limit_raised: bool) -> list[ServerSpec]:
     env = {"EXTENDER_RESULT_CACHE": plan.result_cache}
     if limit_raised:
         env["EXTENDER_MAX_BODY_BYTES"] = str(8 * DEFAULT_LIMIT)
-    all_plugins = {"EXTENDER_POLICY": str(ALL_PLUGINS_POLICY), "KUBERNETES_API_URL": api.url}
+    all_plugins = {"EXTENDER_POLICY": str(ALL_PLUGINS_POLICY), "KUBERNETES_API_URL": stand_ins.kubernetes_url}
     specs = [
         function_spec(EXTENDER, "main.py", **env),
         function_spec(EXTENDER_ALL, "main.py", **all_plugins, **env),
+        function_spec(EXTENDER_NODELOAD, "main.py", **{**all_plugins, "EXTENDER_POLICY": str(stand_ins.nodeload_policy)}, **env),
     ]
     if plan.against is not None:
         root, name = plan.against
@@ -129,10 +160,15 @@ def _specs(plan: Plan, api: NodeListAPI, limit_raised: bool) -> list[ServerSpec]
             function_spec(f"{EXTENDER} @{name}", "main.py", root, **env),
             function_spec(f"{EXTENDER_ALL} @{name}", "main.py", root, **all_plugins, **env),
         ]
-    return [*specs, function_spec(TYPICAL, "bench/typical_extender.py"), wsgi_spec(FLOOR_WSGI, "bench.floor:app")]
+    return [
+        *specs,
+        function_spec(TYPICAL, "bench/typical_extender.py"),
+        function_spec(FLOOR_ECHO, "bench/echo_floor.py"),
+        wsgi_spec(FLOOR_WSGI, "bench.floor:app"),
+    ]
 
 
-def _measure_group(plan: Plan, workload: Workload, api: NodeListAPI, mode: str, size: int) -> list[Row]:
+def _measure_group(plan: Plan, workload: Workload, stand_ins: StandIns, mode: str, size: int) -> list[Row]:
     full = mode == "full"
     first = workload.body(size, full)
     # Pods take turns, as consecutive scheduling cycles would; few bodies when they are large.
@@ -140,7 +176,7 @@ def _measure_group(plan: Plan, workload: Workload, api: NodeListAPI, mode: str, 
     limit_raised = len(first) > DEFAULT_LIMIT
     reps = plan.reps_for(len(first))
     plan.log(f"{mode} N={size}: {len(first) / 1e6:.2f} MB bodies, {reps} rounds")
-    servers = [Server(spec) for spec in _specs(plan, api, limit_raised)]
+    servers = [Server(spec) for spec in _specs(plan, stand_ins, limit_raised)]
     rows: list[Row] = []
     try:
         for server in servers:
@@ -275,17 +311,27 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _uncovered_plugins() -> list[str]:
-    """Built-in plugins the all-plugins policy does not enable yet: the bench says so rather than failing."""
+def nodeload_policy(prometheus_url: str) -> str:
+    """The all-plugins policy with NodeLoad filtering and scoring too, reading ``prometheus_url`` (as JSON)."""
     import yaml
 
+    document = yaml.safe_load(ALL_PLUGINS_POLICY.read_text())
+    profile = document["profiles"][0]
+    profile["plugins"]["filter"]["enabled"].append({"name": "NodeLoad"})
+    profile["plugins"]["score"]["enabled"].append({"name": "NodeLoad", "weight": 1})
+    args = {**NODELOAD_ARGS, "prometheus": {**NODELOAD_ARGS["prometheus"], "url": prometheus_url}}
+    profile["pluginConfig"].append({"name": "NodeLoad", "args": args})
+    return orjson.dumps(document).decode()
+
+
+def _uncovered_plugins() -> list[str]:
+    """Built-in plugins the bench's policies do not enable yet: the bench says so rather than failing."""
     from extender import plugins  # noqa: F401  (registers the built-in plugins)
     from extender.framework import registry
 
-    document = yaml.safe_load(ALL_PLUGINS_POLICY.read_text())
     enabled = {
         ref["name"]
-        for profile in document["profiles"]
+        for profile in orjson.loads(nodeload_policy("http://127.0.0.1:9"))["profiles"]
         for point in (profile.get("plugins") or {}).values()
         for ref in point.get("enabled") or ()
     }

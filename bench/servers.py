@@ -8,22 +8,22 @@ and peak memory are read from that worker's /proc entries.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from testkit.loopback import Loopback, QuietHandler
 from testkit.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,7 +199,7 @@ class NodeListAPI:
     def __init__(self, nodes: list[dict[str, Any]]) -> None:
         items = [{"metadata": node["metadata"]} for node in nodes]
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 query = parse_qs(url.query)
@@ -218,19 +218,40 @@ class NodeListAPI:
                         "items": page,
                     }
                 )
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.answer(200, body)
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._served = Loopback(Handler)
+        self.url = self._served.url
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._served.close()
+
+
+class PrometheusAPI:
+    """A loopback stand-in for the Prometheus HTTP API's ``GET /api/v1/query``, for the bench only (the tests use a
+    real Prometheus): whatever the query, one sample per node name, stamped with the time of the answer. Loads are
+    spread over 0..1 by name, a tenth of the nodes above 0.9."""
+
+    def __init__(self, names: list[str]) -> None:
+        loads = {name: (int(_sha1(name), 16) % 1000) / 1000 for name in names}
+
+        class Handler(QuietHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                if urlsplit(self.path).path != "/api/v1/query":
+                    self.send_error(404)
+                    return
+                now = time.time()
+                result = [{"metric": {"node": name}, "value": [now, repr(load)]} for name, load in loads.items()]
+                self.answer(200, orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}))
+
+        self._served = Loopback(Handler)
+        self.url = self._served.url
+
+    def close(self) -> None:
+        self._served.close()
+
+
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()

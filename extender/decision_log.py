@@ -4,7 +4,9 @@ kube-scheduler drops prioritize errors silently and shows only aggregated
 messages in a rejected pod's events, so the extender tells its own story here.
 Log-based metrics and alerts read these fields: their names are stable. Per-node
 detail is bounded however large the cluster: rejections are grouped by plugin and
-reason, scores and accepted candidates cut to the top ``TOP_N``, with counts.
+reason (audited plugins' verdicts by plugin and rule), scores and accepted
+candidates cut to the top ``TOP_N``, with counts; node and victim names only
+ever go into bounded lists.
 Nothing secret or bulky is logged: the path only as the router redacts it (it
 carries the caller token), no Kubernetes objects.
 """
@@ -20,7 +22,9 @@ from operator import itemgetter
 from typing import Any
 
 from extender.errors import bounded
-from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
+from extender.framework.kept import Derived
+from extender.framework.plugin import Observed
+from extender.framework.profile import FilterResult, Notes, PreemptResult, ScoreResult
 from extender.framework.status import Code, Status
 from extender.framework.types import Pod
 from extender.http.routing import Route
@@ -28,11 +32,11 @@ from extender.verbs import Answer
 
 EVENT = "extender.decision"
 MESSAGE = "extender decision"
-# What an audited plugin would have done, one entry per plugin and reason, for the would-reject metric.
+# What an audited plugin would have done, one entry per plugin and rule, for the would-reject metric.
 AUDIT_EVENT = "extender.audit"
 AUDIT_MESSAGE = "extender audit"
 TOP_N = 10
-# Node names shown per rejection reason.
+# Node names shown per rejection reason (and reasons per audited rule).
 NODES_PER_REASON = 5
 # Longest text copied from a request (names are at most 253 in Kubernetes; a hostile caller's may be megabytes),
 # so that an entry stays far below Cloud Logging's 256 KB limit.
@@ -47,13 +51,13 @@ def log_decision(
     """``path`` as ``Router.redact`` gives it: the raw path carries the caller token."""
     fields = decision_fields(where, answer, seconds, budget_seconds, method=method, path=path)
     logger.log(severity(answer, seconds, budget_seconds), MESSAGE, extra={"json_fields": fields})
-    for audit in audit_entries(fields):
+    for audit in audit_entries(fields, answer.result):
         logger.info(AUDIT_MESSAGE, extra={"json_fields": audit})
 
 
 def severity(answer: Answer, seconds: float, budget_seconds: float) -> int:
-    """ERROR when the scheduler gets a failed or ignored answer from us, WARNING for bad requests, slow answers and
-    plugins that did not judge a node (``skipped``: never silent).
+    """ERROR when the scheduler gets a failed or ignored answer from us, WARNING for bad requests, slow answers,
+    plugins that did not judge a node (``skipped``: never silent) and audited plugins that failed.
 
     A request over half the budget warns before the scheduler's httpTimeout turns it into a failure.
     """
@@ -61,20 +65,23 @@ def severity(answer: Answer, seconds: float, budget_seconds: float) -> int:
         return logging.ERROR
     if answer.status >= 400 or seconds > budget_seconds / 2:
         return logging.WARNING
-    if answer.result is not None and answer.result.skipped:
+    if answer.result is not None and (answer.result.skipped or answer.result.audit_failed):
         return logging.WARNING
     return logging.INFO
 
 
-def audit_entries(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One entry per (plugin, reason) group of an audited plugin's held-back verdicts.
+def audit_entries(
+    fields: Mapping[str, Any], result: FilterResult | ScoreResult | PreemptResult | None
+) -> list[dict[str, Any]]:
+    """One entry per (plugin, rule) of an audited plugin's held-back verdicts, however many rules there are.
 
     A log-based metric counts entries and cannot look into the decision entry's lists, so each group is an entry of
-    its own (``extender.audit``), which ``terraform/monitoring.tf`` counts per plugin and rule.
+    its own (``extender.audit``), which ``terraform/monitoring.tf`` counts per plugin and rule. The groups are the
+    policy's rules: node and victim names stay out of the grouping, in the entry's bounded lists.
     """
     entries = []
-    for verdict in ("wouldReject", "wouldVeto"):
-        for group in fields.get(verdict, {}).get("reasons", ()):
+    for verdict, notes in _held_back(result):
+        for group in _by_rule(_noted(notes)):
             entries.append(
                 {
                     "event": AUDIT_EVENT,
@@ -82,14 +89,19 @@ def audit_entries(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "verb": fields["verb"],
                     "profile": fields["profile"],
                     "pod": fields["pod"],
-                    "plugin": group["plugin"],
-                    "rule": group["rule"],
-                    "reason": group["reason"],
-                    "count": group["count"],
-                    "nodes": group["nodes"],
+                    **group,
                 }
             )
     return entries
+
+
+def _held_back(result: FilterResult | ScoreResult | PreemptResult | None) -> list[tuple[str, Notes]]:
+    """(field, notes) of the verdicts audited plugins held back: rejections in filter, vetoes in preempt."""
+    if isinstance(result, FilterResult) and result.would_reject:
+        return [("wouldReject", result.would_reject)]
+    if isinstance(result, PreemptResult) and result.would_veto:
+        return [("wouldVeto", result.would_veto)]
+    return []
 
 
 def decision_fields(
@@ -124,14 +136,31 @@ def decision_fields(
         fields["rejected"] = _rejections(result.rejected.items())
     if result.skipped:
         fields["skipped"] = _rejections(_noted(result.skipped))
-    if isinstance(result, FilterResult) and result.would_reject:
-        fields["wouldReject"] = _rejections(_noted(result.would_reject), with_rule=True)
+    if result.audit_failed:
+        fields["auditFailed"] = _audit_failures(result.audit_failed)
+    for verdict, notes in _held_back(result):
+        pairs = _noted(notes)
+        fields[verdict] = {"count": len(notes), "reasons": _by_rule(pairs)[:TOP_N]}
     if isinstance(result, PreemptResult):
         fields["accepted"] = _top_accepted(result)
-        if result.would_veto:
-            fields["wouldVeto"] = _rejections(_noted(result.would_veto), with_rule=True)
+    elif result.observed:
+        fields["nodeFacts"] = _node_facts(result.observed, fields)
     fields["pluginMs"] = plugin_ms(result)
     return fields
+
+
+def _node_facts(observed: Mapping[str, Observed], fields: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the plugins that measure something measured of the nodes the entry names (rejected, skipped, would be
+    rejected, best scored): per plugin, per node, e.g. ``{"cpu": {"value": 0.93, "ageSeconds": 12.5}}``."""
+    named = [score["node"] for score in fields.get("scores", ())]
+    for key in ("rejected", "skipped", "wouldReject"):
+        named += [node for group in fields.get(key, {}).get("reasons", ()) for node in group["nodes"]]
+    shown: dict[str, dict[str, Any]] = {}
+    for plugin, facts in observed.items():
+        known = {node: found for node in dict.fromkeys(named) if (found := facts(node))}
+        if known:
+            shown[plugin] = known
+    return shown
 
 
 def plugin_ms(result: FilterResult | ScoreResult | PreemptResult) -> dict[str, float]:
@@ -154,57 +183,113 @@ def _noted(notes: Mapping[str, tuple[Status, ...]]) -> list[tuple[str, Status]]:
     return [(node, status) for node, statuses in notes.items() for status in statuses]
 
 
-def _rejections(rejected: Iterable[tuple[str, Status]], *, with_rule: bool = False) -> dict[str, Any]:
+def _rejections(rejected: Iterable[tuple[str, Status]]) -> dict[str, Any]:
     """(node, status) pairs grouped as the pod's FailedScheduling event groups them: one line per plugin and reason;
-    ``count`` is the number of nodes. ``with_rule`` adds the rule a reason names (``rule 'x'``), "" if none."""
+    ``count`` is the number of nodes."""
     groups: dict[tuple[str, Code, str], list[str]] = defaultdict(list)
     nodes_seen: set[str] = set()
     for node, status in rejected:
         groups[status.plugin, status.code, status.reason].append(node)
         nodes_seen.add(node)
     largest = heapq.nlargest(TOP_N, groups.items(), key=lambda group: len(group[1]))
-    reasons = []
-    for (plugin, code, reason), nodes in largest:
-        group: dict[str, Any] = {
+    reasons = [
+        {
             "plugin": plugin,
             "code": code.value,
             "reason": bounded(reason),
             "count": len(nodes),
             "nodes": [_name(node) for node in nodes[:NODES_PER_REASON]],
         }
-        if with_rule:
-            named = re.search(_RULE, reason)
-            group["rule"] = _name(named.group(1)) if named else ""
-        reasons.append(group)
+        for (plugin, code, reason), nodes in largest
+    ]
     return {"count": len(nodes_seen), "reasons": reasons}
 
 
-# How the built-in plugins name the rule behind a verdict: "NodeLabelPolicy rule 'ml-on-gpu-pool': ...",
-# "NodeNameFilter: node is in maintenance 'pool-a-upgrade' until ...". Compiled on first use (re caches it).
-_RULE = r"\b(?:rule|maintenance) '([^']*)'"
+def _audit_failures(failed: Notes) -> list[dict[str, Any]]:
+    """One item per audited plugin that failed: the first reason, and the nodes it failed on (``count``, the first
+    of them in ``nodes``)."""
+    by_plugin: dict[str, tuple[Status, list[str]]] = {}
+    for node, status in _noted(failed):
+        by_plugin.setdefault(status.plugin, (status, []))[1].append(node)
+    return [
+        {
+            "plugin": plugin,
+            "reason": bounded(first.reason),
+            "count": len(nodes),
+            "nodes": [_name(node) for node in nodes[:NODES_PER_REASON]],
+        }
+        for plugin, (first, nodes) in by_plugin.items()
+    ]
 
 
-# The last top scores of kept scores (``ScoreResult.kept``) and the objects they came from: kept results hand back
-# the same (never changed) score objects for the same candidates, whose top need not be searched again. Holding
-# them keeps their identities theirs. Results not kept (the result cache off) are never memoized.
-_last_top: tuple[dict[str, int], tuple[tuple[str, dict[str, int]], ...], list[dict[str, Any]]] = ({}, (), [])
+def _by_rule(held: Iterable[tuple[str, Status]]) -> list[dict[str, Any]]:
+    """Audited verdicts, (node, status) pairs, grouped by plugin and the rule their reason names ("" if none), the
+    largest first: ``count`` nodes, the first of them in ``nodes`` and the first distinct reasons (which name the
+    victims) in ``reasons``, each list bounded."""
+    groups: dict[tuple[str, str], tuple[list[str], dict[str, Status]]] = {}
+    rules: dict[str, str] = {}  # by reason: thousands of nodes share a few
+    for node, status in held:
+        rule = rules.get(status.reason)
+        if rule is None:
+            rule = rules[status.reason] = _rule_named(status.reason)
+        nodes, reasons = groups.setdefault((status.plugin, rule), ([], {}))
+        nodes.append(node)
+        if len(reasons) < NODES_PER_REASON:
+            reasons.setdefault(status.reason, status)
+    largest = sorted(groups.items(), key=lambda group: len(group[1][0]), reverse=True)
+    return [
+        {
+            "plugin": plugin,
+            "rule": _name(rule),
+            "code": next(iter(reasons.values())).code.value,
+            "reason": bounded(next(iter(reasons))),
+            "reasons": [bounded(reason) for reason in reasons],
+            "count": len(nodes),
+            "nodes": [_name(node) for node in nodes[:NODES_PER_REASON]],
+        }
+        for (plugin, rule), (nodes, reasons) in largest
+    ]
+
+
+def _rule_named(reason: str) -> str:
+    """The rule a reason names as the built-in plugins name it, exactly ("" if none): ``NodeLabelPolicy rule
+    'ml-on-gpu-pool': ...``, ``NodeNameFilter: node is in maintenance 'pool-a-upgrade' until ...``. The name is
+    quoted as Python's repr quotes it (``rule "it's-gpu"`` for a name with a quote), and read back as such."""
+    import ast
+
+    named = re.search(_RULE, reason)
+    if named is None:
+        return ""
+    try:
+        return str(ast.literal_eval(named.group(1)))
+    except (ValueError, SyntaxError):  # quoted some other way: the text between the quotes
+        return named.group(1)[1:-1]
+
+
+# A rule's name after "rule" or "maintenance", as a Python string literal. Compiled on first use (re caches it).
+_RULE = r"\b(?:rule|maintenance) ('(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\")"
+
+
+# The top scores of kept scores (``ScoreResult.kept``), with the plugins' score objects they came from: kept results
+# hand back the same (never changed) score objects for the same candidates, whose top need not be searched again.
+# Results not kept (the result cache off) are never memoized.
+_tops: Derived[tuple[tuple[tuple[str, dict[str, int]], ...], list[dict[str, Any]]]] = Derived()
 
 
 def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
     """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won (a plugin left out for a node,
     its facts missing under failurePolicy Ignore, is not shown for it)."""
-    global _last_top
     by_plugin = tuple(result.by_plugin.items())
-    last_scores, last_by_plugin, last_top = _last_top
-    if result.kept and result.scores is last_scores and _same_objects(by_plugin, last_by_plugin):
-        return last_top
+    known = _tops.get(result.scores) if result.kept else None
+    if known is not None and _same_objects(by_plugin, known[0]):
+        return known[1]
     best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
     top = [
         {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in by_plugin if node in scores}}
         for node, score in best
     ]
     if result.kept:
-        _last_top = (result.scores, by_plugin, top)
+        _tops.put(result.scores, (by_plugin, top))
     return top
 
 

@@ -1,4 +1,5 @@
-"""The names a request path is made of: the protocol's verbs and the profile a path without one selects.
+"""The names a request path is made of: the protocol's verbs, the profile a path without one selects, and the
+function's entry point, which may come first.
 
 A leaf module: the router reads them to route, the policy schema to refuse
 profile names that would shadow a route.
@@ -17,3 +18,7 @@ VERBS: dict[str, tuple[str, ...]] = {
 
 # The profile that answers a path naming none (``/filter``).
 DEFAULT_PROFILE = "default"
+
+# The function's entry point (main.py, Terraform's entry_point): FUNCTION_TARGET wherever the function is deployed, so
+# a path may start with it (``/extender/filter``) wherever the function runs.
+ENTRY_POINT = "extender"

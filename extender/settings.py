@@ -100,6 +100,12 @@ class Settings(NamedTuple):
             project=environ.get(PROJECT_ENV) or None,
         )
 
+    @property
+    def caller_tokens(self) -> list[str]:
+        """The tokens a path may carry: the current one, then the one before a rotation, accepted too until the
+        scheduler's urlPrefix carries the new one; none serves every path openly."""
+        return [token for token in (self.caller_token, self.previous_caller_token) if token]
+
     def __repr__(self) -> str:
         # The tokens are secrets, and the Kubernetes variables may hold one: neither is ever shown.
         shown = {

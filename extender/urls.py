@@ -8,11 +8,12 @@ from urllib.parse import urlsplit
 from extender.errors import ConfigError
 
 
-def credential_base_url(url: str, *, what: str, example: str, credential: str) -> str:
+def credential_base_url(url: str, *, what: str, example: str, credential: str | None) -> str:
     """``url`` without a trailing slash, for appending paths; plain http only to loopback, where no one can listen.
 
-    ``credential`` says what would cross the network in clear text, for the message. The URL itself is never
-    echoed: a function URL may carry the caller token in its path.
+    ``credential`` says what would cross the network in clear text, for the message; None when nothing secret is
+    sent, and plain http may go anywhere. The URL itself is never echoed: a function URL may carry the caller token
+    in its path.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
@@ -22,7 +23,7 @@ def credential_base_url(url: str, *, what: str, example: str, credential: str) -
     if parts.username is not None or parts.password is not None:
         # Credentials in a URL end up in error messages, and from there in pod events and logs.
         raise ConfigError(f"{what} must not carry a user or password (user:password@): pass credentials separately")
-    if parts.scheme == "http" and not is_loopback(parts.hostname):
+    if parts.scheme == "http" and credential is not None and not is_loopback(parts.hostname):
         raise ConfigError(f"{what} must use https: {credential} would cross the network in clear text")
     return url.rstrip("/")
 

@@ -19,10 +19,30 @@ locals {
   # Workspace and function name keep two deployments from sharing a local zip or an object name.
   source_key = "${terraform.workspace}/${var.function_name}/${local.source_sha256}"
 
-  # A given token means a token is wanted; otherwise public invocation gets one and IAM-only does not.
-  caller_token = local.caller_token_enabled ? coalesce(var.caller_token, one(random_password.caller_token[*].result)) : null
+  # Each accepted slot's token: your own (caller_tokens) or generated. The rendered configuration carries the active
+  # slot's (variables.tf holds the slot logic).
+  caller_tokens = { for slot in local.caller_token_slots : slot => try(var.caller_tokens[slot], random_password.caller_token[slot].result) }
+  caller_token  = local.caller_token_enabled ? local.caller_tokens[var.caller_token_active_slot] : null
   # Known at plan time: the function's secret references do not wait on the secret resource (provider issue #22497).
   caller_token_secret_id = "${var.function_name}-caller-token"
+
+  function_service_account_email  = coalesce(var.function_service_account_email, one(google_service_account.function[*].email))
+  function_service_account_member = "serviceAccount:${local.function_service_account_email}"
+  proxy_service_account_email     = var.invocation == "iam" ? coalesce(var.proxy_service_account_email, one(google_service_account.scheduler_proxy[*].email)) : null
+
+  # NodeLoad entries of the policy that query Cloud Monitoring as the function: auth "google", which the gke preset
+  # implies unless it sets auth itself. Each needs roles/monitoring.viewer on the project its URL names, and the gke
+  # preset's default URL names GOOGLE_CLOUD_PROJECT (project_id).
+  node_load_google_auth_urls = [
+    for entry in flatten([for profile in try(local.policy.profiles, []) : try([for entry in profile.pluginConfig : entry], [])]) :
+    try(entry.args.prometheus.url, null)
+    if try(entry.name == "NodeLoad", false) && (
+      try(entry.args.prometheus.auth == "google", false) || (try(entry.args.preset == "gke", false) && try(entry.args.prometheus.auth, null) == null)
+    )
+  ]
+  monitoring_viewer_projects = toset([
+    for url in local.node_load_google_auth_urls : try(regex("^https://monitoring\\.googleapis\\.com/v1/projects/([^/]+)/", url)[0], var.project_id)
+  ])
 
   http_timeout_seconds = ceil(module.scheduler_config.http_timeout_ms / 1000)
   cluster_project_id   = coalesce(var.cluster_project_id, var.project_id)
@@ -38,20 +58,16 @@ locals {
 
   # Every secret pinned to a version: a new token is a new version number, which rolls out a new revision (warm
   # instances keep the environment they started with, so "latest" would leave them on a rotated-out token).
-  secret_environment_variables = { for name, secret in {
-    EXTENDER_CALLER_TOKEN = local.caller_token_enabled ? {
+  secret_environment_variables = merge(
+    { for name, slot in local.caller_token_secret_slots : name => {
       secret  = local.caller_token_secret_id
-      version = one(google_secret_manager_secret_version.caller_token[*].version)
-    } : null
-    EXTENDER_CALLER_TOKEN_PREVIOUS = local.caller_token_enabled && nonsensitive(var.caller_token_previous != null) ? {
-      secret  = local.caller_token_secret_id
-      version = one(google_secret_manager_secret_version.caller_token_previous[*].version)
-    } : null
-    KUBERNETES_TOKEN = var.kubernetes_token_secret == null ? null : {
+      version = google_secret_manager_secret_version.caller_token[slot].version
+    } },
+    var.kubernetes_token_secret == null ? {} : { KUBERNETES_TOKEN = {
       secret  = var.kubernetes_token_secret
       version = var.kubernetes_token_secret_version
-    }
-  } : name => secret if secret != null }
+    } },
+  )
 
   apis = [
     "artifactregistry.googleapis.com",
@@ -148,25 +164,48 @@ resource "google_storage_bucket_object" "source" {
   name   = "${local.source_key}.zip"
   bucket = google_storage_bucket.source.name
   source = data.archive_file.source.output_path
+
+  # The new zip is uploaded, and the function moved to it, before the old one is deleted: an apply that fails in
+  # between leaves the function on an object that still exists.
+  lifecycle {
+    create_before_destroy = true
+  }
 }
 
 # --- Identity and secrets ------------------------------------------------------------------------------------------------
 
 resource "google_service_account" "function" {
+  count = var.function_service_account_email == null ? 1 : 0
+
   project      = var.project_id
   account_id   = var.function_name
   display_name = "kube-scheduler extender ${var.function_name}"
-  description  = "Runs the ${var.function_name} function: reads its secrets, nothing else."
+  description  = "Runs the ${var.function_name} function: reads its secrets (and Cloud Monitoring for NodeLoad), nothing else."
 
   depends_on = [time_sleep.apis]
 }
 
+moved {
+  from = google_service_account.function
+  to   = google_service_account.function[0]
+}
+
+# One token per accepted slot without a token of your own: created when its slot is accepted, destroyed when the slot
+# is dropped, and replaced by nothing else (the keepers an earlier version of this module set stay ignored in state).
 resource "random_password" "caller_token" {
-  count = local.caller_token_enabled && nonsensitive(var.caller_token == null) ? 1 : 0
+  for_each = local.generated_caller_token_slots
 
   length  = 48
   special = false
-  keepers = var.caller_token_rotation == null ? null : { rotation = var.caller_token_rotation }
+
+  lifecycle {
+    ignore_changes = [keepers]
+  }
+}
+
+moved {
+  from = random_password.caller_token[0]
+  to   = random_password.caller_token["a"]
 }
 
 resource "google_secret_manager_secret" "caller_token" {
@@ -177,34 +216,42 @@ resource "google_secret_manager_secret" "caller_token" {
   labels    = var.labels
 
   replication {
-    auto {}
+    dynamic "auto" {
+      for_each = length(var.secret_replica_locations) == 0 ? [1] : []
+      content {}
+    }
+    dynamic "user_managed" {
+      for_each = length(var.secret_replica_locations) == 0 ? [] : [1]
+      content {
+        dynamic "replicas" {
+          for_each = var.secret_replica_locations
+          content {
+            location = replicas.value
+          }
+        }
+      }
+    }
   }
 
   depends_on = [time_sleep.apis]
 }
 
-# A new token is a new version, created and served before the old one is destroyed.
+# One version per accepted slot, which the function pins. A changed token is a new version, created and served before
+# the old one is destroyed.
 resource "google_secret_manager_secret_version" "caller_token" {
-  count = local.caller_token_enabled ? 1 : 0
+  for_each = local.caller_token_slots
 
   secret      = google_secret_manager_secret.caller_token[0].id
-  secret_data = local.caller_token
+  secret_data = local.caller_tokens[each.key]
 
   lifecycle {
     create_before_destroy = true
   }
 }
 
-# The token being rotated out, accepted next to the current one until the schedulers use the new URL.
-resource "google_secret_manager_secret_version" "caller_token_previous" {
-  count = local.caller_token_enabled && nonsensitive(var.caller_token_previous != null) ? 1 : 0
-
-  secret      = google_secret_manager_secret.caller_token[0].id
-  secret_data = var.caller_token_previous
-
-  lifecycle {
-    create_before_destroy = true
-  }
+moved {
+  from = google_secret_manager_secret_version.caller_token[0]
+  to   = google_secret_manager_secret_version.caller_token["a"]
 }
 
 resource "google_secret_manager_secret_iam_member" "caller_token" {
@@ -213,7 +260,7 @@ resource "google_secret_manager_secret_iam_member" "caller_token" {
   project   = var.project_id
   secret_id = google_secret_manager_secret.caller_token[0].secret_id
   role      = "roles/secretmanager.secretAccessor"
-  member    = google_service_account.function.member
+  member    = local.function_service_account_member
 }
 
 resource "google_secret_manager_secret_iam_member" "kubernetes_token" {
@@ -222,7 +269,17 @@ resource "google_secret_manager_secret_iam_member" "kubernetes_token" {
   project   = var.project_id
   secret_id = var.kubernetes_token_secret
   role      = "roles/secretmanager.secretAccessor"
-  member    = google_service_account.function.member
+  member    = local.function_service_account_member
+}
+
+# NodeLoad with Google auth reads Cloud Monitoring's Prometheus API as the function. Granted to an account the module
+# created; an existing account needs it beforehand (a deployer who brings accounts holds no project IAM admin role).
+resource "google_project_iam_member" "function_monitoring_viewer" {
+  for_each = var.function_service_account_email == null ? local.monitoring_viewer_projects : toset([])
+
+  project = each.value
+  role    = "roles/monitoring.viewer"
+  member  = local.function_service_account_member
 }
 
 # IAM grants take effect within a minute or two; a revision started before its account may read the secrets fails to
@@ -233,6 +290,7 @@ resource "time_sleep" "secret_access" {
     grants = join(",", concat(
       google_secret_manager_secret_iam_member.caller_token[*].id,
       google_secret_manager_secret_iam_member.kubernetes_token[*].id,
+      [for grant in google_project_iam_member.function_monitoring_viewer : grant.id],
     ))
   }
 }
@@ -273,7 +331,7 @@ resource "google_cloudfunctions2_function" "extender" {
     timeout_seconds                = local.http_timeout_seconds
     ingress_settings               = var.ingress_settings
     all_traffic_on_latest_revision = true
-    service_account_email          = google_service_account.function.email
+    service_account_email          = local.function_service_account_email
     environment_variables          = local.environment_variables
     direct_vpc_egress              = local.direct_vpc_egress ? var.direct_vpc_egress : null
 
@@ -317,7 +375,7 @@ resource "google_cloud_run_service_iam_member" "public_invoker" {
 
 # IAM-only: the identity proxy beside the scheduler calls as this service account.
 resource "google_service_account" "scheduler_proxy" {
-  count = var.invocation == "iam" ? 1 : 0
+  count = var.invocation == "iam" && var.proxy_service_account_email == null ? 1 : 0
 
   project      = var.project_id
   account_id   = "${substr(var.function_name, 0, 24)}-proxy"
@@ -334,7 +392,7 @@ resource "google_cloud_run_service_iam_member" "proxy_invoker" {
   location = google_cloudfunctions2_function.extender.location
   service  = google_cloudfunctions2_function.extender.name
   role     = "roles/run.invoker"
-  member   = google_service_account.scheduler_proxy[0].member
+  member   = "serviceAccount:${local.proxy_service_account_email}"
 }
 
 resource "google_cloud_run_service_iam_member" "extra_invokers" {
@@ -351,7 +409,8 @@ resource "google_cloud_run_service_iam_member" "extra_invokers" {
 resource "google_service_account_iam_member" "scheduler_proxy_workload_identity" {
   count = var.invocation == "iam" && var.gke_workload_identity ? 1 : 0
 
-  service_account_id = google_service_account.scheduler_proxy[0].name
+  # "-": an existing account's project is taken from its email by the IAM API.
+  service_account_id = var.proxy_service_account_email == null ? google_service_account.scheduler_proxy[0].name : "projects/-/serviceAccounts/${var.proxy_service_account_email}"
   role               = "roles/iam.workloadIdentityUser"
   member             = "serviceAccount:${local.cluster_project_id}.svc.id.goog[${var.scheduler_namespace}/${var.scheduler_name}]"
 }
@@ -384,6 +443,6 @@ module "scheduler_config" {
   identity_proxy = var.invocation == "iam" ? {
     image                  = var.proxy_image
     port                   = 8001
-    google_service_account = var.gke_workload_identity ? one(google_service_account.scheduler_proxy[*].email) : null
+    google_service_account = var.gke_workload_identity ? local.proxy_service_account_email : null
   } : null
 }

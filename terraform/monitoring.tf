@@ -14,7 +14,7 @@ locals {
   metric_label_extractors = { for label, _ in local.metric_labels : label => "EXTRACT(jsonPayload.${label})" }
   latency_threshold_ms    = module.scheduler_config.http_timeout_ms * var.alert_latency_ratio
 
-  # What audited plugins (enforcement: Audit) would have rejected or vetoed: one entry per plugin and reason of a
+  # What audited plugins (enforcement: Audit) would have rejected or vetoed: one entry per plugin and rule of a
   # request, next to its decision entry (a log-based metric counts entries and cannot look into the decision entry's
   # wouldReject / wouldVeto lists).
   audit_log_filter = join(" AND ", [
@@ -31,6 +31,19 @@ locals {
   # A 404 is the one answer to a request without the caller token; every other error reached a routed call.
   errors_log_filter          = "${local.decision_log_filter} AND jsonPayload.error:* AND jsonPayload.status!=404"
   unauthenticated_log_filter = "${local.decision_log_filter} AND jsonPayload.status=404"
+
+  # IAM-only invocation: what Cloud Run refused before the function ran, from its request log. Neither that log nor
+  # Cloud Run's metrics name the caller of a refused request; a POST to a verb path is what the identity proxy
+  # forwards, while internet probes (also answered 401/403) send GETs to other paths.
+  verb_path_regex = "/(filter|prioritize|preempt|bind)$"
+  iam_refused_log_filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${var.function_name}\"",
+    "logName=\"projects/${var.project_id}/logs/run.googleapis.com%2Frequests\"",
+    "httpRequest.status=(401 OR 403)",
+    "httpRequest.requestMethod=\"POST\"",
+    "httpRequest.requestUrl=~\"${local.verb_path_regex}\"",
+  ])
 }
 
 resource "google_logging_metric" "requests" {
@@ -115,7 +128,39 @@ resource "google_logging_metric" "unauthenticated" {
   }
   label_extractors = {
     method    = "EXTRACT(jsonPayload.method)"
-    verb_path = "REGEXP_EXTRACT(jsonPayload.path, \"/(filter|prioritize|preempt|bind)$\")"
+    verb_path = "REGEXP_EXTRACT(jsonPayload.path, \"${local.verb_path_regex}\")"
+  }
+
+  depends_on = [time_sleep.apis]
+}
+
+resource "google_logging_metric" "iam_refused" {
+  count = var.monitoring_enabled && var.invocation == "iam" ? 1 : 0
+
+  project     = var.project_id
+  name        = "${var.function_name}/iam_refused"
+  description = "Scheduler calls (POSTs to a verb path) that Cloud Run refused with 401 or 403 before the function ran (IAM-only invocation), by status and verb."
+  filter      = local.iam_refused_log_filter
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+
+    labels {
+      key         = "status"
+      value_type  = "STRING"
+      description = "401: no valid ID token (audience, expiry); 403: a token of an identity without roles/run.invoker."
+    }
+    labels {
+      key         = "verb"
+      value_type  = "STRING"
+      description = "Extender verb the refused call was for."
+    }
+  }
+  label_extractors = {
+    status = "EXTRACT(httpRequest.status)"
+    verb   = "REGEXP_EXTRACT(httpRequest.requestUrl, \"${local.verb_path_regex}\")"
   }
 
   depends_on = [time_sleep.apis]
@@ -201,6 +246,7 @@ resource "time_sleep" "metrics_propagation" {
     errors          = google_logging_metric.errors[0].id
     unauthenticated = google_logging_metric.unauthenticated[0].id
     latency         = google_logging_metric.latency[0].id
+    iam_refused     = join(",", google_logging_metric.iam_refused[*].id)
   }
 }
 
@@ -210,19 +256,43 @@ locals {
   user_metric      = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user"
   read_decisions   = "Read the decisions: Logs Explorer, `${local.decision_log_filter}` and `severity>=WARNING`; `error` says why, `durationMs` against `budgetMs` how close to the timeout the call came."
   failure_effect   = var.ignorable ? "The extender is ignorable: the scheduler places pods without it while it fails." : "A failed filter, preempt or bind call fails that scheduling attempt (the pod waits for the next try); a failed prioritize call is dropped silently."
+  # With IAM-only invocation, 401 and 403 are IAM's refusals: the scheduler's are counted by iam_refused, and internet
+  # probes get them all the time.
+  cloud_run_refused_codes = var.invocation == "iam" ? "\"401\", \"403\", \"404\"" : "\"404\""
+
+  # The latency alerts in PromQL (Cloud Monitoring's names: the first "/" becomes ":", other specials "_"): p99 above
+  # the threshold and at least alert_latency_min_requests calls in the window, per verb for the function's own metric.
+  promql_window           = "${var.alert_window_minutes}m"
+  promql_latency          = "logging_googleapis_com:user_${replace(var.function_name, "-", "_")}_latency"
+  promql_function         = "monitored_resource=\"cloud_run_revision\""
+  promql_cloud_run        = "monitored_resource=\"cloud_run_revision\",service_name=\"${var.function_name}\""
+  latency_query           = <<-EOT
+    histogram_quantile(0.99, sum by (verb, le) (rate(${local.promql_latency}_bucket{${local.promql_function}}[${local.promql_window}])))
+      > ${local.latency_threshold_ms}
+    and on (verb)
+    sum by (verb) (increase(${local.promql_latency}_count{${local.promql_function}}[${local.promql_window}]))
+      >= ${var.alert_latency_min_requests}
+  EOT
+  cloud_run_latency_query = <<-EOT
+    histogram_quantile(0.99, sum by (le) (rate(run_googleapis_com:request_latencies_bucket{${local.promql_cloud_run}}[${local.promql_window}])))
+      > ${local.latency_threshold_ms}
+    and
+    sum(increase(run_googleapis_com:request_latencies_count{${local.promql_cloud_run}}[${local.promql_window}]))
+      >= ${var.alert_latency_min_requests}
+  EOT
 
   # One policy per meaning, each with its own runbook. Counts are summed over alert_window_minutes: one stray failure
-  # never pages, a steady stream does.
-  alerts = {
+  # never pages, a steady stream does. Each alert has a threshold condition or a PromQL one.
+  alerts = { for name, alert in local.alert_definitions : name => alert if name != "iam_refused" || var.invocation == "iam" }
+  alert_definitions = {
     errors = {
       display_name = "errors answering the scheduler"
-      filter       = "${local.user_metric}/${var.function_name}/errors\""
-      aligner      = "ALIGN_SUM"
-      reducer      = "REDUCE_SUM"
-      group_by     = ["metric.label.verb"]
-      threshold    = var.alert_error_count - 1
-      duration     = "0s"
-      runbook      = <<-EOT
+      promql       = null
+      threshold = {
+        filter   = "${local.user_metric}/${var.function_name}/errors\""
+        group_by = ["metric.label.verb"]
+      }
+      runbook = <<-EOT
         The function answered at least ${var.alert_error_count} of kube-scheduler's calls with an error within ${var.alert_window_minutes} min.
         ${local.failure_effect}
 
@@ -234,30 +304,28 @@ locals {
     }
     rejected_calls = {
       display_name = "scheduler calls without a valid caller token"
-      filter       = "${local.user_metric}/${var.function_name}/unauthenticated\" AND metric.label.method=\"POST\" AND metric.label.verb_path=one_of(\"filter\", \"prioritize\", \"preempt\", \"bind\")"
-      aligner      = "ALIGN_SUM"
-      reducer      = "REDUCE_SUM"
-      group_by     = ["metric.label.verb_path"]
-      threshold    = var.alert_error_count - 1
-      duration     = "0s"
-      runbook      = <<-EOT
-        At least ${var.alert_error_count} POSTs to a verb path without a valid caller token within ${var.alert_window_minutes} min: most likely a scheduler still on a rotated-out token, and every such call fails.
+      promql       = null
+      threshold = {
+        filter   = "${local.user_metric}/${var.function_name}/unauthenticated\" AND metric.label.method=\"POST\" AND metric.label.verb_path=one_of(\"filter\", \"prioritize\", \"preempt\", \"bind\")"
+        group_by = ["metric.label.verb_path"]
+      }
+      runbook = <<-EOT
+        At least ${var.alert_error_count} POSTs to a verb path without a valid caller token within ${var.alert_window_minutes} min: most likely a scheduler on a token the function no longer accepts, and every such call fails.
 
-        * A rotation in progress? Keep `caller_token_previous` set until every scheduler runs the new configuration, then re-apply the manifests (or rewrite the control-plane file).
+        * A rotation in progress? A scheduler still runs a configuration from before the switch of `caller_token_active_slot`: apply the current one (`terraform output -raw kubernetes_manifests | kubectl apply -f -`, or rewrite the control-plane file and restart kube-scheduler). A dropped slot's token is gone for good.
         * Otherwise someone knows the verb paths but not the token: read Cloud Run's request log for the callers' addresses.
         * GETs and other paths (the `unauthenticated` metric) are internet probes: they are answered with a bare 404 and need nothing.
       EOT
     }
     cloud_run_refused = {
-      display_name = "Cloud Run refused calls (4xx other than 404)"
-      filter       = "${local.cloud_run_filter} AND metric.type=\"run.googleapis.com/request_count\" AND metric.label.response_code_class=\"4xx\" AND NOT metric.label.response_code=\"404\""
-      aligner      = "ALIGN_SUM"
-      reducer      = "REDUCE_SUM"
-      group_by     = ["metric.label.response_code"]
-      threshold    = var.alert_error_count - 1
-      duration     = "0s"
-      runbook      = <<-EOT
-        At least ${var.alert_error_count} requests answered 4xx (other than 404) within ${var.alert_window_minutes} min, counted by Cloud Run, so including answers the function never logged.
+      display_name = "Cloud Run refused calls (4xx other than ${var.invocation == "iam" ? "401, 403 and 404" : "404"})"
+      promql       = null
+      threshold = {
+        filter   = "${local.cloud_run_filter} AND metric.type=\"run.googleapis.com/request_count\" AND metric.label.response_code_class=\"4xx\" AND NOT metric.label.response_code=one_of(${local.cloud_run_refused_codes})"
+        group_by = ["metric.label.response_code"]
+      }
+      runbook = <<-EOT
+        At least ${var.alert_error_count} requests answered 4xx (other than ${var.invocation == "iam" ? "401, 403 and 404: see iam_refused" : "404"}) within ${var.alert_window_minutes} min, counted by Cloud Run, so including answers the function never logged.
         ${local.failure_effect} These answers carry the status only, so kube-scheduler's error, with the URL and its caller token, lands in the pod's events.
 
         * 429: no instance could take the request. Raise max_instance_count (now ${var.max_instance_count}) or concurrency (now ${var.concurrency}); keep min_instance_count >= 1.
@@ -267,13 +335,12 @@ locals {
     }
     cloud_run_failed = {
       display_name = "Cloud Run failed calls (5xx, timeouts)"
-      filter       = "${local.cloud_run_filter} AND metric.type=\"run.googleapis.com/request_count\" AND metric.label.response_code_class=\"5xx\""
-      aligner      = "ALIGN_SUM"
-      reducer      = "REDUCE_SUM"
-      group_by     = ["metric.label.response_code"]
-      threshold    = var.alert_error_count - 1
-      duration     = "0s"
-      runbook      = <<-EOT
+      promql       = null
+      threshold = {
+        filter   = "${local.cloud_run_filter} AND metric.type=\"run.googleapis.com/request_count\" AND metric.label.response_code_class=\"5xx\""
+        group_by = ["metric.label.response_code"]
+      }
+      runbook = <<-EOT
         At least ${var.alert_error_count} requests answered 5xx within ${var.alert_window_minutes} min, counted by Cloud Run: 503 (instance crashed or not ready), 504 (the function's timeout, ${local.http_timeout_seconds} s), 500.
         ${local.failure_effect} kube-scheduler writes its error, with the URL and its caller token, into the pod's events.
 
@@ -283,14 +350,10 @@ locals {
     }
     latency = {
       display_name = "function p99 latency above ${floor(var.alert_latency_ratio * 100)}% of httpTimeout ${var.http_timeout}"
-      filter       = "${local.user_metric}/${var.function_name}/latency\""
-      aligner      = "ALIGN_PERCENTILE_99"
-      reducer      = "REDUCE_MAX"
-      group_by     = ["metric.label.verb"]
-      threshold    = local.latency_threshold_ms
-      duration     = local.alert_window
+      promql       = local.latency_query
+      threshold    = null
       runbook      = <<-EOT
-        For ${var.alert_window_minutes} min, a verb's p99 time in the function was above ${local.latency_threshold_ms} ms; kube-scheduler gives up at ${var.http_timeout}.
+        For ${var.alert_window_minutes} min, a verb's p99 time in the function was above ${local.latency_threshold_ms} ms over at least ${var.alert_latency_min_requests} calls; kube-scheduler gives up at ${var.http_timeout}.
 
         * ${local.read_decisions}
         * `pluginMs` shows which plugin spends the time; the node source (KUBERNETES_API_URL) is the usual suspect.
@@ -298,16 +361,28 @@ locals {
     }
     cloud_run_latency = {
       display_name = "Cloud Run p99 latency above ${floor(var.alert_latency_ratio * 100)}% of httpTimeout ${var.http_timeout}"
-      filter       = "${local.cloud_run_filter} AND metric.type=\"run.googleapis.com/request_latencies\""
-      aligner      = "ALIGN_PERCENTILE_99"
-      reducer      = "REDUCE_MAX"
-      group_by     = []
-      threshold    = local.latency_threshold_ms
-      duration     = local.alert_window
+      promql       = local.cloud_run_latency_query
+      threshold    = null
       runbook      = <<-EOT
-        For ${var.alert_window_minutes} min, p99 request latency as Cloud Run measures it (queueing and cold starts included) was above ${local.latency_threshold_ms} ms; kube-scheduler gives up at ${var.http_timeout}, and a timeout puts the URL with its caller token into the pod's events.
+        For ${var.alert_window_minutes} min, p99 request latency as Cloud Run measures it (queueing and cold starts included) was above ${local.latency_threshold_ms} ms over at least ${var.alert_latency_min_requests} requests; kube-scheduler gives up at ${var.http_timeout}, and a timeout puts the URL with its caller token into the pod's events.
 
         * If the function latency alert is quiet, the time is spent before the function runs: cold starts (keep min_instance_count >= 1, now ${var.min_instance_count}) or requests waiting for a thread (raise concurrency or max_instance_count).
+      EOT
+    }
+    iam_refused = {
+      display_name = "scheduler calls refused by Cloud Run IAM (401/403)"
+      promql       = null
+      threshold = {
+        filter   = "${local.user_metric}/${var.function_name}/iam_refused\""
+        group_by = ["metric.label.status"]
+      }
+      runbook = <<-EOT
+        At least ${var.alert_error_count} scheduler calls (POSTs to a verb path) within ${var.alert_window_minutes} min were refused by Cloud Run's IAM check before the function ran: the identity proxy cannot call the function, and every such call fails. Internet probes, also answered 401/403, are left out (they do not POST to verb paths).
+        ${local.failure_effect}
+
+        * The proxy logs each refusal at WARNING: `kubectl -n ${var.scheduler_namespace} logs deployment/${var.scheduler_name} -c identity-proxy`.
+        * 403, a token of an identity without `roles/run.invoker`: `gcloud run services get-iam-policy ${var.function_name} --region ${var.function_location}` must list `serviceAccount:${coalesce(var.proxy_service_account_email, "<proxy_service_account output>")}`. Workload Identity not in effect gives the pod the node's identity instead: the node pool must run the GKE metadata server, the Kubernetes ServiceAccount ${var.scheduler_namespace}/${var.scheduler_name} must carry the annotation `iam.gke.io/gcp-service-account`, and the proxy account must grant it `roles/iam.workloadIdentityUser`.
+        * 401, no valid ID token: its audience must be the function's URL (the proxy takes the scheme and host of its target); a clock far off expires tokens early.
       EOT
     }
   }
@@ -324,20 +399,33 @@ resource "google_monitoring_alert_policy" "extender" {
 
   conditions {
     display_name = each.value.display_name
-    condition_threshold {
-      filter          = each.value.filter
-      comparison      = "COMPARISON_GT"
-      threshold_value = each.value.threshold
-      duration        = each.value.duration
 
-      aggregations {
-        alignment_period     = local.alert_window
-        per_series_aligner   = each.value.aligner
-        cross_series_reducer = each.value.reducer
-        group_by_fields      = each.value.group_by
+    # Counts summed over the window: alert_error_count of them open an incident.
+    dynamic "condition_threshold" {
+      for_each = each.value.threshold == null ? [] : [each.value.threshold]
+      content {
+        filter          = condition_threshold.value.filter
+        comparison      = "COMPARISON_GT"
+        threshold_value = var.alert_error_count - 1
+        duration        = "0s"
+
+        aggregations {
+          alignment_period     = local.alert_window
+          per_series_aligner   = "ALIGN_SUM"
+          cross_series_reducer = "REDUCE_SUM"
+          group_by_fields      = condition_threshold.value.group_by
+        }
+        trigger {
+          count = 1
+        }
       }
-      trigger {
-        count = 1
+    }
+    # Latency: true for the whole window before an incident opens.
+    dynamic "condition_prometheus_query_language" {
+      for_each = each.value.promql == null ? [] : [each.value.promql]
+      content {
+        query    = condition_prometheus_query_language.value
+        duration = local.alert_window
       }
     }
   }

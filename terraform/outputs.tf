@@ -9,8 +9,8 @@ output "function_name" {
 }
 
 output "function_service_account" {
-  description = "Email of the service account the function runs as."
-  value       = google_service_account.function.email
+  description = "Email of the service account the function runs as: function_service_account_email, or the account the module created."
+  value       = local.function_service_account_email
 }
 
 output "url_prefix" {
@@ -48,13 +48,21 @@ output "tls_verification" {
 }
 
 output "caller_token_secret" {
-  description = "Secret Manager secret holding the caller token (null without a token)."
+  description = "Secret Manager secret holding the caller tokens, one version per accepted slot (null without a token)."
   value       = one(google_secret_manager_secret.caller_token[*].id)
 }
 
+output "caller_token_slots" {
+  description = "The caller-token slots: the active one (its token is in url_prefix and the manifests) and the Secret Manager version of each accepted slot's token. null without a token."
+  value = local.caller_token_enabled ? {
+    active   = var.caller_token_active_slot
+    versions = { for slot, version in google_secret_manager_secret_version.caller_token : slot => version.version }
+  } : null
+}
+
 output "proxy_service_account" {
-  description = "Email of the identity proxy's Google service account (IAM-only invocation), for Workload Identity or a key."
-  value       = one(google_service_account.scheduler_proxy[*].email)
+  description = "Email of the identity proxy's Google service account (IAM-only invocation), for Workload Identity or a key: proxy_service_account_email, or the account the module created."
+  value       = local.proxy_service_account_email
 }
 
 output "metric_types" {

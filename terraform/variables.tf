@@ -1,11 +1,42 @@
-# Values derived from inputs that several validations share (kept here: the validations are tested on this file alone).
+# Values derived from inputs that several validations share, and the caller-token slots (kept here: the validations
+# and the rotation procedure are tested on this file alone, see tests/terraform/).
 locals {
   # Cloud Run takes CPU as a plain number of vCPUs ("1", "0.5") or in millicores ("1000m").
   available_cpus = try(
     endswith(var.available_cpu, "m") ? tonumber(trimsuffix(var.available_cpu, "m")) / 1000 : tonumber(var.available_cpu), -1
   )
-  caller_token_enabled = coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(var.caller_token != null))
+  caller_token_enabled = coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(length(var.caller_tokens) > 0))
   direct_vpc_egress    = var.direct_vpc_network != null || var.direct_vpc_subnetwork != null
+
+  # The policy file as the function reads it (JSON is YAML too); null without one, or when it cannot be read
+  # (policy_file's own validation says so).
+  policy = var.policy_file == null ? null : try(yamldecode(file(var.policy_file)), null)
+  # Profile names the function serves: the embedded default policy has the one profile "default"; null when the
+  # policy file cannot be read.
+  policy_profiles = var.policy_file == null ? ["default"] : try(compact([for profile in local.policy.profiles : try(tostring(profile.name), null)]), null)
+  # The scheduler's nodeCacheCapable as the policy declares it: true, false, or null (not said: both modes served).
+  policy_node_cache_capable = try(local.policy.nodeCacheCapable, null)
+  # Minor version of kubernetes_version; null when it does not parse (modules/scheduler-config says why).
+  kubernetes_minor = try(tonumber(regex("^1\\.([0-9]+)\\.", var.kubernetes_version)[0]), null)
+
+  # Caller-token slots (README: "Rotating the caller token"). A slot's token exists while the slot is accepted: adding
+  # a slot generates a new token, dropping it destroys the token, so no other input can change a token in use.
+  caller_token_slots           = local.caller_token_enabled ? var.caller_token_accepted_slots : toset([])
+  generated_caller_token_slots = setsubtract(local.caller_token_slots, nonsensitive(keys(var.caller_tokens)))
+  # The function's token variables, by the slot each reads: the active slot's token, which the rendered scheduler
+  # configuration carries, and the other slot's while it is accepted too.
+  caller_token_secret_slots = { for name, slot in {
+    EXTENDER_CALLER_TOKEN          = var.caller_token_active_slot
+    EXTENDER_CALLER_TOKEN_PREVIOUS = one(setsubtract(var.caller_token_accepted_slots, [var.caller_token_active_slot]))
+  } : name => slot if local.caller_token_enabled && slot != null }
+
+  # Addresses only a VPC routes (what direct VPC egress with VPC_EGRESS_PRIVATE_RANGES_ONLY sends into it): RFC 1918,
+  # RFC 6598 shared address space, class E, link-local, IPv6 unique-local and link-local.
+  vpc_only_ranges = [
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "240.0.0.0/4", "169.254.0.0/16", "fc00::/7", "fe80::/10",
+  ]
+
+  memory_units = { k = 1000, M = 1000000, G = 1000000000, Mi = 1048576, Gi = 1073741824 }
 }
 
 # --- Where and what ----------------------------------------------------------------------------------------------------
@@ -48,6 +79,33 @@ variable "enable_apis" {
   nullable    = false
 }
 
+variable "secret_replica_locations" {
+  description = "Regions the caller-token secret is replicated to (user-managed replication), for organisations whose constraints/gcp.resourceLocations excludes global. Empty: automatic replication. Set it before the first apply: Secret Manager cannot change a secret's replication."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for location in var.secret_replica_locations : can(regex("^[a-z]+-[a-z]+[0-9]+$", location))])
+    error_message = "secret_replica_locations must be region names such as \"europe-west1\" (Secret Manager replicates to regions, not to multi-regions or zones)."
+  }
+  validation {
+    condition     = length(distinct(var.secret_replica_locations)) == length(var.secret_replica_locations)
+    error_message = "secret_replica_locations must not repeat a region."
+  }
+}
+
+variable "function_service_account_email" {
+  description = "Existing service account the function runs as. null: the module creates one (the deployer then needs roles/iam.serviceAccountAdmin). With an existing account the module grants it its secrets only; see \"Deployer's roles\" for what it needs beforehand."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.function_service_account_email == null || can(regex("^[a-z0-9-]+@[a-z0-9.-]+\\.gserviceaccount\\.com$", coalesce(var.function_service_account_email, "-")))
+    error_message = "function_service_account_email must be a service account's email, e.g. scheduler-extender@my-project.iam.gserviceaccount.com."
+  }
+}
+
 # --- Invocation: how kube-scheduler reaches the function ---------------------------------------------------------------
 
 variable "invocation" {
@@ -79,36 +137,60 @@ variable "accept_unauthenticated_open_endpoint" {
   nullable    = false
 }
 
-variable "caller_token" {
-  description = "The caller token (at least 32 URL-safe characters). null: Terraform generates 48 random alphanumerics (change caller_token_rotation for a new one). See \"Rotating the caller token\" for a rotation without failed calls."
-  type        = string
-  default     = null
-  sensitive   = true
+variable "caller_token_accepted_slots" {
+  description = "Caller-token slots (\"a\", \"b\") whose tokens the function accepts. A slot's token is generated when the slot is added and destroyed when it is dropped. Rotation: add the other slot, switch caller_token_active_slot to it, re-apply the scheduler configuration, drop the old slot (see \"Rotating the caller token\")."
+  type        = set(string)
+  default     = ["a"]
+  nullable    = false
+
+  validation {
+    condition     = length(var.caller_token_accepted_slots) > 0 && length(setsubtract(var.caller_token_accepted_slots, ["a", "b"])) == 0
+    error_message = "caller_token_accepted_slots must name one or both of the slots \"a\" and \"b\"."
+  }
 }
 
-variable "caller_token_rotation" {
-  description = "Any string; changing it generates a new caller token (when caller_token is null). Put the current token in caller_token_previous in the same apply."
+variable "caller_token_active_slot" {
+  description = "The slot whose token the rendered scheduler configuration (url_prefix, manifests) carries. It must be accepted: switch only to a slot already in caller_token_accepted_slots, in an apply of its own."
   type        = string
-  default     = null
+  default     = "a"
+  nullable    = false
+
+  validation {
+    condition     = contains(["a", "b"], var.caller_token_active_slot)
+    error_message = "caller_token_active_slot must be \"a\" or \"b\"."
+  }
+  validation {
+    condition     = contains(var.caller_token_accepted_slots, var.caller_token_active_slot)
+    error_message = "caller_token_active_slot \"${var.caller_token_active_slot}\" is not in caller_token_accepted_slots: the schedulers would get a token the function refuses. Add \"${var.caller_token_active_slot}\" to caller_token_accepted_slots and apply first (rotation step 1), then switch; to finish a rotation, drop only the slot that is no longer active."
+  }
 }
 
-variable "caller_token_previous" {
-  description = "The token being rotated out: the function accepts it next to the current one (EXTENDER_CALLER_TOKEN_PREVIOUS) until the schedulers use the new URL. null once they do."
-  type        = string
-  default     = null
+variable "caller_tokens" {
+  description = "Tokens of your own, by slot (at least 32 URL-safe characters each); a slot without one gets 48 random alphanumerics. Only accepted slots may have one: drop a slot's token together with the slot."
+  type        = map(string)
+  default     = {}
+  nullable    = false
   sensitive   = true
 
   validation {
-    condition     = var.caller_token_previous == null || can(regex("^[A-Za-z0-9._~-]{32,}$", var.caller_token_previous))
-    error_message = "caller_token_previous must be the previous token: at least 32 URL-safe characters (A-Z a-z 0-9 . _ ~ -)."
+    condition     = length(setsubtract(keys(var.caller_tokens), ["a", "b"])) == 0
+    error_message = "caller_tokens may only have the keys \"a\" and \"b\", the caller-token slots."
   }
   validation {
-    condition     = var.caller_token_previous == null || var.caller_token_previous != var.caller_token
-    error_message = "caller_token_previous must differ from caller_token: it is the token being rotated out."
+    condition     = alltrue([for token in values(var.caller_tokens) : can(regex("^[A-Za-z0-9._~-]{32,}$", token))])
+    error_message = "caller_tokens must be at least 32 URL-safe characters (A-Z a-z 0-9 . _ ~ -) each: a token is a credential that travels in the URL path."
   }
   validation {
-    condition     = var.caller_token_previous == null || local.caller_token_enabled
-    error_message = "caller_token_previous needs a caller token (caller_token_enabled)."
+    condition     = length(distinct(values(var.caller_tokens))) == length(var.caller_tokens)
+    error_message = "caller_tokens must differ from slot to slot: the slots hold the token being rotated out and its successor."
+  }
+  validation {
+    condition     = length(setsubtract(keys(var.caller_tokens), var.caller_token_accepted_slots)) == 0
+    error_message = "caller_tokens has a token for a slot that caller_token_accepted_slots does not accept: remove it with its slot, so that a retired token never comes back when the slot is accepted again."
+  }
+  validation {
+    condition     = length(var.caller_tokens) == 0 || var.caller_token_enabled != false
+    error_message = "caller_tokens are set but caller_token_enabled = false: remove the tokens, or enable the caller token."
   }
 }
 
@@ -128,6 +210,21 @@ variable "invoker_members" {
   type        = list(string)
   default     = []
   nullable    = false
+}
+
+variable "proxy_service_account_email" {
+  description = "IAM-only invocation: existing service account the identity proxy calls as. null: the module creates one. The module grants it roles/run.invoker on the function and (gke_workload_identity) the Workload Identity binding."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.proxy_service_account_email == null || can(regex("^[a-z0-9-]+@[a-z0-9.-]+\\.gserviceaccount\\.com$", coalesce(var.proxy_service_account_email, "-")))
+    error_message = "proxy_service_account_email must be a service account's email, e.g. scheduler-proxy@my-project.iam.gserviceaccount.com."
+  }
+  validation {
+    condition     = var.proxy_service_account_email == null || var.invocation == "iam"
+    error_message = "proxy_service_account_email is only used with invocation = \"iam\" (the identity proxy): remove it, or switch invocation."
+  }
 }
 
 variable "gke_workload_identity" {
@@ -152,9 +249,22 @@ variable "source_dir" {
 }
 
 variable "policy_file" {
-  description = "Path of the extender policy, packaged as policy.yaml (EXTENDER_POLICY). null: the embedded default policy. Check it first: python -m extender check-policy FILE."
+  description = "Path of the extender policy, packaged as policy.yaml (EXTENDER_POLICY). null: the embedded default policy. Check it first: python -m extender check-policy FILE. The plan checks it against node_cache_capable, profile and function_name."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.policy_file == null || can(yamldecode(file(var.policy_file)).profiles)
+    error_message = "policy_file ${coalesce(var.policy_file, "-")} cannot be read as a YAML or JSON policy with profiles: check it with python -m extender check-policy ${coalesce(var.policy_file, "-")}."
+  }
+  validation {
+    # The function's URL may start with its name or entry point; start-up refuses a profile named like either.
+    condition = length(try([
+      for name in compact([for profile in yamldecode(file(var.policy_file)).profiles : try(tostring(profile.name), null)]) :
+      name if contains(["extender", var.function_name], name)
+    ], [])) == 0
+    error_message = "policy_file has a profile named \"extender\" (the function's entry point) or \"${var.function_name}\" (function_name): the function refuses to start, as such a URL segment names the function, not a profile. Rename the profile, or set another function_name."
+  }
 }
 
 variable "runtime" {
@@ -200,10 +310,29 @@ variable "max_instance_count" {
 }
 
 variable "available_memory" {
-  description = "Memory per instance. Full-node requests (node_cache_capable = false) on large clusters are tens of MB of JSON."
+  description = "Memory per instance, a quantity with a unit (k, M, G, Mi, Gi) from 128Mi to 32Gi; more than 512Mi below 1 CPU needs at least 0.5, more than 1Gi needs 1, more than 4, 8, 16 or 24Gi needs 2, 4, 6 or 8 CPUs. Full-node requests (node_cache_capable = false) on large clusters are tens of MB of JSON."
   type        = string
   default     = "512Mi"
   nullable    = false
+
+  validation {
+    # A bare number would be bytes ("512" is 512 bytes, far below Cloud Functions' 128 MiB). The bytes are spelt out
+    # in each rule: a validation cannot use a local derived from its own variable.
+    condition = try(anytrue([
+      for bytes in [for match in [regex("^([0-9]+(?:\\.[0-9]+)?)(k|M|G|Mi|Gi)$", var.available_memory)] : tonumber(match[0]) * local.memory_units[match[1]]] :
+      bytes >= 128 * 1048576 && bytes <= 32 * 1073741824
+    ]), false)
+    error_message = "available_memory must be a quantity with a unit (k, M, G, Mi, Gi; a bare number is bytes) from 128Mi to 32Gi, e.g. \"512Mi\" or \"1Gi\"."
+  }
+  validation {
+    # Cloud Run's minimum CPUs for a memory limit, and minimum memory for 4 or more CPUs.
+    condition = try(anytrue([
+      for bytes in [for match in [regex("^([0-9]+(?:\\.[0-9]+)?)(k|M|G|Mi|Gi)$", var.available_memory)] : tonumber(match[0]) * local.memory_units[match[1]]] :
+      local.available_cpus >= (bytes > 24 * 1073741824 ? 8 : bytes > 16 * 1073741824 ? 6 : bytes > 8 * 1073741824 ? 4 : bytes > 4 * 1073741824 ? 2 : bytes > 1073741824 ? 1 : bytes > 536870912 ? 0.5 : 0)
+      && bytes >= (local.available_cpus >= 6 ? 4 * 1073741824 : local.available_cpus >= 4 ? 2 * 1073741824 : 0)
+    ]), true)
+    error_message = "available_memory ${var.available_memory} does not fit available_cpu ${var.available_cpu}: Cloud Run needs at least 0.5 CPU above 512Mi, 1 above 1Gi, 2 above 4Gi, 4 above 8Gi, 6 above 16Gi, 8 above 24Gi, and at least 2Gi with 4 CPUs, 4Gi with 6 or 8. Raise available_cpu or lower available_memory."
+  }
 }
 
 variable "available_cpu" {
@@ -295,7 +424,7 @@ variable "direct_vpc_egress" {
 # --- Node source / binder: the Kubernetes API the function reads nodes from --------------------------------------------
 
 variable "kubernetes_api_url" {
-  description = "Kubernetes API server URL for node lookups (node_cache_capable = true) and the bind verb. null: none (plugins see node names only)."
+  description = "Kubernetes API server URL for node lookups (node_cache_capable = true) and the bind verb. null: none (plugins see node names only). A private address, or a hostname only a private DNS zone resolves, needs direct VPC egress."
   type        = string
   default     = null
 
@@ -304,9 +433,13 @@ variable "kubernetes_api_url" {
     error_message = "kubernetes_api_url must be an https URL."
   }
   validation {
-    # RFC 1918 addresses: a private cluster endpoint, unreachable from Cloud Run's default (internet) egress.
-    condition     = !can(regex("^https://(10\\.|192\\.168\\.|172\\.(1[6-9]|2[0-9]|3[01])\\.)", coalesce(var.kubernetes_api_url, "-"))) || local.direct_vpc_egress
-    error_message = "kubernetes_api_url is a private address: set direct_vpc_network (and direct_vpc_subnetwork) so the function reaches it over the VPC, or node lookups and bind fail."
+    # An address in a range only a VPC routes (a private cluster endpoint) is unreachable from Cloud Run's default
+    # (internet) egress. The host is compared with each range by its network address at the range's prefix length.
+    condition = local.direct_vpc_egress || !anytrue([
+      for host in [try(coalesce(regex("^https://(?:\\[([0-9A-Fa-f:.]+)\\]|([^/:?#]+))", var.kubernetes_api_url)...), "")] :
+      anytrue([for range in local.vpc_only_ranges : try(cidrhost("${host}/${split("/", range)[1]}", 0) == cidrhost(range, 0), false)])
+    ])
+    error_message = "kubernetes_api_url ${coalesce(var.kubernetes_api_url, "-")} is an address only a VPC routes (RFC 1918, RFC 6598 100.64.0.0/10, class E, link-local, IPv6 unique-local fc00::/7 or link-local fe80::/10): set direct_vpc_network (and direct_vpc_subnetwork) so the function reaches it over the VPC, or node lookups and bind fail."
   }
 }
 
@@ -405,13 +538,18 @@ variable "kubeconfig" {
 }
 
 variable "profile" {
-  description = "Extender policy profile the scheduler calls (path segment). null: the policy's default profile."
+  description = "Extender policy profile the scheduler calls (path segment). null: the policy's default profile. Must be a profile of the policy: an unknown one is answered 404."
   type        = string
   default     = null
+
+  validation {
+    condition     = try(contains(local.policy_profiles, coalesce(var.profile, "default")), true)
+    error_message = "${var.profile == null ? "profile is null, so the scheduler calls the default profile, which the policy does not have" : "profile \"${var.profile}\" is not a profile of the policy"} (it has ${try(join(", ", local.policy_profiles), "")}): every call would answer 404. Set profile to one of them."
+  }
 }
 
 variable "verbs" {
-  description = "Verbs kube-scheduler calls: filter, prioritize, preempt, bind. bind needs kubernetes_api_url and a token allowed to create pods/binding."
+  description = "Verbs kube-scheduler calls: filter, prioritize, preempt, bind. bind needs kubernetes_api_url and kubernetes_token_secret, a token allowed to create pods/binding."
   type        = set(string)
   default     = ["filter", "prioritize"]
   nullable    = false
@@ -419,6 +557,10 @@ variable "verbs" {
   validation {
     condition     = !contains(var.verbs, "bind") || var.kubernetes_api_url != null
     error_message = "The bind verb needs kubernetes_api_url: the function must create the Binding itself, or pods stay Pending."
+  }
+  validation {
+    condition     = !contains(var.verbs, "bind") || var.kubernetes_token_secret != null
+    error_message = "The bind verb needs kubernetes_token_secret (and kubernetes_token_secret_version): without a token every Binding is sent anonymously and refused, and no pod is bound. Store the token of deploy/kubernetes/extender-rbac.yaml's service account in Secret Manager and name it, or drop bind from verbs."
   }
 }
 
@@ -444,9 +586,27 @@ variable "ignorable" {
 }
 
 variable "node_cache_capable" {
-  description = "true: the scheduler sends node names only and the function looks nodes up (needs kubernetes_api_url for node facts). false: full Node objects in every request."
+  description = "true: the scheduler sends node names only and the function looks nodes up (needs kubernetes_api_url for node facts). false: full Node objects in every request, which from Kubernetes 1.33 on blinds the scheduler's resource scoring (see allow_blind_resource_scoring). Must match the policy's nodeCacheCapable when it declares one."
   type        = bool
   default     = true
+  nullable    = false
+
+  validation {
+    condition     = try(local.policy_node_cache_capable == null || local.policy_node_cache_capable == var.node_cache_capable, false)
+    error_message = "policy_file declares nodeCacheCapable: ${jsonencode(local.policy_node_cache_capable)}, but node_cache_capable = ${var.node_cache_capable}: the scheduler would send ${var.node_cache_capable ? "node names" : "full Node objects"} to a policy written for the other mode, and every filter would answer Error. Set node_cache_capable = ${jsonencode(local.policy_node_cache_capable)}, or change nodeCacheCapable in the policy (without it the policy serves both modes)${try(local.kubernetes_minor >= 33, false) ? "; from Kubernetes 1.33 on, full Node objects blind resource scoring, so prefer node names" : ""}."
+  }
+  validation {
+    # kubernetes/kubernetes#141781: since 1.33 the nodes an extender's filter returns in full-node mode are scored on
+    # an empty NodeInfo.
+    condition     = var.node_cache_capable || var.allow_blind_resource_scoring || !contains(var.verbs, "filter") || try(local.kubernetes_minor < 33, true)
+    error_message = "node_cache_capable = false with kubernetes_version ${var.kubernetes_version}: from 1.33 on kube-scheduler scores the nodes the extender's filter returns as if nothing ran on them (kubernetes/kubernetes#141781), so NodeResourcesFit and NodeResourcesBalancedAllocation see busy nodes as idle. Set node_cache_capable = true (and nodeCacheCapable: true, or none, in the policy), or allow_blind_resource_scoring = true to accept blind resource scoring."
+  }
+}
+
+variable "allow_blind_resource_scoring" {
+  description = "Accept node_cache_capable = false with Kubernetes 1.33 or newer, whose scheduler then scores every node the extender's filter returns as empty (kubernetes/kubernetes#141781). Leave false unless resource scoring does not matter to you."
+  type        = bool
+  default     = false
   nullable    = false
 }
 
@@ -537,5 +697,17 @@ variable "alert_error_count" {
   validation {
     condition     = floor(var.alert_error_count) == var.alert_error_count && var.alert_error_count >= 1
     error_message = "alert_error_count must be a whole number of at least 1."
+  }
+}
+
+variable "alert_latency_min_requests" {
+  description = "Calls of a verb within alert_window_minutes below which its latency alerts stay quiet: the p99 of fewer than 100 calls is its slowest call, and one slow call in sparse traffic is no trouble. Timeouts still alert through cloud_run_failed."
+  type        = number
+  default     = 100
+  nullable    = false
+
+  validation {
+    condition     = floor(var.alert_latency_min_requests) == var.alert_latency_min_requests && var.alert_latency_min_requests >= 1
+    error_message = "alert_latency_min_requests must be a whole number of at least 1."
   }
 }

@@ -8,7 +8,9 @@ per-resource authorization (403). Knobs make it slow (``delay``), refuse
 (``forbidden``) or fall back to full lists (``metadata_lists = False``), and
 hostile: an answer dripped byte by byte (``drip``), padded to any size
 (``padding``), node lists whose ``continue`` token never changes
-(``repeat_continue``), pod lists whose items are any JSON (``pod_items``).
+(``repeat_continue``), pod lists whose items are any JSON (``pod_items``),
+and every answer for a resource in one of ``testkit.hostile_answers.SHAPES``
+(``hostile``), TLS handshakes held (``stall_handshake``).
 
     GET  /api/v1/nodes                                   list nodes
     GET  /api/v1/pods?fieldSelector=spec.nodeName=NODE   list one node's pods
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from testkit import hostile_answers
 from testkit.certs import CertificateAuthority
 
 TOKEN = "extender-test-token"
@@ -78,6 +81,10 @@ class FakeApiServer:
         self.repeat_continue = False
         # Not None: the items of every pod list, whatever their shape.
         self.pod_items: Any = None
+        # Resource ("nodes", "pods", "binding") -> the shape every answer for it takes (testkit.hostile_answers).
+        self.hostile: dict[str, str] = {}
+        # True: new TLS connections wait before their handshake, until the client gives up.
+        self.stall_handshake = False
         self.requests: list[Recorded] = []
         self.resource_version = 1000
         self._lock = threading.Lock()
@@ -137,6 +144,11 @@ class FakeApiServer:
     def add_node(self, node: dict[str, Any]) -> None:
         with self._lock:
             self.nodes.append(copy.deepcopy(node))
+            self.resource_version += 1
+
+    def add_pod(self, pod: dict[str, Any]) -> None:
+        with self._lock:
+            self.pods.append(copy.deepcopy(pod))
             self.resource_version += 1
 
     def set_pods(self, pods: list[dict[str, Any]]) -> None:
@@ -265,6 +277,9 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def handle(self) -> None:
             # The handshake runs here, on the connection's thread, so a client that fails it blocks nobody.
             if isinstance(self.request, ssl.SSLSocket):
+                if server.stall_handshake:
+                    hostile_answers.Answering(self, server._stopped, 0.0, None, "").stall()
+                    return
                 try:
                     self.request.do_handshake()
                 except (ssl.SSLError, OSError):
@@ -290,6 +305,13 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             headers = {key.lower(): value for key, value in self.headers.items()}
             code, body = server.answer(self.command, self.path, headers, raw)
+            shape = server.hostile.get(_resource(self.path))
+            if shape is not None:
+                payload = json.dumps(body).encode()
+                pace = server.drip or 0.05
+                resource = _resource(self.path)
+                hostile_answers.answer(self, shape, code, payload, server._stopped, pace, server.token, resource)
+                return
             if server.padding:
                 body = {**body, "padding": "x" * server.padding}
             payload = json.dumps(body).encode()
@@ -314,6 +336,15 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+def _resource(target: str) -> str:
+    path = urlsplit(target).path
+    if path == "/api/v1/nodes":
+        return "nodes"
+    if path == "/api/v1/pods":
+        return "pods"
+    return "binding" if _BINDING_PATH.match(path) else ""
 
 
 def wait_for(condition: Any, timeout: float = 5.0) -> bool:

@@ -24,6 +24,7 @@ from tests.token_leaks import TOKEN_VARIABLES, WATCHED, RecordKeeper, assert_no_
 if TYPE_CHECKING:  # imported by the fixtures themselves: cryptography costs every other test run time
     from testkit.certs import CertificateAuthority
     from testkit.fake_apiserver import FakeApiServer
+    from tests.prometheus import Exporter, PrometheusServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,6 +137,19 @@ def logged_process(
         assert_no_leak(log.read().decode(errors="replace"), f"the output of {' '.join(command[1:4])}", tokens)
 
 
+@pytest.fixture
+def broken_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """tests.broken_plugins' Broken, registered by the policies of one test (``pluginModules``) and gone afterwards: no
+    other test's list of known plugins shows it."""
+    import extender.plugins  # noqa: F401  (the built-in plugins are registered before the registry is copied)
+    from extender.framework import registry
+
+    monkeypatch.setattr(registry, "_PLUGINS", dict(registry._PLUGINS))
+    monkeypatch.delitem(sys.modules, "tests.broken_plugins", raising=False)
+    yield
+    sys.modules.pop("tests.broken_plugins", None)
+
+
 @pytest.fixture(scope="session")
 def served_url() -> Iterator[str]:
     with serving() as url:
@@ -156,4 +170,24 @@ def apiserver(test_ca: CertificateAuthority, tmp_path: Path) -> Iterator[FakeApi
     from testkit.fake_apiserver import FakeApiServer
 
     with FakeApiServer.serving(test_ca, tmp_path) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[Exporter]:
+    """Per-node values for a real Prometheus to scrape (tests/prometheus.py); each test sets the values it needs."""
+    from tests.prometheus import Exporter
+
+    served = Exporter()
+    yield served
+    served.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus(exporter: Exporter, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """Debian's prometheus scraping ``exporter``, one per module: it starts scraping some seconds after it starts.
+    Skipped where it is not installed, failed under CI=true."""
+    from tests.prometheus import running
+
+    with running(tmp_path_factory.mktemp("prometheus"), exporter) as server:
         yield server

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import orjson
 
+from bench import __main__ as bench_main
+from bench import report
 from bench.__main__ import main
-from bench.run import EXTENDER, EXTENDER_ALL, FLOOR_ORJSON, FLOOR_WSGI, TYPICAL
+from bench.run import (
+    EXTENDER,
+    EXTENDER_ALL,
+    EXTENDER_NODELOAD,
+    FLOOR_ECHO,
+    FLOOR_ORJSON,
+    FLOOR_WSGI,
+    TYPICAL,
+    Results,
+    Row,
+)
 from bench.workload import Workload, make_node
 
 
@@ -42,12 +57,12 @@ def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):
     rows = [line for line in out.splitlines() if line.startswith(("names ", "full "))]
     for mode in ("names", "full"):
         for verb in ("filter", "prioritize"):
-            for server in (EXTENDER, EXTENDER_ALL, TYPICAL, FLOOR_WSGI, FLOOR_ORJSON):
+            for server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD, TYPICAL, FLOOR_ECHO, FLOOR_WSGI, FLOOR_ORJSON):
                 assert any(
                     line.split()[:2] == [mode, "3"] and f" {verb} " in line and server in line for line in rows
                 ), (mode, verb, server)
     lines = out.splitlines()
-    for server in (EXTENDER, EXTENDER_ALL, TYPICAL, FLOOR_WSGI):
+    for server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD, TYPICAL, FLOOR_ECHO, FLOOR_WSGI):
         assert any(line.strip().startswith(server) and "runs:" in line for line in lines), server
         # The launch's CPU: the master's start-up and the worker's first answer, each a positive time.
         split = next(line for line in lines if line.strip().startswith(server) and " / " in line)
@@ -55,3 +70,46 @@ def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):
     for server in (EXTENDER, EXTENDER_ALL):
         assert any(line.strip().startswith(server) and "quicker in" in line for line in lines), server
     assert "Machine:" in out and "Load average" in out
+    # Every figure against both floors, and each verb, mode and size of the extender against the echo floor's goal.
+    assert all(line.split()[-2:] != ["-", "-"] for line in rows if FLOOR_ECHO not in line and FLOOR_WSGI not in line)
+    for mode in ("names", "full"):
+        for verb in ("filter", "prioritize"):
+            assert any(line.startswith(f"{mode} N=3 {verb}, default policy") and "x echo floor" in line for line in lines)
+    assert "do not enable" not in out  # every built-in plugin is measured
+
+
+def _saved_run(directory):
+    """A run's results as ``python -m bench`` saves them, for two sizes of each mode (made up, not measured)."""
+    results = Results(cold_starts={server: [0.2, 0.25, 0.3] for server in (EXTENDER, TYPICAL, FLOOR_ECHO, FLOOR_WSGI)})
+    for mode in ("names", "full"):
+        for nodes in (100, 1000):
+            for verb in ("filter", "prioritize"):
+                for scale, server in enumerate((FLOOR_WSGI, FLOOR_ECHO, EXTENDER, TYPICAL, FLOOR_ORJSON), start=1):
+                    seconds = [scale * nodes * 1e-6 * (2 if mode == "full" else 1) * factor for factor in (1, 1.1)]
+                    rss = None if server == FLOOR_ORJSON else 20.0 * scale + nodes / 50
+                    results.rows.append(Row(mode, nodes, verb, server, nodes * 40, seconds, peak_rss_mb=rss))
+    return report.save(results, "Date: 2026-11-25 10:00 UTC\nMachine: test", directory)
+
+
+def test_plot_draws_latency_rss_and_cold_starts_from_a_saved_run(tmp_path, capsys):
+    saved = _saved_run(tmp_path / "results")
+    assert main(["--plot", str(tmp_path / "pictures"), "--results", str(saved)]) == 0
+    written = capsys.readouterr().out.split()
+    assert [Path(path).name for path in written] == ["latency.png", "rss.png", "cold-start.png"]
+    for path in map(Path, written):
+        data = path.read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and 2_000 < len(data) < 100_000, (path, len(data))
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    saved = _saved_run(tmp_path / "results")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed: importing it raises ImportError
+    assert main(["--plot", str(tmp_path / "pictures"), "--results", str(saved)]) == 2
+    assert "pip install -r bench/requirements.txt" in capsys.readouterr().err
+    assert not (tmp_path / "pictures" / "latency.png").exists()
+
+
+def test_plot_without_a_saved_run_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench_main, "RESULTS", tmp_path / "none")
+    assert main(["--plot", str(tmp_path / "pictures")]) == 2
+    assert "no saved run" in capsys.readouterr().err

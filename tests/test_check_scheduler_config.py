@@ -1,5 +1,5 @@
-"""python -m extender check-scheduler-config: kube-scheduler's rules for extenders[], in its words, and the policy
-cross-checks, on real files."""
+"""python -m extender check-scheduler-config: the file judged as the kube-scheduler of a version decodes and validates
+it, in its words, and the policy cross-checks, on real files."""
 
 from __future__ import annotations
 
@@ -10,13 +10,19 @@ import sys
 import textwrap
 
 import pytest
+import yaml
 
 from extender.__main__ import main
+from extender.cli.check_scheduler_config import blind_resource_scoring
 from testkit.certs import CertificateAuthority
 from tests.conftest import ROOT
-from tests.recordings import FIXTURES
+from tests.recordings import scenarios
 
-RECORDED = sorted(FIXTURES.glob("*/scheduler-config.yaml"))
+RECORDED = [recording.config_path for recording in scenarios()]
+BLIND = (
+    "nodeCacheCapable: Invalid value: false: kube-scheduler {version} scores every node this extender's filter returns "
+    "as idle (kubernetes/kubernetes#141781, since 1.33)"
+)
 HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 URL = "https://scheduler-extender-x7k2p9q4ra-uc.a.run.app/q8ZrT2vLw5NcY7bK1mXf4HsJ9dGp3aEu"
 
@@ -33,11 +39,27 @@ def write(tmp_path, name, text):
     return path
 
 
-@pytest.mark.parametrize("path", RECORDED, ids=[path.parent.name for path in RECORDED])
-def test_configurations_a_real_kube_scheduler_started_with_pass(capsys, path):
-    code, out, err = run(capsys, path)
+def scheduler_yaml(tmp_path, body):
+    return write(tmp_path, "scheduler.yaml", HEADER + textwrap.dedent(body))
+
+
+@pytest.mark.parametrize("recording", scenarios(), ids=lambda recording: recording.id)
+def test_configurations_a_real_kube_scheduler_started_with_pass_for_its_version(capsys, recording):
+    major, minor = recording.kubernetes_version or (1, 35)
+    version = f"{major}.{minor}"
+    path = recording.config_path
+    extender = yaml.safe_load(path.read_text())["extenders"][0]
+    code, out, err = run(capsys, path, "--kubernetes-version", version)
+    if blind_resource_scoring((major, minor), extender):
+        # It started, and scored blind (kubernetes#141781): refused unless accepted explicitly.
+        assert (code, out, err[0]) == (1, "", f"invalid scheduler configuration {path}:")
+        assert [line.split(" Set nodeCacheCapable: true")[0] for line in err[1:]] == [
+            f"  extenders[0].{BLIND.format(version=version)}: NodeResourcesFit and NodeResourcesBalancedAllocation see "
+            "no pod on them, so a busy node wins as often as an idle one."
+        ]
+        code, out, err = run(capsys, path, "--kubernetes-version", version, "--allow-blind-resource-scoring")
     assert (code, err) == (0, [])
-    assert out.startswith(f"{path}: ok\n  extenders[0]: filter, prioritize (weight ")
+    assert out.startswith(f"{path}: ok for kube-scheduler {version}\n  extenders[0]: filter, prioritize (weight ")
 
 
 def test_every_problem_is_reported_in_kube_schedulers_words(capsys, tmp_path):
@@ -101,9 +123,12 @@ def test_with_the_policy_the_two_files_must_agree(capsys, tmp_path):
         "good.yaml",
         HEADER + f"extenders:\n- {{urlPrefix: '{URL}/batch', filterVerb: filter, enableHTTPS: true, tlsConfig: {{caData: {ca}}}}}\n",
     )
-    code, out, err = run(capsys, good, "--policy", policy)
+    code, out, err = run(capsys, good, "--policy", policy, "--kubernetes-version", "1.32")
     assert (code, err) == (0, [])
-    assert out == f"{good}: ok with policy {policy}\n  extenders[0]: filter; full nodes; httpTimeout 5s (default)\n"
+    assert out == (
+        f"{good}: ok for kube-scheduler 1.32 with policy {policy}\n"
+        "  extenders[0]: filter; full nodes; httpTimeout 5s (default); profile batch (past the caller token)\n"
+    )
 
     no_default = write(tmp_path, "p2.yaml", POLICY.replace("name: default", "name: tenants"))
     bad = write(
@@ -128,12 +153,10 @@ def test_with_the_policy_the_two_files_must_agree(capsys, tmp_path):
         "tlsConfig.insecure: true",
         '  extenders[1].urlPrefix: must not have a query string or fragment: the scheduler appends "/<verb>" verbatim',
         '  extenders[0].filterVerb: Invalid value: "filtr": the function answers only \'filter\' here',
-        "  extenders[0].urlPrefix: selects no profile of the policy: its last path segment is not one of batch, "
-        "tenants, and the policy has no default profile",
+        # Routed as the function routes it: past the caller token, "batc" names no profile.
+        "  extenders[0].urlPrefix: every call would fail: unknown profile 'batc': this policy serves batch, tenants",
         "  extenders[0].nodeCacheCapable: Invalid value: true: the scheduler sends node names only, but the policy "
         "declares nodeCacheCapable: false; set both alike",
-        "  extenders[1].urlPrefix: selects no profile of the policy: its last path segment is not one of batch, "
-        "tenants, and the policy has no default profile",
         "  extenders[1].preemptVerb: preempt requests carry no Node objects and the policy has no nodeSource, so "
         "filters reading labels (tenants/NodeLabelPolicy) cannot run there: configure a nodeSource, or set "
         "preemptTrustsSchedulerFilter: true in the policy (see docs/policy.md)",
@@ -161,7 +184,7 @@ def test_as_a_real_command_exit_codes_and_streams(tmp_path):
         command = [sys.executable, "-m", "extender", "check-scheduler-config", *map(str, args)]
         return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
 
-    ok = cli(RECORDED[0])
+    ok = cli(RECORDED[0], "--kubernetes-version", "1.28")
     assert (ok.returncode, ok.stderr) == (0, "")
     missing = cli(tmp_path / "missing.yaml")
     assert missing.returncode == 1 and "cannot read the file" in missing.stderr
@@ -171,3 +194,254 @@ def test_as_a_real_command_exit_codes_and_streams(tmp_path):
     assert "extenders: no extenders configured: kube-scheduler would never call the function" in empty.stderr
     usage = cli()
     assert usage.returncode == 2 and "usage:" in usage.stderr
+    for version in ("1.27", "1.36", "2.0", "1.35.4", "v1.35", "latest"):
+        wrong = cli(RECORDED[0], "--kubernetes-version", version)
+        assert wrong.returncode == 2 and wrong.stdout == ""
+        assert f"argument --kubernetes-version: {version!r} is not a Kubernetes minor version from 1.28 to 1.35" in wrong.stderr
+
+
+# --- Strict decoding of the whole file ---------------------------------------------------------------------------------
+
+
+def test_keys_set_twice_anywhere_in_a_yaml_file_are_refused_by_line(capsys, tmp_path):
+    config = scheduler_yaml(
+        tmp_path,
+        f"""\
+        profiles:
+        - schedulerName: second
+          schedulerName: third
+          plugins:
+            score:
+              enabled: [{{name: NodeResourcesFit, weight: 1, weight: 2}}]
+          pluginConfig:
+          - name: NodeResourcesFit
+            args: {{scoringStrategy: {{type: MostAllocated}}, scoringStrategy: {{type: LeastAllocated}}}}
+        extenders:
+        - urlPrefix: {URL}
+          tlsConfig: {{insecure: true, insecure: false}}
+        """,
+    )
+    code, out, err = run(capsys, config)
+    assert (code, out) == (1, "")
+    # go-yaml v2 names the line of the second value, and looks into plugin args too.
+    assert err[1:] == [
+        '  strict decoding error: yaml: unmarshal errors: line 5: key "schedulerName" already set in map',
+        '  strict decoding error: yaml: unmarshal errors: line 8: key "weight" already set in map',
+        '  strict decoding error: yaml: unmarshal errors: line 11: key "scoringStrategy" already set in map',
+        '  strict decoding error: yaml: unmarshal errors: line 14: key "insecure" already set in map',
+    ]
+
+
+def test_keys_set_twice_in_a_json_file_are_refused_by_path_outside_plugin_args(capsys, tmp_path):
+    config = tmp_path / "scheduler.json"
+    config.write_text(
+        '{"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",'
+        ' "profiles": [{"schedulerName": "a", "pluginConfig": [{"name": "X", "args": {"k": 1, "k": 2}}]}],'
+        f' "extenders": [{{"urlPrefix": "{URL}", "weight": 1, "weight": 2, "ignorable": true}}], "kind": "KubeSchedulerConfiguration"}}'
+    )
+    code, out, err = run(capsys, config)
+    assert (code, out) == (1, "")
+    assert err[1:] == [
+        '  strict decoding error: duplicate field "extenders[0].weight"',
+        '  strict decoding error: duplicate field "kind"',
+    ]
+
+
+def test_unknown_fields_and_wrong_types_are_refused_at_every_level(capsys, tmp_path):
+    config = scheduler_yaml(
+        tmp_path,
+        f"""\
+        parallelism: "16"
+        leaderElection: {{leaderElect: true, leaseDuration: 15, resourceNamespce: kube-system}}
+        clientConnection: {{qps: fast, burst: 100}}
+        profiles:
+        - schedulerName: second
+          percentageOfNodesToScore: 100
+          plugins:
+            filtre: {{enabled: [{{name: NodeAffinity}}]}}
+            score: {{enabled: [{{name: NodeResourcesFit, wieght: 2}}], disabled: [{{name: "*"}}]}}
+            multiPoint: {{enabled: [{{name: ImageLocality, weight: 1.5}}]}}
+          pluginConfig:
+          - {{name: NodeResourcesFit, args: {{anything: [goes, here]}}}}
+        extenders:
+        - urlPrefix: {URL}
+        """,
+    )
+    code, out, err = run(capsys, config)
+    assert (code, out) == (1, "")
+    assert sorted(err[1:]) == sorted(
+        [
+            '  strict decoding error: unknown field "leaderElection.resourceNamespce"',
+            '  strict decoding error: unknown field "profiles[0].plugins.filtre"',
+            '  strict decoding error: unknown field "profiles[0].plugins.score.enabled[0].wieght"',
+            "  parallelism: json: cannot unmarshal string into Go struct field KubeSchedulerConfiguration.parallelism "
+            "of type int32",
+            "  leaderElection.leaseDuration: json: cannot unmarshal number into Go struct field "
+            "LeaderElectionConfiguration.leaderElection.leaseDuration of type string",
+            "  clientConnection.qps: json: cannot unmarshal string into Go struct field "
+            "ClientConnectionConfiguration.clientConnection.qps of type float32",
+            "  profiles[0].plugins.multiPoint.enabled[0].weight: json: cannot unmarshal number 1.5 into Go struct field "
+            "Plugin.profiles.plugins.multiPoint.enabled.weight of type int32",
+        ]
+    )
+
+
+def test_a_complete_configuration_decodes_and_plugin_args_are_left_to_kube_scheduler(capsys, tmp_path):
+    config = scheduler_yaml(
+        tmp_path,
+        f"""\
+        parallelism: 16
+        leaderElection:
+          leaderElect: true
+          leaseDuration: 15s
+          renewDeadline: 10s
+          retryPeriod: 2s
+          resourceLock: leases
+          resourceName: extender-scheduler
+          resourceNamespace: kube-system
+        clientConnection: {{kubeconfig: /etc/kubernetes/scheduler.conf, qps: 50, burst: 100, contentType: application/json}}
+        enableProfiling: false
+        enableContentionProfiling: false
+        percentageOfNodesToScore: 0
+        podInitialBackoffSeconds: 1
+        podMaxBackoffSeconds: 10
+        delayCacheUntilActive: true
+        profiles:
+        - schedulerName: extender-scheduler
+          percentageOfNodesToScore: 100
+          plugins:
+            preEnqueue: {{enabled: [{{name: SchedulingGates}}]}}
+            score:
+              disabled: [{{name: "*"}}]
+              enabled: [{{name: NodeResourcesFit, weight: 2}}]
+          pluginConfig:
+          - name: NodeResourcesFit
+            args: {{scoringStrategy: {{type: MostAllocated}}}}
+        extenders:
+        - urlPrefix: {URL}
+          filterVerb: filter
+          nodeCacheCapable: true
+          ignorable: false
+        """,
+    )
+    code, out, err = run(capsys, config)
+    assert (code, err) == (0, [])
+    assert out.splitlines() == [
+        f"{config}: ok for kube-scheduler 1.35",
+        "  extenders[0]: filter; node names; httpTimeout 5s (default)",
+        "  note: pluginConfig args are left to kube-scheduler, which decodes each plugin's args its own way",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("header", "version", "problem"),
+    [
+        ("kind: KubeSchedulerConfiguration\n", "1.35", "apiVersion: Object 'apiVersion' is missing: set apiVersion: "
+         "kubescheduler.config.k8s.io/v1"),
+        ("apiVersion: kubescheduler.config.k8s.io/v1\n", "1.35", "kind: Object 'Kind' is missing: set kind: "
+         "KubeSchedulerConfiguration"),
+        ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfig\n", "1.35", 'apiVersion, kind: no kind '
+         '"KubeSchedulerConfig" is registered for version "kubescheduler.config.k8s.io/v1": kube-scheduler 1.35 reads a '
+         "KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1"),
+        ("apiVersion: kubescheduler.config.k8s.io/v1beta2\nkind: KubeSchedulerConfiguration\n", "1.28", "apiVersion, "
+         'kind: no kind "KubeSchedulerConfiguration" is registered for version "kubescheduler.config.k8s.io/v1beta2": '
+         "kube-scheduler 1.28 reads a KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1 or "
+         "kubescheduler.config.k8s.io/v1beta3"),
+    ],
+)  # fmt: skip
+def test_the_api_version_and_kind_must_be_ones_that_version_decodes(capsys, tmp_path, header, version, problem):
+    config = write(tmp_path, "scheduler.yaml", header + f"extenders:\n- {{urlPrefix: '{URL}'}}\n")
+    code, out, err = run(capsys, config, "--kubernetes-version", version)
+    assert (code, out, err[1:]) == (1, "", [f"  {problem}"])
+
+
+# --- Blind resource scoring (kubernetes#141781) --------------------------------------------------------------------------
+
+
+def test_blind_scoring_applies_to_filtering_extenders_without_a_node_cache_from_1_33(capsys, tmp_path):
+    def refused(version, *fields):
+        config = write(tmp_path, "scheduler.yaml", HEADER + f"extenders:\n- {{urlPrefix: '{URL}', {', '.join(fields)}}}\n")
+        code, _, err = run(capsys, config, "--kubernetes-version", version)
+        return code == 1 and any(BLIND.format(version=version) in line for line in err)
+
+    assert refused("1.33", "filterVerb: filter")  # kube-scheduler's default is nodeCacheCapable: false
+    assert refused("1.34", "filterVerb: filter", "nodeCacheCapable: false", "prioritizeVerb: prioritize", "weight: 1")
+    assert not refused("1.32", "filterVerb: filter")
+    assert not refused("1.35", "filterVerb: filter", "nodeCacheCapable: true")
+    # Without a filter the scheduler keeps its own NodeInfo for every node.
+    assert not refused("1.35", "prioritizeVerb: prioritize", "weight: 1")
+
+
+def test_with_a_full_node_policy_the_fix_names_both_files(capsys, tmp_path):
+    policy = write(tmp_path, "policy.yaml", "nodeCacheCapable: false\nprofiles: [{name: default}]\n")
+    config = write(tmp_path, "scheduler.yaml", HEADER + f"extenders:\n- {{urlPrefix: '{URL}', filterVerb: filter}}\n")
+    code, _, err = run(capsys, config, "--policy", policy)
+    assert code == 1
+    [problem] = err[1:]
+    assert "Set nodeCacheCapable: true here and in the policy (the scheduler then keeps its own node data" in problem
+
+
+# --- Routing urlPrefix as the function routes it -----------------------------------------------------------------------
+
+PROFILES = "profiles: [{name: default}, {name: batch}]\n"
+
+
+def routed(capsys, tmp_path, url, *argv, policy=PROFILES):
+    """(exit code, the extender's line or the problems) of an extender at ``url`` checked against ``policy``."""
+    policy_file = write(tmp_path, "policy.yaml", policy)
+    config = write(
+        tmp_path, "scheduler.yaml", HEADER + f"extenders:\n- {{urlPrefix: '{url}', filterVerb: filter, nodeCacheCapable: true}}\n"
+    )
+    code, out, err = run(capsys, config, "--policy", policy_file, *argv)
+    assert all(TOKEN not in line for line in [*out.splitlines(), *err]), "the caller token is never shown"
+    return code, out.splitlines()[1:] if code == 0 else err[1:]
+
+
+TOKEN = URL.rsplit("/", 1)[1]
+RUN_APP = URL.rsplit("/", 1)[0]
+FUNCTIONS = "https://us-central1-acme.cloudfunctions.net/scheduler-extender"
+NODE_NAMES = "  extenders[0]: filter; node names; httpTimeout 5s (default); profile"
+
+
+@pytest.mark.parametrize(
+    ("url", "argv", "profile"),
+    [
+        (f"{RUN_APP}/{TOKEN}/batch", (), "batch (past the caller token)"),
+        (f"{RUN_APP}/{TOKEN}/", (), "default (past the caller token)"),
+        (f"{RUN_APP}/batch/", (), "batch"),
+        (RUN_APP, (), "default"),
+        (f"{FUNCTIONS}/batch", (), "batch"),
+        (f"{FUNCTIONS}/{TOKEN}/batch", (), "batch (past the caller token)"),
+        (f"{RUN_APP}/scheduler-extender/batch", ("--function-name", "scheduler-extender"), "batch"),
+    ],
+)
+def test_url_prefixes_route_to_the_profile_the_function_serves_them(capsys, tmp_path, url, argv, profile):
+    assert routed(capsys, tmp_path, url, *argv) == (0, [f"{NODE_NAMES} {profile}"])
+
+
+@pytest.mark.parametrize(
+    ("url", "policy", "problem"),
+    [
+        (f"{RUN_APP}/{TOKEN}/bacth", PROFILES, "unknown profile 'bacth': this policy serves batch, default"),
+        (f"{RUN_APP}/bacth", PROFILES, "unknown profile 'bacth': this policy serves batch, default"),
+        (f"{RUN_APP}/batch/{TOKEN}", PROFILES, "unknown profile '<redacted>': this policy serves batch, default"),
+        (f"{RUN_APP}/batch/{TOKEN * 3}", PROFILES, "unknown profile '<redacted>': this policy serves batch, default"),
+        (f"{FUNCTIONS}/tenants/batch", PROFILES, "unknown profile 'tenants': this policy serves batch, default"),
+        (f"{RUN_APP}/{TOKEN}", "profiles: [{name: batch}]\n", "the policy has no 'default' profile: name one in the path "
+         "(/<profile>/filter)"),
+    ],
+)  # fmt: skip
+def test_url_prefixes_the_function_would_not_route_are_refused(capsys, tmp_path, url, policy, problem):
+    assert routed(capsys, tmp_path, url, policy=policy) == (1, [f"  extenders[0].urlPrefix: every call would fail: {problem}"])
+
+
+def test_the_environment_caller_token_is_the_one_the_path_must_carry(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("EXTENDER_CALLER_TOKEN", TOKEN)
+    assert routed(capsys, tmp_path, f"{RUN_APP}/{TOKEN}/batch") == (0, [f"{NODE_NAMES} batch (past the caller token)"])
+    assert routed(capsys, tmp_path, f"{RUN_APP}/{TOKEN[::-1]}/batch") == (
+        1,
+        [
+            "  extenders[0].urlPrefix: every call would fail: its path does not carry the caller token the function "
+            "holds (EXTENDER_CALLER_TOKEN in this environment)"
+        ],
+    )

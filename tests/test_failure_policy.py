@@ -193,3 +193,50 @@ def test_the_decision_entry_shows_no_score_for_a_plugin_left_out_of_a_node():
         "b": {"FixedScore": 100},
     }
     assert fields["skipped"]["reasons"][0]["nodes"] == ["b"] and severity(answer, 0.001, 5.0) == logging.WARNING
+
+
+UNJUDGED = [
+    # (nodeSource, a node it describes, a node it cannot describe, why)
+    ("static: {nodes: [{names: ['zone-*'], labels: {zone: a}}]}", "zone-1", "elsewhere",
+     "node elsewhere matches no entry of the static nodeSource inventory"),
+    ("names: {cluster: prod}", "gke-prod-a-1a2b3c4d-x1y2", "elsewhere",
+     "node elsewhere is not named like a GKE node (gke-<cluster>-<pool>-<hash>-<suffix>)"),
+]
+
+
+@pytest.mark.parametrize(("node_source", "known", "unknown", "why"), UNJUDGED, ids=["static", "names"])
+def test_filter_names_nodes_its_source_cannot_describe_under_skipped_at_warning(
+    client_factory, tmp_path, caplog, node_source, known, unknown, why
+):
+    """Prioritize named them under skipped; filter rejected them at INFO with no word of the plugin not judging."""
+    rule = "{zone: a}" if node_source.startswith("static") else "{cloud.google.com/gke-nodepool: a}"
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        f"nodeSource: {{{node_source}}}\nprofiles:\n- name: default\n  plugins: {{filter: {{enabled: [{{name: NodeLabelPolicy}}]}}}}\n"
+        f"  pluginConfig: [{{name: NodeLabelPolicy, args: {{rules: [{{name: r, nodeSelector: {{matchLabels: {rule}}}}}]}}}}]\n"
+    )
+    client = client_factory(policy)
+    with caplog.at_level(logging.INFO, logger="extender.decision"):
+        answer = client.post("/filter", json=names([known, unknown])).get_json()
+    assert answer["NodeNames"] == [known] and answer["FailedAndUnresolvableNodes"] == {unknown: why}
+    record = decision(caplog)
+    assert record.levelno == logging.WARNING
+    [reason] = record.json_fields["skipped"]["reasons"]
+    assert (reason["plugin"], reason["reason"], reason["nodes"]) == ("NodeLabelPolicy", why, [unknown])
+
+
+def test_filter_names_a_node_the_api_does_not_list_under_skipped_and_rejects_it_as_failed(
+    client_factory, apiserver, tmp_path, caplog
+):
+    """A node that joined after the start-up list: FailedNodes under Fail (the scheduler retries), never unresolvable."""
+    apiserver.set_nodes([api_node("node-a", {"topology.kubernetes.io/zone": "a"})])
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(LISTED.format(default="Fail"))
+    client = client_factory(policy, **apiserver.environment())
+    apiserver.add_node(api_node("node-d", {"topology.kubernetes.io/zone": "a"}))
+    with caplog.at_level(logging.INFO, logger="extender.decision"):
+        answer = client.post("/filter", json=names(["node-a", "node-d"])).get_json()
+    assert answer["NodeNames"] == ["node-a"] and answer["FailedAndUnresolvableNodes"] == {}
+    assert "not in the node list fetched" in answer["FailedNodes"]["node-d"]
+    record = decision(caplog)
+    assert record.levelno == logging.WARNING and record.json_fields["skipped"]["reasons"][0]["nodes"] == ["node-d"]

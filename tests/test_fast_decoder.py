@@ -11,7 +11,6 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from extender.kube.nodelist import decode_names_and_labels
 from extender.wire.fast_decoder import decode_extender_args
 from extender.wire.limits import MAX_DEPTH
 from extender.wire.schemas import ExtenderArgsSchema
@@ -129,24 +128,6 @@ def test_facts_read_from_nodes_are_decoded_like_the_full_decoder():
     body = orjson.dumps(request).replace(b'"BIG"', b"18446744073709551616")
     node = decode_extender_args(body)["Nodes"]["items"][0]
     assert node["metadata"]["labels"] == orjson.loads(body)["Nodes"]["items"][0]["metadata"]["labels"]
-
-
-def test_node_list_pages_keep_names_labels_and_the_continue_token():
-    nodes = [
-        {"metadata": {"name": f"n{i}", "labels": {"zone": "a"}, "managedFields": [{"fieldsV1": {}}]}, "status": {}}
-        for i in range(3)
-    ]
-    page = {"kind": "NodeList", "metadata": {"continue": "token"}, "items": nodes}
-    lean = decode_names_and_labels(orjson.dumps(page))
-    assert lean == {
-        "metadata": {"continue": "token"},
-        "items": [{"metadata": {"name": f"n{i}", "labels": {"zone": "a"}}} for i in range(3)],
-    }
-    assert decode_names_and_labels(orjson.dumps({"items": [{"metadata": {"name": 5}}]}))["items"] == [
-        {"metadata": {"name": 5, "labels": None}}
-    ]
-    for unusual in (b"[]", b'{"items": {}}', b'{"items": [{"metadata": "x"}]}', b'{"items": ["\xff"]}'):
-        assert decode_names_and_labels(unusual) is None
 
 
 json_values = st.recursive(

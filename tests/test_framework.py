@@ -159,6 +159,7 @@ def test_preempt_never_skips_label_filters_silently():
     assert "failurePolicy Fail" in vetoed.rejected["a"].reason
     ignored = Profile("p", filters=[NeedsLabels({})], fail_open=True).preempt(POD, candidates, {})
     assert "a" in ignored.accepted and "failurePolicy Ignore" in ignored.skipped["a"][0].reason
-    trusted = Profile("p", filters=[NeedsLabels({})], trust_scheduler_filter=True).preempt(POD, candidates, {})
+    blind = {"NeedsLabels": "preempt requests carry no Node objects and no nodeSource is configured"}
+    trusted = Profile("p", filters=[NeedsLabels({})], preempt_trusted=blind).preempt(POD, candidates, {})
     assert "a" in trusted.accepted and "preemptTrustsSchedulerFilter" in trusted.skipped["a"][0].reason
     assert "NeedsLabels" not in trusted.seconds_by_plugin

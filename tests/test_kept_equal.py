@@ -25,6 +25,7 @@ from tests.plugin_helpers import ListedNodes
 
 POLICY = """
 nodeCacheCapable: false  # the tests hand the extender a node source of their own
+pluginModules: [tests.broken_plugins]
 profiles:
 - name: default
   plugins:
@@ -72,6 +73,16 @@ profiles:
     filter: {enabled: [{name: NodeNameFilter}]}
   pluginConfig:
   - &windows_filter {name: NodeNameFilter, args: {maintenance: *maintenance}}
+# An audited plugin that fails on some nodes: what it failed on is never kept, and the answer is the others'.
+- name: audit-broken
+  plugins:
+    filter: {enabled: [{name: NodeLabelPolicy}, {name: Broken, enforcement: Audit}]}
+    score: {enabled: [{name: TopologyPreference, weight: 1}, {name: Broken, weight: 1, enforcement: Audit}]}
+  pluginConfig:
+  - name: NodeLabelPolicy
+    args: {rules: [{name: off-gpu, nodeSelector: {matchExpressions: [{key: pool, operator: NotIn, values: [gpu]}]}}]}
+  - {name: TopologyPreference, args: {preferences: [{label: zone, weights: {a: 100, b: 40}}]}}
+  - {name: Broken, args: {nodes: ["node-1?"]}}
 - name: windows-and-labels
   plugins:
     filter: {enabled: [{name: NodeNameFilter}, {name: NodeLabelPolicy}]}
@@ -96,11 +107,20 @@ LABELS = st.fixed_dictionaries(
 )
 # Around the windows: 13:00-14:00 one-off, 13:30-14:30 every day.
 INSTANTS = st.sampled_from(["12:59:59", "13:00", "13:29:59", "13:30", "13:59:59", "14:00", "14:30", "15:00"])
+# Each profile's verbs that keep results.
+VERBS = [
+    "filter",
+    "prioritize",
+    "audit/filter",
+    "audit/prioritize",
+    "audit-broken/filter",
+    "audit-broken/prioritize",
+    "windows/filter",
+    "windows-and-labels/filter",
+]
 REQUESTS = st.fixed_dictionaries(
     {
-        "verb": st.sampled_from(
-            ["filter", "prioritize", "audit/filter", "audit/prioritize", "windows/filter", "windows-and-labels/filter"]
-        ),
+        "verb": st.sampled_from(VERBS),
         "namespace": st.sampled_from(["default", "ml", "web"]),
         "priority": st.sampled_from([None, 0, 1000]),
         "names": st.lists(st.sampled_from(NODES), unique=True, max_size=len(NODES)),
@@ -136,14 +156,15 @@ def body(request: dict[str, Any]) -> bytes:
 
 def answer(served: Extender, verb: str, data: bytes) -> tuple[int, bytes, list[Any]]:
     """The status, the answer, and what the decision entry says beyond it (rejections with their plugins, plugins
-    that did not judge a node, audited plugins' held-back verdicts and scores)."""
+    that did not judge a node, audited plugins' held-back verdicts, failures and scores)."""
     environ = EnvironBuilder(path=f"/{verb}", method="POST", data=data, content_type="application/json")
     where, decided = served.decide(environ.get_request())
     fields = decision_fields(where, decided, 0.0, 5.0, method="POST", path=f"/{verb}")
-    told = [fields.get(key) for key in ("rejected", "skipped", "wouldReject", "audited", "scores")]
+    told = [fields.get(key) for key in ("rejected", "skipped", "wouldReject", "auditFailed", "audited", "scores")]
     return decided.status, orjson.dumps(decided.body), told
 
 
+@pytest.mark.usefixtures("broken_plugin")
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(STEPS, st.dictionaries(st.sampled_from(NODES), LABELS))
 def test_cached_and_uncached_answer_alike(monkeypatch, steps, labels):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -14,9 +15,9 @@ import requests
 
 from testkit.fake_apiserver import node
 from tests.conftest import serving
-from tests.test_kept_equal import POLICY
+from tests.test_kept_equal import POLICY, VERBS
 
-_LIST_AGE = re.compile(rb"listed \d+ s ago")
+_LIST_AGE = re.compile(rb"fetched \d+\.\d s ago")
 THREADS = 8
 NAMES = [f"node-{index}" for index in range(40)]
 PHASES = 3
@@ -46,15 +47,14 @@ def request(rng: random.Random) -> tuple[str, bytes]:
     pod: dict[str, Any] = {"metadata": {"name": "p", "namespace": rng.choice(["default", "ml", "web"]), "uid": "u"}}
     pod["spec"] = {"priority": rng.choice([0, 1000])}
     names = rng.sample(NAMES, rng.randint(1, len(NAMES)))
-    verbs = ["filter", "prioritize", "audit/filter", "audit/prioritize", "windows/filter", "windows-and-labels/filter"]
-    return rng.choice(verbs), orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+    return rng.choice(VERBS), orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
 
 
 def post(url: str, verb: str, data: bytes) -> tuple[int, bytes]:
     """The status and the answer, with the age of the node list (which the messages on unlisted nodes quote, and
     which grows between one function's answer and the other's) left out."""
     response = requests.post(f"{url}/{verb}", data=data, headers={"Content-Type": "application/json"}, timeout=30)
-    return response.status_code, _LIST_AGE.sub(b"listed _ s ago", response.content)
+    return response.status_code, _LIST_AGE.sub(b"fetched _ s ago", response.content)
 
 
 def knows(url: str, name: str) -> bool:
@@ -68,6 +68,20 @@ def wait_until_listed(url: str, name: str) -> None:
     while not knows(url, name):
         assert time.monotonic() < deadline, f"{url} never listed {name}"
         time.sleep(0.3)
+
+
+def from_threads(
+    send: Callable[[str, bytes], tuple[int, bytes]], requests_: list[tuple[str, bytes]]
+) -> list[tuple[int, tuple[int, bytes]]]:
+    """Every request sent by each of THREADS threads at once, each thread in an order of its own: (index, answer)."""
+
+    def send_all(seed: int) -> list[tuple[int, tuple[int, bytes]]]:
+        order = list(range(len(requests_)))
+        random.Random(seed).shuffle(order)
+        return [(index, send(*requests_[index])) for index in order]
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        return [answer for answers in pool.map(send_all, range(THREADS)) for answer in answers]
 
 
 def test_eight_threads_against_a_cached_function_answer_as_an_uncached_one(apiserver, tmp_path):
@@ -86,12 +100,5 @@ def test_eight_threads_against_a_cached_function_answer_as_an_uncached_one(apise
             expected = [post(plain, verb, data) for verb, data in requests_]
             assert any(status == 200 and b"FailedAndUnresolvableNodes" in body for status, body in expected)
 
-            def send_all(seed: int) -> list[tuple[int, tuple[int, bytes]]]:
-                order = list(range(len(requests_)))
-                random.Random(seed).shuffle(order)
-                return [(index, post(cached, *requests_[index])) for index in order]
-
-            with ThreadPoolExecutor(THREADS) as pool:
-                for answers in pool.map(send_all, range(THREADS)):
-                    for index, answer in answers:
-                        assert answer == expected[index], requests_[index]
+            for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
+                assert answer == expected[index], requests_[index]

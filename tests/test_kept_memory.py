@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import random
 
+import pytest
+
 from extender.framework.kept import KeptProfile
 from extender.framework.types import Node
 from extender.policy.loader import parse_policy
@@ -29,6 +31,7 @@ class Tracked(Node):
         Tracked.alive -= 1
 
 
+@pytest.mark.usefixtures("broken_plugin")
 def test_after_many_refreshes_with_churn_the_kept_nodes_stay_within_the_live_ones(monkeypatch):
     monkeypatch.setenv("EXTENDER_RESULT_CACHE", "on")
     served = parse_policy(POLICY, "test").profiles["default"]

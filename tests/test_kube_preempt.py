@@ -122,13 +122,29 @@ def test_plugins_that_read_uids_only_cause_no_lookup(client_factory, apiserver, 
     assert apiserver.requests == []
 
 
-@pytest.mark.parametrize("items", [[1, "x", None], "not a list", [[]]])
+@pytest.mark.parametrize(
+    "items",
+    [
+        [1, "x", None],
+        "not a list",
+        [[]],
+        [{"metadata": "x"}],
+        [{"metadata": {"uid": ["u-web"]}}],
+        [{"metadata": {"name": "web-1"}}],
+        [{"metadata": {"uid": "u-web", "labels": ["app"]}}],
+        [{"metadata": {"uid": "u-web", "labels": {"app": 1}}}],
+        [{"metadata": {"uid": "u-web"}, "spec": {"priority": "high"}}],
+    ],
+)
 def test_pod_lists_of_the_wrong_shape_are_a_clear_answer_never_a_500(make_client, apiserver, caplog, items):
     apiserver.pod_items = items
     with caplog.at_level(logging.WARNING, logger="extender"):
         answer = preempt(make_client(), meta_request({"node-b": ["u-web"]}))
     assert answer["NodeNameToMetaVictims"] == {} and "only their UIDs are known" in answer["Error"]
-    assert any("listed pods on node node-b that are not objects" in record.getMessage() for record in caplog.records)
+    [warning] = [record.getMessage() for record in caplog.records if "victim pods unavailable" in record.getMessage()]
+    where = r"(at `\$\.items|items\[0\]: |pod u-web: Expected)"
+    assert re.search(rf"listed pods on node node-b in a form this extender cannot read: .*{where}", warning)
+    assert "\n" not in warning
 
 
 def test_thousands_of_made_up_candidates_cost_a_bounded_number_of_calls_and_a_small_log_entry(make_client, apiserver, caplog):

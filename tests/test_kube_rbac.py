@@ -22,7 +22,7 @@ MANIFEST = ROOT / "deploy" / "kubernetes" / "extender-rbac.yaml"
 # Every call the client makes, with the permission the API server checks for it.
 CALLS: dict[tuple[str, str], Callable[[KubeClient], Any]] = {
     ("list", "nodes"): lambda kube: kube.list_nodes(),
-    ("list", "pods"): lambda kube: kube.pods_on_node("node-a"),
+    ("list", "pods"): lambda kube: kube.pods_on_node("node-a", {"u1"}),
     ("create", "pods/binding"): lambda kube: kube.bind("default", "web-1", "u1", "node-a"),
 }
 

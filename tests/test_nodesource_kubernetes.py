@@ -124,7 +124,7 @@ def test_made_up_names_cannot_hammer_the_api_server(apiserver):
     for index in range(50):
         [bogus] = nodes.lookup([f"bogus-{index}"])
         assert bogus.labels is None and bogus.why_unknown is not None
-        assert bogus.why_unknown.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        assert bogus.why_unknown.code is Code.ERROR  # facts missing: each plugin's failurePolicy decides
         clock.now += 0.01
     assert node_lists(apiserver) == 2  # the first list and one refetch in the 5 s window
     clock.now += 5
@@ -132,15 +132,41 @@ def test_made_up_names_cannot_hammer_the_api_server(apiserver):
     assert node_lists(apiserver) == 3
 
 
-def test_a_node_the_api_does_not_list_is_rejected_even_when_failing_open(apiserver):
+def test_a_node_that_just_joined_follows_the_failure_policy_and_is_never_unresolvable(apiserver):
+    """Within minRefreshInterval of the last list, a node the API already lists used to be rejected as
+    UnschedulableAndUnresolvable ("not in the Kubernetes API's node list (listed 0 s ago)") whatever the policy: the
+    scheduler then never retried nor preempted there. Its facts are missing, no more."""
     apiserver.set_nodes(CLUSTER)
-    nodes = started(apiserver)
-    result = zone_a_only(fail_open=True).filter(POD, nodes.lookup(["node-a", "node-b", "node-gone"]))
-    assert result.feasible == ["node-a"]
-    assert result.rejected["node-b"].code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert result.rejected["node-gone"].code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert "node node-gone is not in the Kubernetes API's node list" in result.rejected["node-gone"].reason
-    assert result.error is None
+    clock = Clock()
+    nodes = started(apiserver, clock=clock, min_refresh_interval=5.0)
+    apiserver.add_node(node("node-d", {"zone": "a"}))
+    clock.now += 0.4
+    [joined] = nodes.lookup(["node-d"])
+    assert joined.why_unknown.code is Code.ERROR
+    assert joined.why_unknown.reason == "node node-d is not in the node list fetched 0.4 s ago from the Kubernetes API"
+    assert node_lists(apiserver) == 1  # the rate limit holds
+    failed = zone_a_only().filter(POD, nodes.lookup(["node-a", "node-b", "node-d"]))
+    assert failed.feasible == ["node-a"] and failed.error is None
+    assert failed.rejected["node-b"].code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE  # listed: its zone is wrong
+    assert failed.rejected["node-d"].code is Code.UNSCHEDULABLE  # FailedNodes: the scheduler may retry, preempt
+    assert "failurePolicy Fail" in failed.rejected["node-d"].reason
+    assert "not in the node list fetched 0.4 s ago" in failed.rejected["node-d"].reason
+    assert list(failed.skipped) == ["node-d"]
+    ignored = zone_a_only(fail_open=True).filter(POD, nodes.lookup(["node-a", "node-d"]))
+    assert ignored.feasible == ["node-a", "node-d"] and "failurePolicy Ignore" in ignored.skipped["node-d"][0].reason
+    clock.now += 5  # past minRefreshInterval: the unknown name lists again, and the node is judged
+    assert zone_a_only().filter(POD, nodes.lookup(["node-a", "node-d"])).feasible == ["node-a", "node-d"]
+
+
+def test_a_node_a_fresh_list_lacks_is_still_only_missing_facts(apiserver):
+    """The scheduler named the node from its own cache: a list without it lags (or leads) the scheduler's."""
+    apiserver.set_nodes(CLUSTER)
+    clock = Clock()
+    nodes = started(apiserver, clock=clock)
+    clock.now += 10
+    [gone] = nodes.lookup(["node-gone"])
+    assert node_lists(apiserver) == 2
+    assert gone.why_unknown.code is Code.ERROR and "node node-gone is not in the node list fetched" in gone.why_unknown.reason
 
 
 def test_a_node_the_api_does_not_list_scores_lowest_without_failing_the_others(apiserver):

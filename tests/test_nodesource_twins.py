@@ -1,6 +1,7 @@
 """Node-name requests decide exactly like their full-node twins when the API server serves the same cluster.
 
-The recordings hold the same scenarios in both nodeCacheCapable modes (a/b, c1, g). The API server here
+The recordings of each kube-scheduler version hold the same scenarios in both nodeCacheCapable modes (a/b, c1, g),
+each pair recorded by the same scheduler. The API server here
 serves the nodes the full-node twin sent (and, for preemption, its victim pods under the node-name
 recording's UIDs). One policy whose plugins read node labels and victim pods judges both; every
 answer must be the same decision.
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from testkit.scheduler_checks import check_answer
-from tests.recordings import Exchange, exchanges
+from tests.recordings import Exchange, exchanges, scenario, schedulers
 
 TWINS = [
     ("a-nodecache-false", "b-nodecache-true"),
@@ -53,8 +54,17 @@ profiles:
 """
 
 
-def scenario(name: str) -> list[Exchange]:
-    return [exchange for exchange in exchanges() if exchange.scenario == name]
+# (scheduler, full-node scenario, its node-name twin) for every pair the recordings hold.
+RECORDED_TWINS = [
+    (scheduler, full, names)
+    for scheduler in schedulers()
+    for full, names in TWINS
+    if scenario(scheduler, full) and scenario(scheduler, names)
+]
+
+
+def recorded(scheduler: str, name: str) -> list[Exchange]:
+    return [exchange for exchange in exchanges() if (exchange.scheduler, exchange.scenario) == (scheduler, name)]
 
 
 def served_pods(full: list[Exchange], names: list[Exchange]) -> list[dict[str, Any]]:
@@ -71,6 +81,18 @@ def served_pods(full: list[Exchange], names: list[Exchange]) -> list[dict[str, A
             served["metadata"]["uid"] = uid
             pods.append(served)
     return pods
+
+
+def offered(exchange: Exchange) -> tuple[Any, ...]:
+    """What the scheduler asked about: the pod, and the nodes (with their victims' count, for preempt)."""
+    request = exchange.request
+    if exchange.verb == "preempt":
+        victims = request["NodeNameToVictims"] or request["NodeNameToMetaVictims"]
+        return request["Pod"]["metadata"]["name"], {node: len(entry["Pods"]) for node, entry in victims.items()}
+    if exchange.verb in ("filter", "prioritize"):
+        names = request["NodeNames"] or [node["metadata"]["name"] for node in request["Nodes"]["items"]]
+        return request["Pod"]["metadata"]["name"], names
+    return (request,)
 
 
 def victim_names(request: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, str]:
@@ -94,9 +116,13 @@ def decision(exchange: Exchange, answer: Any, pods: list[dict[str, Any]]) -> Any
     return answer
 
 
-@pytest.mark.parametrize(("full_name", "names_name"), TWINS, ids=[pair[1] for pair in TWINS])
-def test_node_name_requests_decide_like_their_full_node_twins(client_factory, apiserver, tmp_path, full_name, names_name):
-    full, names = scenario(full_name), scenario(names_name)
+@pytest.mark.parametrize(
+    ("scheduler", "full_name", "names_name"), RECORDED_TWINS, ids=[f"{twin[0]}/{twin[2]}" for twin in RECORDED_TWINS]
+)
+def test_node_name_requests_decide_like_their_full_node_twins(
+    client_factory, apiserver, tmp_path, scheduler, full_name, names_name
+):
+    full, names = recorded(scheduler, full_name), recorded(scheduler, names_name)
     assert [(e.seq, e.verb) for e in full] == [(e.seq, e.verb) for e in names]
     cluster = next(e.request for e in full if e.verb == "filter")["Nodes"]["items"]
     apiserver.set_nodes(cluster)
@@ -108,6 +134,10 @@ def test_node_name_requests_decide_like_their_full_node_twins(client_factory, ap
 
     decisions = []
     for full_exchange, names_exchange in zip(full, names):
+        if offered(full_exchange) != offered(names_exchange):
+            # The two runs placed an earlier pod differently, a tie the scheduler broke its own way in each (v1.35.4
+            # put low-1 on node-a in one run and on node-b in the other): from here on they are not twins.
+            break
         answers = []
         for exchange in (full_exchange, names_exchange):
             response = client.post(f"/{exchange.verb}", data=exchange.body, content_type="application/json")
@@ -117,13 +147,14 @@ def test_node_name_requests_decide_like_their_full_node_twins(client_factory, ap
         assert answers[0] == answers[1], f"{names_exchange.id} decided differently from {full_exchange.id}"
         decisions.append((full_exchange.verb, answers[0]))
 
+    assert decisions, "the first requests of a scenario are twins in both modes"
     assert apiserver.count("GET", "/api/v1/nodes") >= 1
     first_filter = decisions[0][1]
     assert first_filter[3] == "", "no Error: the node source served every node"
     if names_name == "b-nodecache-true":
         assert first_filter[0] == ["node-a"]  # node-b (idx 1) and node-c (idx 2) are off limits for demo web pods
         assert json.dumps(decisions[1][1]) == json.dumps([{"Host": "node-a", "Score": 3}, {"Host": "node-b", "Score": 10}, {"Host": "node-c", "Score": 3}])
-    if names_name == "g-preempt-nodecache-true-echo":
+    if names_name == "g-preempt-nodecache-true-echo" and len(decisions) == len(full):
         preempt = next(answer for verb, answer in decisions if verb == "preempt")
         # node-a is in zone-0, off limits for the high-priority preemptor; low-2 on node-b is not protected.
         assert preempt == ({"node-b": (["low-2"], 0)}, "")

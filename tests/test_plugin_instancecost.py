@@ -150,3 +150,83 @@ def test_absolute_scale_scores_each_price_against_the_ceiling():
     assert scores({**absolute, "prices": {**close, "free": 0}}, [typed("f", "free"), typed("d", "dear"), node("x")]) == {
         "f": 100, "d": 0, "x": 0
     }
+
+
+def test_the_relative_scale_is_exact_in_any_unit():
+    """Per-second prices used to be rounded to millionths: 2.1e-6 and 2.4e-6 both became 2 and both scored 100."""
+    per_second = {"prices": {"a": 2.1e-6, "b": 2.4e-6, "c": 2.2e-6}}
+    assert scores(per_second, [typed(k, k) for k in "abc"]) == {"a": 100, "b": 0, "c": 67}
+    # The decimals as written: 0.135 is 27/200, so 100 × (1 − 0.135) is 86.5 exactly and rounds half up.
+    absolute = {"prices": {"a": 0.135}, "scale": "absolute", "ceiling": 1.0}
+    assert scores(absolute, [typed("a", "a")]) == {"a": 87}
+    # Spot discounts too: 3e-7 × (1 − 0.5) = 1.5e-7 is the cheapest, exactly between 1e-7 and 2e-7 to nothing else.
+    spot = {"prices": {"a": 1e-7, "b": 3e-7, "c": 2e-7}, "spotDiscount": 0.5}
+    nodes = [typed("a", "a"), typed("b", "b", **{"cloud.google.com/gke-spot": "true"}), typed("c", "c")]
+    assert scores(spot, nodes) == {"a": 100, "b": 50, "c": 0}
+
+
+def test_a_tiny_ceiling_scores_instead_of_dividing_by_zero():
+    """A ceiling of 4e-7 used to be rounded to 0 millionths: every prioritize failed with ZeroDivisionError."""
+    args = {"prices": {"a": 1e-7, "b": 4e-7, "c": 5e-7}, "scale": "absolute", "ceiling": 4e-7}
+    assert scores(args, [typed(k, k) for k in "abc"]) == {"a": 75, "b": 0, "c": 0}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"prices": {"a": 1e303}}, "prices.a: 1e+303 is no price: at most 1e+15"),
+        ({"prices": {"a": 1.0}, "defaultPrice": 1e303}, "defaultPrice: 1e+303 is no price: at most 1e+15"),
+        ({"prices": {"a": 1.0}, "scale": "absolute", "ceiling": 1e303}, "ceiling: 1e+303 is no price: at most 1e+15"),
+        ({"prices": {"a": float("inf")}}, "prices.a: Special numeric values (nan or infinity) are not permitted."),
+        ({"prices": {"a": float("nan")}}, "prices.a: Special numeric values (nan or infinity) are not permitted."),
+        ({"prices": {"a": 1.0}, "spotDiscount": float("nan")}, "spotDiscount: Special numeric values"),
+        ({"prices": {"a": 1.0}, "scale": "absolute", "ceiling": 0}, "ceiling: Must be greater than 0"),
+    ],
+)
+def test_prices_the_plugin_cannot_score_are_field_errors(args, expected):
+    """1e303 used to pass the args schema and stop check-policy (and start-up) with an OverflowError traceback."""
+    with pytest.raises(ValidationError) as caught:
+        InstanceCost.args_schema().load(args)
+    lines = flatten_errors(caught.value.messages)
+    assert any(line.startswith(expected) for line in lines), lines
+
+
+def test_check_policy_names_a_huge_price_at_its_field(tmp_path, capsys):
+    from extender.__main__ import main
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n"
+        "  pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 1e303}}}]\n"
+    )
+    assert main(["check-policy", str(policy)]) == 1
+    err = capsys.readouterr().err
+    assert "profiles[0].pluginConfig[0].args.prices.e2-standard-4: 1e+303 is no price: at most 1e+15" in err
+    assert "Traceback" not in err
+
+
+def test_a_json_policy_may_write_prices_with_exponents(tmp_path):
+    """JSON numbers such as 2e-6 (and YAML's, as YAML 1.2 and Kubernetes read them) are numbers, not strings."""
+    import json
+
+    from extender.policy.loader import load_policy
+
+    document = {
+        "nodeCacheCapable": False,
+        "profiles": [
+            {
+                "name": "default",
+                "plugins": {"score": {"enabled": [{"name": "InstanceCost", "weight": 1}]}},
+                "pluginConfig": [{"name": "InstanceCost", "args": {"prices": {"a": 2e-6, "b": 3e-6}}}],
+            }
+        ],
+    }
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(document).replace("2e-06", "2e-6").replace("3e-06", "3E-6"))
+    assert "2e-6" in policy.read_text()
+    load_policy(policy)
+    (tmp_path / "policy.yaml").write_text(
+        "nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n"
+        "  pluginConfig: [{name: InstanceCost, args: {prices: {a: 2e-6, b: 1e+3}}}]\n"
+    )
+    load_policy(tmp_path / "policy.yaml")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -363,6 +366,7 @@ def test_the_readme_complete_example_loads():
 
 POINT = {
     "NodeLabelPolicy": "filter",
+    "NodeLoad": "filter",  # and score
     "NodeNameFilter": "filter",
     "InstanceCost": "score",
     "TopologyPreference": "score",
@@ -427,7 +431,7 @@ def test_field_and_cross_field_problems_are_reported_in_one_run():
             "failurePolicy: Must be one of: Fail, Ignore.",
             "profiles[0].name: must be a DNS label (lowercase letters, digits, '-')",
             "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NoSuchPlugin'; known plugins: InstanceCost, "
-            "NodeLabelPolicy, NodeNameFilter, ProtectedVictims, TopologyPreference",
+            "NodeLabelPolicy, NodeLoad, NodeNameFilter, ProtectedVictims, TopologyPreference",
             "profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
             f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}",
             "profiles[2].name: duplicate profile name 'b'",
@@ -450,6 +454,100 @@ def test_plugin_config_problems_show_beside_a_broken_plugins_list():
         "profiles[0].pluginConfig[0].args.deny[0]: glob 'Canary-*' can never match a node name: 'C' cannot appear "
         "in one (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])",
     ]
+
+
+def test_cross_field_checks_run_beside_the_field_errors_of_the_same_entry():
+    """marshmallow skips a schema's cross-field checks once one of its fields has an error; the policy's run anyway,
+    leaving out only what depends on the broken field (no "missing" from for a from that is there but wrong)."""
+    got = problems(
+        """
+        nodeSource: {kubernetes: {maxWait: soon}, static: {nodes: [{names: ["*"], labels: {a: b}}]}}
+        profiles:
+        - name: default
+          plugins:
+            filter: {enabled: [{name: NodeLabelPolicy}, {name: NodeNameFilter}]}
+            score: {enabled: [{name: InstanceCost, weight: 1}]}
+          pluginConfig:
+          - name: NodeLabelPolicy
+            args:
+              rules:
+              - name: r
+                pods: {priority: {min: 10, max: 5, mid: 7}}
+                nodeSelector: {matchExpressions: [{key: "bad key!", operator: In, values: []}, {key: a, operator: 5}]}
+          - name: NodeNameFilter
+            args:
+              maintenance:
+              - name: m
+                nodes: [a]
+                windows:
+                - {from: 2200, to: "22:00", days: [Funday]}
+                - {start: "2026-01-01T00:00:00Z", end: nope, from: "01:00"}
+          - {name: InstanceCost, args: {prices: {e2: "0.1"}, scale: absolute}}
+        """
+    )
+    rule = "profiles[0].pluginConfig[0].args.rules[0]"
+    windows = "profiles[0].pluginConfig[1].args.maintenance[0].windows"
+    assert got == [
+        "nodeSource.kubernetes.maxWait: Not a duration: write it like 500ms, 5s or 1m30s.",
+        "nodeSource: set exactly one of kubernetes, static, names (got kubernetes, static)",
+        f"{rule}.pods.priority: min (10) is above max (5)",
+        f"{rule}.pods.priority.mid: Unknown field.",
+        f"{rule}.nodeSelector.matchExpressions[0].key: 'bad key!' is not a valid key: the name must be 1-63 letters, "
+        "digits, '-', '_' or '.', starting and ending with a letter or digit, optionally after a DNS subdomain prefix "
+        "and '/'",
+        f"{rule}.nodeSelector.matchExpressions[0].values: In needs at least one value",
+        f"{rule}.nodeSelector.matchExpressions[1].operator: Not a valid string.",
+        f'{windows}[0].from: must be a quoted "HH:MM" string (unquoted, YAML reads 22:00 as a number)',
+        f"{windows}[0].days[0]: unknown day 'Funday': use Mon, Tue, Wed, Thu, Fri, Sat, Sun",
+        f"{windows}[1].end: 'nope' is not an RFC 3339 timestamp such as 2026-03-01T22:00:00Z",
+        f"{windows}[1]: a window is either one-off (start, end) or weekly (days, from, to, timeZone), not both",
+        "profiles[0].pluginConfig[2].args.prices.e2: must be a number (a price such as 0.134), not a string or a "
+        "boolean",
+        "profiles[0].pluginConfig[2].args.ceiling: scale: absolute needs a ceiling, the price that scores 0",
+    ]
+
+
+def _policy_schemas() -> dict[type, object]:
+    """Every schema of this package a policy is loaded with: the policy's own, the node sources', every built-in
+    plugin's args, and the schemas nested in them."""
+    from marshmallow import fields
+
+    from extender.framework import registry
+    from extender.policy.schema import PolicySchema
+
+    def nested(field):
+        if isinstance(field, fields.Nested):
+            return [field.schema]
+        if isinstance(field, fields.List):
+            return nested(field.inner)
+        if isinstance(field, fields.Dict) and field.value_field is not None:
+            return nested(field.value_field)
+        return []
+
+    args = [registry.lookup(name).args_schema for name in registry.names()]
+    stack = [PolicySchema(), *(schema() for schema in args if schema is not None)]
+    found: dict[type, object] = {}
+    while stack:
+        schema = stack.pop()
+        if type(schema) not in found and type(schema).__module__.startswith("extender."):
+            found[type(schema)] = schema
+            stack.extend(child for field in schema.load_fields.values() for child in nested(field))
+    return found
+
+
+def test_every_cross_field_check_of_a_policy_runs_beside_field_errors():
+    """So that check-policy and start-up report every problem of a file in one run, whatever plugin it names."""
+    schemas = _policy_schemas()
+    assert {"PolicySchema", "WindowSchema", "RequirementSchema", "NodeSourceSchema", "InstanceCostArgs"} <= {
+        schema.__name__ for schema in schemas
+    }
+    skipping = [
+        f"{schema.__module__}.{schema.__name__}.{name}"
+        for schema in schemas
+        for name, _, options in schema._hooks["validates_schema"]
+        if options["skip_on_field_errors"]
+    ]
+    assert skipping == [], "use validates_schema(skip_on_field_errors=False), see extender.framework.args.failed_fields"
 
 
 @pytest.mark.parametrize("name", ["filter", "prioritize", "preempt", "bind", "healthz"])
@@ -519,7 +617,10 @@ def test_the_static_source_supplies_the_keys_of_its_entries():
 def test_kubernetes_source_and_full_nodes_supply_every_key():
     parse_policy("nodeSource: {kubernetes: {}}" + _rules(SPOT_ABSENT, REGION), "test.yaml")
     parse_policy("nodeCacheCapable: false" + _rules(SPOT_ABSENT, REGION), "test.yaml")
-    parse_policy("nodeCacheCapable: false\nnodeSource: {names: {cluster: p}}" + _rules(SPOT_ABSENT, REGION), "test.yaml")
+    # With full nodes and a node source, filter reads every label, but preempt the source's: only trusting the
+    # scheduler's filter there takes the keys the source lacks (tests/test_preempt_filters.py).
+    trusting = "nodeCacheCapable: false\npreemptTrustsSchedulerFilter: true\nnodeSource: {names: {cluster: p}}"
+    parse_policy(trusting + _rules(SPOT_ABSENT, REGION), "test.yaml")
 
 
 def test_score_plugins_declare_their_keys_too():
@@ -651,3 +752,26 @@ def test_an_entry_without_a_failure_policy_takes_the_policy_level_one():
     """
     profile = parse_policy(textwrap.dedent(text), "t").profiles["default"]
     assert profile.entry("filter", profile.filters[0]) == EntryPolicy(fail_open=True, audit=False)
+
+
+def test_unknown_keys_are_reported_in_the_same_order_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """marshmallow finds unknown keys by set difference; the lines must not follow the interpreter's hash seed."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "profiles:\n- name: default\n  zeta: 1\n  alpha: 2\n  mid: 3\n  plugins: {filter: {enabled: [{name: NodeNameFilter}]}}\n"
+    )
+    outputs = set()
+    for seed in ("1", "2", "3", "4", "5"):
+        done = subprocess.run(
+            [sys.executable, "-m", "extender", "check-policy", str(policy)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        assert done.returncode == 1, done.stderr
+        outputs.add(done.stdout + done.stderr)
+    assert len(outputs) == 1, outputs
+    (output,) = outputs
+    lines = [line.strip() for line in output.splitlines() if "Unknown field" in line]
+    assert lines == [f"profiles[0].{key}: Unknown field." for key in ("alpha", "mid", "zeta")]

@@ -1,4 +1,5 @@
-"""Every recorded kube-scheduler request replays through the function and gets an answer the scheduler accepts."""
+"""Every recorded kube-scheduler request, of every scheduler version recorded, replays through the function and gets
+an answer the scheduler accepts."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from tests.conftest import ROOT
 from tests.recordings import exchanges
 
 EXCHANGES = exchanges()
+ANSWERED = [exchange for exchange in EXCHANGES if exchange.answered_200]
 
 
-@pytest.mark.parametrize("exchange", EXCHANGES, ids=lambda e: e.id)
+@pytest.mark.parametrize("exchange", ANSWERED, ids=lambda e: e.id)
 def test_checks_accept_what_the_real_scheduler_accepted(exchange):
-    # The recorded answers were accepted by a real kube-scheduler: our checks must agree with it.
+    # The recorded 200 answers were accepted by a real kube-scheduler: our checks must agree with it. (An answer with
+    # another status, such as the v1.35 recording harness's failed binds, is a failed call whatever its body.)
     check_answer(exchange.verb, exchange.request, exchange.recorded_response)
 
 

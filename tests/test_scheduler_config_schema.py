@@ -18,7 +18,7 @@ from extender.cli.scheduler_config_schema import (
 from extender.duration import parse_go_duration
 from extender.wire.errors import flatten_errors
 from testkit.certs import CertificateAuthority
-from tests.recordings import FIXTURES
+from tests.recordings import scenarios
 
 URL = "https://scheduler-extender-x7k2p9q4ra-uc.a.run.app/q8ZrT2vLw5NcY7bK1mXf4HsJ9dGp3aEu"
 CA = CertificateAuthority("schema test CA")
@@ -41,13 +41,11 @@ def one(**fields: Any) -> list[str]:
     return problems({"extenders": [{"urlPrefix": URL, **fields}]})
 
 
-SCHEDULER_CONFIGS = sorted(FIXTURES.glob("*/scheduler-config.yaml"))
-
-
-@pytest.mark.parametrize("path", SCHEDULER_CONFIGS, ids=[path.parent.name for path in SCHEDULER_CONFIGS])
-def test_configurations_kube_scheduler_accepted_load_and_round_trip(path: Any) -> None:
-    """Every configuration a real kube-scheduler v1.28 started with (the recordings) is valid, and dumps back unchanged."""
-    extenders = {"extenders": yaml.safe_load(path.read_text())["extenders"]}
+@pytest.mark.parametrize("recording", scenarios(), ids=lambda recording: recording.id)
+def test_configurations_kube_scheduler_accepted_load_and_round_trip(recording: Any) -> None:
+    """Every configuration a real kube-scheduler started with (the recordings of each version) is valid, and dumps
+    back unchanged."""
+    extenders = {"extenders": yaml.safe_load(recording.config_path.read_text())["extenders"]}
     schema = ExtendersSchema()
     assert schema.dump(schema.load(extenders)) == extenders
 

@@ -76,14 +76,17 @@ def test_the_switches_are_read_in_one_place_and_refuse_other_words():
 # a setting or a verb asks for it. Importing one at start-up again makes every cold start later.
 LAZY_AT_START_UP = (
     "yaml",  # policy files are YAML; the embedded default is loaded from its JSON form
-    "requests",  # the Kubernetes API client, only with KUBERNETES_API_URL
+    "requests",  # the identity proxy, and google-auth's token requests (NodeLoad's auth: google)
     "urllib3",
-    "extender.kube.client",
+    "extender.kube.client",  # the Kubernetes API client, only with KUBERNETES_API_URL
+    "extender.kube.lists",
+    "extender.http.outbound",
     "extender.nodesource.kubernetes",  # node sources: only the one a policy chooses
     "extender.nodesource.static",
     "extender.nodesource.gke_names",
     "extender.framework.selectors",  # label and pod selectors: plugins the default policy does not enable
     "extender.plugins.instancecost",
+    "extender.plugins.nodeload",  # and what it imports: the Prometheus client, google-auth
     "extender.plugins.nodelabelpolicy",
     "extender.plugins.protectedvictims",
     "extender.plugins.topologypreference",

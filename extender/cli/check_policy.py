@@ -1,4 +1,10 @@
-"""check-policy FILE...: validate policy files exactly as the function does at start-up, for CI pipelines.
+"""check-policy FILE... [--function-name NAME]: validate policy files exactly as the function does at start-up, for
+CI pipelines.
+
+Every problem of a file is reported in one run. A profile cannot be named like
+a name that may prefix the function's URLs: its entry point "extender", and,
+given --function-name, the name it is deployed under (Terraform's
+function_name), whatever this environment sets.
 
 Exit status 0 when every file is valid, 1 when any is not (each problem on
 stderr as ``field.path: message``), 2 on a usage error.
@@ -13,6 +19,7 @@ from extender.framework.kept import KeptProfile
 from extender.framework.plugin import Plugin
 from extender.framework.profile import Profile
 from extender.policy.loader import PolicyError, load_policy
+from extender.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,14 +30,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="policy file (YAML or JSON)")
+    add_function_name(parser)
     parser.set_defaults(run=run)
 
 
+def add_function_name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--function-name",
+        metavar="NAME",
+        help="the name the function is deployed under (Terraform's function_name), which may prefix its URLs",
+    )
+
+
+def deployed_settings(function_name: str | None) -> Settings:
+    """The environment's settings, with the names the deployed function's URLs may start with."""
+    settings = Settings.from_environment()
+    if function_name:
+        settings = settings._replace(function_names=settings.function_names | {function_name})
+    return settings
+
+
 def run(args: argparse.Namespace) -> int:
+    settings = deployed_settings(args.function_name)
     status = 0
     for path in args.files:
         try:
-            policy = load_policy(path)
+            policy = load_policy(path, settings)
         except PolicyError as exc:
             print(exc, file=sys.stderr)
             status = 1

@@ -7,15 +7,22 @@ kept, as the scheduler sends them. With --victims, preempt is asked about the
 victim pods on each node they name (spec.nodeName), as the scheduler asks
 after its own dry run.
 
-With --nodes, explain works offline whatever node source the policy names:
-the file is the node source (preempt requests carry no nodes and read their
-labels from it), and no Kubernetes API is needed.
+With --nodes, explain works offline and decides from the facts the function
+would use. A policy that does not declare nodeCacheCapable: false gets node
+names, as kube-scheduler sends them, and the labels come from its node source:
+static and names work offline, and for kubernetes the file stands in for the
+API's node list. A full-node policy gets the file's nodes; its preempt requests
+(which carry no nodes) read the node source as the function does. Whatever
+stands in for what the function would read is said on stderr. With --metrics,
+NodeLoad judges on saved Prometheus answers (``curl '<url>/api/v1/query?query=...'``)
+at their newest sample's time, and asks no Prometheus.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,9 +37,9 @@ from werkzeug.test import EnvironBuilder
 from extender.decision_log import plugin_ms
 from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
 from extender.framework.status import Code
-from extender.framework.types import Node
+from extender.framework.types import Node, VictimFacts
 from extender.http.handler import Extender
-from extender.nodesource.base import PerNameSource, unknowable
+from extender.nodesource.base import NodeSource, PerNameSource, unavailable
 from extender.policy.loader import PolicyError, load_policy
 from extender.protocol import DEFAULT_PROFILE
 from extender.settings import Settings
@@ -67,8 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     nodes.add_argument(
         "--nodes",
         metavar="FILE",
-        help="`kubectl get nodes -o json` output, or Node manifests (YAML or JSON, '-' reads stdin): "
-        "sent in full, as with nodeCacheCapable: false",
+        help="`kubectl get nodes -o json` output, or Node manifests (YAML or JSON, '-' reads stdin): sent in full "
+        "to a policy that declares nodeCacheCapable: false, else by name (labels from the policy's node source)",
     )
     nodes.add_argument(
         "--node-names",
@@ -82,6 +89,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument(
         "--policy", metavar="FILE", help="policy file (default: $EXTENDER_POLICY, else the embedded one)"
+    )
+    parser.add_argument(
+        "--metrics",
+        metavar="[METRIC=]FILE",
+        action="append",
+        help="a saved Prometheus /api/v1/query answer: NodeLoad judges on it instead of asking Prometheus, at its "
+        "newest sample's time; METRIC= says which of NodeLoad's metrics it answers (needed when it queries several)",
     )
     parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"policy profile (default: {DEFAULT_PROFILE})")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -97,9 +111,21 @@ def run(args: argparse.Namespace) -> int:
         names = [name.strip() for name in args.node_names.split(",") if name.strip()] if args.nodes is None else None
         victims = read_victims(args.victims) if args.victims else None
         extender = offline(args.policy, nodes) if nodes is not None else Extender.from_environment(args.policy)
+        if args.metrics:
+            judge_on_saved_metrics(extender, args.profile, args.metrics)
+            print(
+                "explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at their "
+                "newest sample's time",
+                file=sys.stderr,
+            )
     except (InputError, PolicyError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 1
+    if nodes is not None:
+        for note in stand_ins(extender, args.profile, victims is not None):
+            print(f"explain: {note}", file=sys.stderr)
+        if extender.policy.node_cache_capable is not False:  # kube-scheduler sends this policy names only
+            nodes, names = None, [_node_name(node) for node in nodes]
     explanation = explain(extender, args.profile, pod, nodes, names, victims)
     _print(
         orjson.dumps(explanation.as_json(), option=orjson.OPT_INDENT_2).decode() if args.json else explanation.table()
@@ -118,7 +144,8 @@ def _print(text: str) -> None:
 
 
 class GivenNodes(PerNameSource):
-    """The --nodes file as the node source: the labels it shows, and no other node."""
+    """The --nodes file standing in for the kubernetes node source's list: the labels it shows; a node it lacks is
+    one the list lacks (its facts are missing, and each plugin's failurePolicy decides)."""
 
     def __init__(self, nodes: Sequence[dict[str, Any]]) -> None:
         super().__init__()
@@ -127,15 +154,80 @@ class GivenNodes(PerNameSource):
     def describe(self, name: str) -> Node:
         labels = self._labels.get(name)
         if labels is None:
-            return unknowable(name, f"node {name} is not in the --nodes file")
+            why = f"node {name} is not in the --nodes file, which stands in for the Kubernetes API's node list"
+            return unavailable(name, why)
         return Node(name, labels)
 
 
 def offline(policy_path: str | None, nodes: Sequence[dict[str, Any]]) -> Extender:
-    """The function serving the policy with the --nodes file as its node source: no Kubernetes API needed."""
+    """The function serving the policy with its own node source, built offline: static and names need nothing, and
+    the --nodes file stands in for the kubernetes source's list (no Kubernetes API needed)."""
     settings = Settings.from_environment()
-    return Extender(load_policy(policy_path, settings), GivenNodes(nodes), settings)
+    policy = load_policy(policy_path, settings)
+    spec = policy.node_source
+    source: NodeSource = GivenNodes(nodes) if spec.kind == "kubernetes" else spec.build(None)
+    return Extender(policy, source, settings)
 
+
+def stand_ins(extender: Extender, profile_name: str, victims: bool) -> list[str]:
+    """What explain reads where the function would read something else, and where the facts come from."""
+    policy = extender.policy
+    kind, full = policy.node_source.kind, policy.node_cache_capable is False
+    profile = policy.profiles.get(profile_name)
+    notes = []
+    if not full:
+        notes.append(
+            "the policy does not declare nodeCacheCapable: false, so explain asks by node name as kube-scheduler with "
+            "nodeCacheCapable: true does: --nodes gives "
+            + (f"the names, the {kind} nodeSource their labels, as for the function" if kind else "the names only")
+        )
+    elif kind and victims:
+        notes.append(f"preempt requests carry no nodes: labels come from the {kind} nodeSource, as for the function")
+    if kind == "kubernetes":
+        notes.append("the --nodes file stands in for the node list the function reads from the Kubernetes API")
+        if victims and not full and profile is not None and profile.victim_facts > VictimFacts.UID:
+            notes.append("the --victims file stands in for the victim pods the function reads from the Kubernetes API")
+    return notes
+
+
+def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequence[str]) -> None:
+    """--metrics: each NodeLoad of the profile judges on the saved answers (``[METRIC=]FILE``), asking no Prometheus."""
+    from extender.plugins.nodeload import NodeLoad
+    from extender.plugins.nodeload.answers import AnswerError
+
+    profile = extender.policy.profiles.get(profile_name)
+    plugins = [*profile.filters, *(entry.plugin for entry in profile.scores)] if profile is not None else []
+    loads = list({id(plugin): plugin for plugin in plugins if isinstance(plugin, NodeLoad)}.values())
+    if not loads:
+        raise InputError(f"--metrics: profile {profile_name} has no NodeLoad plugin")
+    files: dict[str | None, str] = {}
+    for spec in given:
+        named = re.fullmatch(r"([a-z][a-z0-9_-]*)=(.+)", spec)
+        metric, path = (named.group(1), named.group(2)) if named else (None, spec)
+        if metric in files:
+            raise InputError(f"--metrics: two answers for {'one unnamed metric' if metric is None else metric}")
+        files[metric] = path
+    for plugin in loads:
+        metrics = [metric.name for metric in plugin.config.metrics]
+        if None in files and len(metrics) > 1:
+            raise InputError(f"--metrics: NodeLoad queries {', '.join(metrics)}: name each answer's metric, {metrics[0]}=FILE")
+        paths = {metric: files.get(metric) or files.get(None) for metric in metrics}
+        missing = [metric for metric, path in paths.items() if path is None]
+        if missing:
+            raise InputError(f"--metrics: no answer for NodeLoad's {', '.join(missing)} (give {missing[0]}=FILE)")
+        unknown = sorted(name for name in files if name is not None and name not in metrics)
+        if unknown:
+            raise InputError(f"--metrics: NodeLoad has no metric {unknown[0]} (it queries {', '.join(metrics)})")
+        answers = {}
+        for metric, path in paths.items():
+            try:
+                answers[metric] = Path(str(path)).read_bytes()
+            except OSError as exc:
+                raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+        try:
+            plugin.judge_offline(answers)
+        except AnswerError as exc:
+            raise InputError(f"--metrics: not a usable Prometheus /api/v1/query answer: {exc}") from None
 
 
 @dataclass
@@ -150,6 +242,8 @@ class NodeRow:
     # Score plugin -> normalized 0..100 score; final is the 0..10 score of the prioritize answer.
     scores: dict[str, int] = field(default_factory=dict)
     score: int | None = None
+    # Plugin -> what it measured of the node (NodeLoad: {metric: {"value", "ageSeconds"}}).
+    measured: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -186,6 +280,11 @@ class Explanation:
                 rows[name].answer, rows[name].reason = answer, reason
         if isinstance(self.filter.result, FilterResult) and self.profile is not None:
             self._add_filter_verdicts(rows, self.filter.result, [plugin.name for plugin in self.profile.filters])
+        for answer in (self.filter, self.prioritize):
+            if answer is not None and isinstance(answer.result, (FilterResult, ScoreResult)):
+                for plugin, facts in answer.result.observed.items():
+                    for row in rows.values():
+                        row.measured.setdefault(plugin, facts(row.name))
         if self.prioritize is not None:
             for entry in self.prioritize.json():
                 rows[entry["Host"]].score = entry["Score"]
@@ -208,7 +307,7 @@ class Explanation:
             for note in result.skipped.get(row.name, ()):
                 if note.plugin in row.filter and note.code is Code.SUCCESS:
                     row.filter[note.plugin] = {"code": note.code.value, "reason": note.reason, "skipped": "yes"}
-            for note in result.would_reject.get(row.name, ()):
+            for note in (*result.would_reject.get(row.name, ()), *result.audit_failed.get(row.name, ())):
                 if note.plugin in row.filter:
                     row.filter[note.plugin] = {"code": note.code.value, "reason": note.reason, "enforcement": "Audit"}
 
@@ -268,13 +367,17 @@ class Explanation:
         scores = [(entry.plugin.name, entry.weight) for entry in profile.scores]
         audited = {entry.plugin.name for entry in profile.scores if profile.entry("score", entry.plugin).audit}
         weights = [f"{name} ×{weight}" + (" (audit: not counted)" if name in audited else "") for name, weight in scores]
-        header = ["NODE", *filters, *weights, "SCORE", "ANSWER"]
+        rows = self.rows()
+        measuring = any(row.measured for row in rows)
+        header = ["NODE", *filters, *weights, "SCORE", *(["MEASURED"] if measuring else []), "ANSWER"]
         table = [header]
-        for row in self.rows():
+        for row in rows:
             verdicts = [_verdict(row.filter.get(plugin)) for plugin in filters]
             plugin_scores = [self._score_cell(row, name) for name, _ in scores]
+            measured = [_measured(row.measured)] if measuring else []
             answer = f"{row.answer}: {row.reason}" if row.reason else row.answer
-            table.append([row.name, *verdicts, *plugin_scores, "" if row.score is None else str(row.score), answer])
+            score = "" if row.score is None else str(row.score)
+            table.append([row.name, *verdicts, *plugin_scores, score, *measured, answer])
         widths = [max(len(line[column]) for line in table) for column in range(len(header) - 1)]
         for line in table:
             lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1])
@@ -390,8 +493,22 @@ def _verdict(verdict: dict[str, str] | None) -> str:
     if not verdict:
         return ""
     if verdict.get("enforcement") == "Audit":
-        return f"audit: would be {_VERDICTS[Code(verdict['code'])]}"
+        code = Code(verdict["code"])
+        return "audit: failed" if code is Code.ERROR else f"audit: would be {_VERDICTS[code]}"
     return "skipped" if verdict.get("skipped") else _VERDICTS[Code(verdict["code"])]
+
+
+def _measured(measured: dict[str, Any]) -> str:
+    """What plugins measured of a node: ``cpu 0.93 (12.5 s old)``, each measure prefixed by its plugin when several
+    plugins measure."""
+    parts = []
+    for plugin, facts in measured.items():
+        prefix = f"{plugin} " if len(measured) > 1 else ""
+        for name, fact in (facts or {}).items():
+            value, age = fact.get("value"), fact.get("ageSeconds")
+            shown = "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+            parts.append(f"{prefix}{name} {shown}" + (f" ({age:g} s old)" if age is not None else ""))
+    return ", ".join(parts)
 
 
 def _plugin_times(answer: Answer) -> str:

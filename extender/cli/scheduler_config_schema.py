@@ -1,9 +1,10 @@
-"""marshmallow schema of kube-scheduler's ``extenders[]`` configuration (KubeSchedulerConfiguration v1 ``Extender``),
-behind ``python -m extender check-scheduler-config``.
+"""marshmallow schema of kube-scheduler's configuration file (KubeSchedulerConfiguration v1, as kube-scheduler 1.28 to
+1.35 decode it), behind ``python -m extender check-scheduler-config``.
 
-It refuses what stops kube-scheduler from starting (strict decoding of unknown fields and wrong types, the rules of
-``pkg/scheduler/apis/config/validation`` validateExtenders), in kube-scheduler's words, and, beyond that, what the
-scheduler accepts but that fails or silently misbehaves: a ``urlPrefix`` that is not an http(s) URL (every call
+It refuses what stops kube-scheduler from starting, in kube-scheduler's words: strict decoding of unknown fields and
+wrong types at every level of the file (``pluginConfig[].args`` excepted: kube-scheduler decodes those per plugin),
+and the rules of ``pkg/scheduler/apis/config/validation`` validateExtenders for ``extenders[]``. Beyond that, it
+refuses what the scheduler accepts in an extender but that fails or silently misbehaves: a ``urlPrefix`` that is not an http(s) URL (every call
 fails), ``enableHTTPS`` without a CA (certificate verification off), a client certificate without its key (dropped),
 both data and file of one TLS item (the file is ignored), a query string in ``urlPrefix`` (the verb lands in the
 query) and a non-positive ``httpTimeout`` (0 becomes 5s, a negative one disables the timeout).
@@ -23,8 +24,6 @@ from marshmallow import Schema, ValidationError, fields, pre_load, validates_sch
 
 from extender.duration import parse_go_duration
 from extender.wire.errors import entries_as_written
-
-INT64_MAX = 2**63 - 1
 
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
 
@@ -81,10 +80,11 @@ def _json_kind(value: Any) -> str:
 
 
 def _go_field(field: fields.Field) -> str:
-    """How Go's JSON decoder names a field of kube-scheduler's config types: ``Extender.extenders.weight``."""
+    """How Go's JSON decoder names a field of kube-scheduler's config types: the struct holding it, then its path from
+    the top without indices, ``Extender.extenders.weight``."""
     schema = field.parent
     go_struct, go_path = getattr(schema, "GO_STRUCT", "Extender"), getattr(schema, "GO_PATH", "extenders")
-    return f"{go_struct}.{go_path}.{field.data_key or field.name}"
+    return ".".join(part for part in (go_struct, go_path, field.data_key or field.name) if part)
 
 
 def _unmarshal_error(field: fields.Field, kind: str, go_type: str) -> ValidationError:
@@ -109,25 +109,44 @@ class GoBool(fields.Field):
         return value
 
 
-class GoInt64(fields.Field):
-    """A Go ``int64``. YAML configs pass through JSON floats, so an integral 2.0 is still 2; bools and 1.5 are not."""
+class GoInt(fields.Field):
+    """A Go ``int32`` or ``int64``. YAML configs pass through JSON floats, so an integral 2.0 is still 2; bools and 1.5
+    are not."""
+
+    def __init__(self, bits: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bits = bits
 
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> int:
         integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        if isinstance(value, bool) or not integral or not -INT64_MAX - 1 <= value <= INT64_MAX:
+        bound = 2 ** (self.bits - 1)
+        if isinstance(value, bool) or not integral or not -bound <= value < bound:
             # Go names the offending number, and only the kind of anything else.
             kind = _json_kind(value)
-            raise _unmarshal_error(self, f"{kind} {value}" if kind == "number" else kind, "int64")
+            raise _unmarshal_error(self, f"{kind} {value}" if kind == "number" else kind, f"int{self.bits}")
         return int(value)
 
 
+class GoFloat32(fields.Field):
+    """A Go ``float32``: any JSON number."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _unmarshal_error(self, _json_kind(value), "float32")
+        return float(value)
+
+
 class GoDuration(GoString):
-    """A metav1.Duration: a string ("5s"), never a number, that time.ParseDuration accepts, and positive here."""
+    """A metav1.Duration: a string ("5s"), never a number, that time.ParseDuration accepts; with ``positive``, above 0."""
 
     default_error_messages: ClassVar[dict[str, str]] = {
         "duration": 'time: invalid duration "{value}" (e.g. "5s", "1500ms", "1m30s")',
         "positive": "must be positive: kube-scheduler turns 0 into 5s and a negative timeout disables it",
     }
+
+    def __init__(self, *, positive: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.positive = positive
 
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> str:
         text = super()._deserialize(value, attr, data, **kwargs)
@@ -135,7 +154,7 @@ class GoDuration(GoString):
             seconds = parse_go_duration(text)
         except ValueError:
             raise self.make_error("duration", value=text) from None
-        if seconds <= 0:
+        if self.positive and seconds <= 0:
             raise self.make_error("positive")
         return text
 
@@ -258,11 +277,11 @@ class ExtenderSchema(ConfigSchema):
     filterVerb = GoString()
     preemptVerb = GoString()
     prioritizeVerb = GoString()
-    weight = GoInt64()
+    weight = GoInt(64)
     bindVerb = GoString()
     enableHTTPS = GoBool()
     tlsConfig = fields.Nested(ExtenderTLSConfigSchema)
-    httpTimeout = GoDuration()
+    httpTimeout = GoDuration(positive=True)
     nodeCacheCapable = GoBool()
     managedResources = fields.List(fields.Nested(ExtenderManagedResourceSchema))
     ignorable = GoBool()
@@ -319,3 +338,88 @@ class ExtendersSchema(ConfigSchema):
             errors["_schema"] = [f"Invalid value: {found}: only one extender can implement bind"]
         if errors:
             raise ValidationError(errors, "extenders")
+
+
+# --- The rest of the file: decoded strictly, not validated beyond its types -----------------------------------------
+
+# The extension points of a profile's plugins, in kube-scheduler 1.28 to 1.35.
+EXTENSION_POINTS = (
+    "preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score", "reserve", "permit",
+    "preBind", "bind", "postBind", "multiPoint",
+)  # fmt: skip
+
+
+class LeaderElectionSchema(ConfigSchema):
+    GO_STRUCT, GO_PATH = "LeaderElectionConfiguration", "leaderElection"
+
+    leaderElect = GoBool()
+    leaseDuration = GoDuration()
+    renewDeadline = GoDuration()
+    retryPeriod = GoDuration()
+    resourceLock = GoString()
+    resourceName = GoString()
+    resourceNamespace = GoString()
+
+
+class ClientConnectionSchema(ConfigSchema):
+    GO_STRUCT, GO_PATH = "ClientConnectionConfiguration", "clientConnection"
+
+    kubeconfig = GoString()
+    acceptContentTypes = GoString()
+    contentType = GoString()
+    qps = GoFloat32()
+    burst = GoInt(32)
+
+
+class PluginSchema(ConfigSchema):
+    GO_STRUCT = "Plugin"
+
+    name = GoString()
+    weight = GoInt(32)
+
+
+def _plugin_set(point: str) -> fields.Nested:
+    """The PluginSet of one extension point; its plugins' fields are named as Go names them, by their path
+    (``Plugin.profiles.plugins.score.enabled.weight``)."""
+    members = {}
+    for part in ("enabled", "disabled"):
+        plugin = type(f"Plugin_{point}_{part}", (PluginSchema,), {"GO_PATH": f"profiles.plugins.{point}.{part}"})
+        members[part] = fields.List(fields.Nested(plugin))
+    return fields.Nested(ConfigSchema.from_dict(members, name=f"PluginSet_{point}"))
+
+
+class PluginConfigSchema(ConfigSchema):
+    GO_STRUCT, GO_PATH = "PluginConfig", "profiles.pluginConfig"
+
+    name = GoString()
+    args = fields.Raw()  # a runtime.RawExtension: kube-scheduler decodes it per plugin
+
+
+class ProfileSchema(ConfigSchema):
+    GO_STRUCT, GO_PATH = "KubeSchedulerProfile", "profiles"
+
+    schedulerName = GoString()
+    percentageOfNodesToScore = GoInt(32)
+    plugins = fields.Nested(ConfigSchema.from_dict({point: _plugin_set(point) for point in EXTENSION_POINTS}, name="Plugins"))
+    pluginConfig = fields.List(fields.Nested(PluginConfigSchema))
+
+
+class KubeSchedulerConfigurationSchema(ExtendersSchema):
+    """The whole file. apiVersion and kind are checked beside it (they say which types decode the rest); a file
+    without extenders decodes, and the command says what that means."""
+
+    GO_STRUCT, GO_PATH = "KubeSchedulerConfiguration", ""
+
+    apiVersion = GoString()
+    kind = GoString()
+    parallelism = GoInt(32)
+    leaderElection = fields.Nested(LeaderElectionSchema)
+    clientConnection = fields.Nested(ClientConnectionSchema)
+    enableProfiling = GoBool()
+    enableContentionProfiling = GoBool()
+    percentageOfNodesToScore = GoInt(32)
+    podInitialBackoffSeconds = GoInt(64)
+    podMaxBackoffSeconds = GoInt(64)
+    profiles = fields.List(fields.Nested(ProfileSchema))
+    extenders = fields.List(fields.Nested(ExtenderSchema))
+    delayCacheUntilActive = GoBool()

@@ -21,9 +21,11 @@ request then touches only the names it carries. Invariants:
   everything of older ones is dropped; a verdict of the generation before is
   carried over only for the same Node object (a refresh keeps the objects of
   unchanged nodes). So the kept Node objects are the live ones.
-- Never kept: Errors (they may be transient), nodes their source could not
-  describe or a plugin did not judge (``FilterResult.skipped``), anything
-  worked out while the generation changed under the request. Audited
+- Never kept: Errors (they may be transient, an audited plugin's included),
+  nodes their source could not describe or a plugin did not judge
+  (``FilterResult.skipped``), scores of a candidate set with such a node,
+  anything worked out while the generation
+  changed under the request. Audited
   plugins' held-back rejections are kept with the verdicts, so a kept answer
   reports them as the plain profile does.
 - Kept values are never changed, only replaced in one assignment: concurrent
@@ -34,10 +36,10 @@ request then touches only the names it carries. Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from itertools import filterfalse
-from operator import attrgetter
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from itertools import compress, filterfalse
+from operator import attrgetter, not_
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from extender.framework.cycle import CycleState
 from extender.framework.profile import FilterResult, Notes, PreemptResult, Profile, ScoreResult, judged_or_error
@@ -61,7 +63,7 @@ class KeptVerdicts:
     Shared by every request: nobody changes them (``adding`` makes new ones).
     """
 
-    __slots__ = ("nodes", "rejected", "would_reject")
+    __slots__ = ("nodes", "rejected", "verdicts", "would_reject")
 
     def __init__(self, nodes: Mapping[str, Node], rejected: Mapping[str, Status], would_reject: Notes) -> None:
         # The Node object each verdict was worked out for, by name.
@@ -69,13 +71,15 @@ class KeptVerdicts:
         self.rejected = rejected
         # Rejections audited plugins held back (the node passed), by name.
         self.would_reject = would_reject
+        # Each name's verdict in one map, for one lookup per name a request brings: None (it passes) or its rejection.
+        self.verdicts = {name: rejected.get(name) for name in nodes}
 
     def adding(
-        self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, skipped: Notes
+        self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, unjudged: Collection[str]
     ) -> KeptVerdicts:
-        """With the verdicts on ``nodes``, except those a plugin did not judge (``skipped``) or whose source could
-        not describe them."""
-        described = {node.name: node for node in nodes if node.why_unknown is None and node.name not in skipped}
+        """With the verdicts on ``nodes``, except those a plugin did not judge or failed on (``unjudged``) or whose
+        source could not describe them."""
+        described = {node.name: node for node in nodes if node.why_unknown is None and node.name not in unjudged}
         if not described:
             return self
         refused = {name: rejected[name] for name in described if name in rejected}
@@ -156,16 +160,21 @@ class KeptProfile:
         kept_now = self._current(generation)
         kept = kept_now.verdicts.get(keys)
         seconds = dict.fromkeys((plugin.name for plugin in plain.filters), 0.0)
+        # Each name's verdict: None (it passes) or its rejection.
+        verdicts: list[Status | None] | None = None
         if kept is None:  # the first request of this generation with these keys
             nodes = source.lookup(names)
             previous = kept_now.inherited.pop(keys, _NO_VERDICTS)
             known = previous.nodes.get
             fresh = [node for node in nodes if known(node.name) is not node]
             carried = [node for node in nodes if known(node.name) is node]
-            kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, {})
+            kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, ())
         else:
-            missing = list(filterfalse(kept.nodes.__contains__, names))
-            fresh = source.lookup(missing) if missing else []
+            fresh = []
+            try:
+                verdicts = list(map(kept.verdicts.__getitem__, names))
+            except KeyError:  # names without a kept verdict (nodes that joined): looked up and filtered
+                fresh = source.lookup(list(filterfalse(kept.verdicts.__contains__, names)))
         rejected, would_reject = kept.rejected, kept.would_reject
         fresh_result = FilterResult(feasible=[])
         if fresh:
@@ -174,21 +183,26 @@ class KeptProfile:
                 return fresh_result
             seconds, rejected = fresh_result.seconds_by_plugin, {**rejected, **fresh_result.rejected}
             would_reject = {**would_reject, **fresh_result.would_reject}
-            kept = kept.adding(fresh, fresh_result.rejected, fresh_result.would_reject, fresh_result.skipped)
+            unjudged = fresh_result.skipped.keys() | fresh_result.audit_failed.keys()
+            kept = kept.adding(fresh, fresh_result.rejected, fresh_result.would_reject, unjudged)
         if source.generation() is generation:
             _store(kept_now.verdicts, keys, kept)
-        refused = list(filter(rejected.__contains__, names)) if rejected else []
         result = FilterResult(
             feasible=list(names),
             seconds_by_plugin=seconds,
             skipped=fresh_result.skipped,
             unjudged=fresh_result.unjudged,
+            audit_failed=fresh_result.audit_failed,
+            observed=fresh_result.observed if fresh else plain.observations(cycle, plain.judging_filters(cycle)),
         )
         if would_reject:
             result.would_reject = {name: would_reject[name] for name in names if name in would_reject}
-        if refused:
-            result.feasible = list(filterfalse(rejected.__contains__, names))
-            result.rejected = {name: rejected[name] for name in refused}
+        if verdicts is None or fresh:
+            verdicts = list(map(rejected.get, names))
+        # One lookup per name, then C-speed passes: which names are refused, in the request's order.
+        if any(verdicts):
+            result.feasible = list(compress(names, map(not_, verdicts)))
+            result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts)))  # type: ignore[arg-type]
         return judged_or_error(result, len(names))
 
     def prioritize_names(
@@ -206,12 +220,21 @@ class KeptProfile:
         kept = kept_now.scores.get(keys)
         if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
             seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
+            observed = plain.observations(cycle, (entry.plugin for entry in plain.scores))
             return ScoreResult(
-                kept.scores, dict(kept.by_plugin), seconds_by_plugin=seconds, kept=True, audited=list(kept.audited)
+                kept.scores,
+                dict(kept.by_plugin),
+                seconds_by_plugin=seconds,
+                kept=True,
+                audited=list(kept.audited),
+                observed=observed,
             )
         nodes = source.lookup(names)
         result = plain.prioritize(pod, nodes, cycle)
-        if result.error is None and self._described(nodes) and source.generation() is generation:
+        # Scores some plugin could not work out for every node (``skipped``) are never kept, as verdicts are not.
+        described = not result.skipped and self._described(nodes)
+        same_generation = source.generation() is generation
+        if result.error is None and not result.audit_failed and described and same_generation:
             # The names as the scores hold them: the answer's entries are found by the same string objects.
             kept_scores = KeptScores(
                 frozenset(result.scores), dict(result.by_plugin), result.scores, tuple(result.audited)
@@ -231,6 +254,30 @@ class KeptProfile:
         if set(map(_why_unknown, nodes)) - {None}:
             return False
         return self.plain.facts == Facts.NAME or None not in map(_labels, nodes)
+
+
+class Derived(Generic[T]):
+    """Values worked out from kept objects (the kept scores a ``ScoreResult.kept`` hands back), by their identity.
+
+    Kept results hand back the same, never changed, objects for the same candidates, so what is derived from one
+    (its encoded answer entries, its top scores) holds as long as it is that object. At most ``MAX_KEYS`` are
+    held (as many as the kept layer keeps per generation; a new one past that starts afresh); each is held with
+    the object it came from, so that the identity stays that object's. Replaced in one assignment, never changed.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[int, tuple[object, T]] = {}
+
+    def get(self, kept: object) -> T | None:
+        found = self._values.get(id(kept))
+        return found[1] if found is not None and found[0] is kept else None
+
+    def put(self, kept: object, value: T) -> None:
+        values = dict(self._values) if len(self._values) < MAX_KEYS else {}
+        values[id(kept)] = (kept, value)
+        self._values = values
 
 
 def _store(kept: dict[Hashable, T], keys: Hashable, value: T) -> None:

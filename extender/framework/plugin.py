@@ -13,7 +13,7 @@ the plugin's other calls for that request (only to plugins that override
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from marshmallow import Schema
@@ -25,6 +25,11 @@ from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 # combines them into the extender protocol's 0..10.
 MIN_NODE_SCORE = 0
 MAX_NODE_SCORE = 100
+
+# What a plugin measured about one node in one request, by what it measured ("cpu"): each a mapping
+# ``{"value": number, or text such as "NaN", or None when there is none; "ageSeconds": number or None}``, for the
+# decision log and ``explain``. See ``Plugin.observations``.
+Observed = Callable[[str], Mapping[str, Mapping[str, Any]] | None]
 
 
 def rescale_scores(scores: dict[str, int], scale: Callable[[int], int]) -> None:
@@ -90,10 +95,36 @@ class Plugin:
         """
         return None
 
+    def missing_facts(self, point: str, nodes: Sequence[Node], *prepared: Any) -> Mapping[str, Status]:
+        """Optional: the nodes of ``nodes`` whose facts of its own (beyond labels: a metric, say) the plugin lacks at
+        ``point`` ("filter" or "score") in this request, each with why: an Error status.
+
+        The profile treats them as nodes whose labels are unknown: the entry's failurePolicy decides (Fail rejects
+        the node or scores it 0, Ignore passes it or leaves the plugin out of its score), they are noted under
+        ``skipped``, and ``filter`` / ``score`` are not called for them. Called once per extension point and request
+        with the nodes still to judge; the default (no facts of its own) lacks none.
+        """
+        return {}
+
+    def observations(self, *prepared: Any) -> Observed | None:
+        """Optional: what this request measured about each node it judged, by node name (``Observed``), for the
+        decision log and ``explain``; None (the default) when the plugin measures nothing."""
+        return None
+
 
 def prepares(plugin: Plugin) -> bool:
     """Whether ``plugin`` works something out per request: its calls then take the prepared value last."""
     return type(plugin).prepare is not Plugin.prepare
+
+
+def has_own_facts(plugin: Plugin) -> bool:
+    """Whether ``plugin`` may lack facts of its own for some nodes (it overrides ``missing_facts``)."""
+    return type(plugin).missing_facts is not Plugin.missing_facts
+
+
+def observes(plugin: Plugin) -> bool:
+    """Whether ``plugin`` reports what it measured (it overrides ``observations``)."""
+    return type(plugin).observations is not Plugin.observations
 
 
 class FilterPlugin(Plugin):

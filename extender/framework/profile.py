@@ -18,10 +18,12 @@ filter request answers Error only when no node could be judged at all), scores
 it 0 for that plugin, or vetoes that preemption candidate; Ignore lets the node
 pass, leaves the plugin out of that node's score or accepts the candidate. An
 audited entry (``enforcement: Audit``) decides as usual, but its rejections
-and vetoes only become notes and its scores count for nothing. Every plugin
-that did not judge a node, and every verdict an audit held back, is in the
-result's ``skipped`` and ``would_reject`` / ``would_veto`` notes, which the
-decision log reports.
+and vetoes only become notes and its scores count for nothing; its failures
+(an exception, an Error status, a score outside 0..100) change nothing either:
+the answer is what the enforced plugins alone give. Every plugin that did not
+judge a node, every verdict an audit held back and every audited plugin's
+failure is in the result's ``skipped``, ``would_reject`` / ``would_veto`` and
+``audit_failed`` notes, which the decision log reports.
 """
 
 from __future__ import annotations
@@ -34,7 +36,17 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from extender.framework import status as st
 from extender.framework.cycle import CycleState
-from extender.framework.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterPlugin, Plugin, PreemptPlugin, ScorePlugin
+from extender.framework.plugin import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    FilterPlugin,
+    Observed,
+    Plugin,
+    PreemptPlugin,
+    ScorePlugin,
+    has_own_facts,
+    observes,
+)
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
 
@@ -63,13 +75,15 @@ class EntryPolicy(NamedTuple):
 class Judging:
     """What one request's plugins did not decide: filled while judging, read into the result."""
 
-    __slots__ = ("ran", "skipped", "unjudged", "would")
+    __slots__ = ("failed", "ran", "skipped", "unjudged", "would")
 
     def __init__(self) -> None:
         # Plugins that did not judge a node: facts missing, the scheduler's filter trusted.
         self.skipped: Notes = {}
         # Rejections (filter) or vetoes (preempt) of audited plugins, which did not apply.
         self.would: Notes = {}
+        # Failures of audited plugins (an Error), which did not apply either: the node passed them.
+        self.failed: Notes = {}
         # Nodes rejected only because their facts were missing (failurePolicy Fail), with why (an Error status).
         self.unjudged: dict[str, Status] = {}
         # Plugins that judged at least one node, and those skipped somewhere: one skipped everywhere has no time.
@@ -79,7 +93,9 @@ class Judging:
         self.skipped[node] = (*self.skipped.get(node, ()), status)
 
     def hold_back(self, node: str, status: Status) -> None:
-        self.would[node] = (*self.would.get(node, ()), status)
+        """An audited plugin's verdict other than Success: a rejection or veto is held back, a failure noted."""
+        notes = self.failed if status.code is Code.ERROR else self.would
+        notes[node] = (*notes.get(node, ()), status)
 
     def timed_only_if_ran(self, seconds: dict[str, float]) -> None:
         """Drop the time of plugins that were skipped on every node they were asked about: they did not run."""
@@ -94,7 +110,17 @@ class Judging:
 
 
 class FilterResult:
-    __slots__ = ("error", "feasible", "rejected", "seconds_by_plugin", "skipped", "unjudged", "would_reject")
+    __slots__ = (
+        "audit_failed",
+        "error",
+        "feasible",
+        "observed",
+        "rejected",
+        "seconds_by_plugin",
+        "skipped",
+        "unjudged",
+        "would_reject",
+    )
 
     def __init__(
         self,
@@ -105,6 +131,8 @@ class FilterResult:
         skipped: Notes | None = None,
         would_reject: Notes | None = None,
         unjudged: dict[str, Status] | None = None,
+        audit_failed: Notes | None = None,
+        observed: dict[str, Observed] | None = None,
     ) -> None:
         # The names of the nodes every filter accepts, in input order.
         self.feasible = feasible
@@ -113,13 +141,26 @@ class FilterResult:
         self.seconds_by_plugin = _or_empty(seconds_by_plugin)
         self.skipped = _or_empty(skipped)
         self.would_reject = _or_empty(would_reject)
+        self.audit_failed = _or_empty(audit_failed)
         # Nodes rejected only because their facts were missing, with why: never kept, and when they are all, the
         # answer is that Error.
         self.unjudged = _or_empty(unjudged)
+        # What the plugins that measure something measured in this request, by plugin (``Plugin.observations``).
+        self.observed = _or_empty(observed)
 
 
 class ScoreResult:
-    __slots__ = ("audited", "by_plugin", "error", "kept", "scores", "seconds_by_plugin", "skipped")
+    __slots__ = (
+        "audit_failed",
+        "audited",
+        "by_plugin",
+        "error",
+        "kept",
+        "observed",
+        "scores",
+        "seconds_by_plugin",
+        "skipped",
+    )
 
     def __init__(
         self,
@@ -130,6 +171,8 @@ class ScoreResult:
         kept: bool = False,
         skipped: Notes | None = None,
         audited: list[str] | None = None,
+        audit_failed: Notes | None = None,
+        observed: dict[str, Observed] | None = None,
     ) -> None:
         # Final extender scores (0..10) per node name; empty when ``error`` is set.
         self.scores = scores
@@ -143,10 +186,14 @@ class ScoreResult:
         self.skipped = _or_empty(skipped)
         # Audited score plugins: in ``by_plugin``, but not in ``scores``.
         self.audited = [] if audited is None else audited
+        # Audited score plugins that failed, noted on every node they were to score: left out of ``by_plugin``.
+        self.audit_failed = _or_empty(audit_failed)
+        # What the score plugins that measure something measured in this request, by plugin.
+        self.observed = _or_empty(observed)
 
 
 class PreemptResult:
-    __slots__ = ("accepted", "error", "rejected", "seconds_by_plugin", "skipped", "would_veto")
+    __slots__ = ("accepted", "audit_failed", "error", "rejected", "seconds_by_plugin", "skipped", "would_veto")
 
     def __init__(
         self,
@@ -156,6 +203,7 @@ class PreemptResult:
         seconds_by_plugin: dict[str, float] | None = None,
         skipped: Notes | None = None,
         would_veto: Notes | None = None,
+        audit_failed: Notes | None = None,
     ) -> None:
         self.accepted = accepted
         self.rejected = _or_empty(rejected)
@@ -163,6 +211,7 @@ class PreemptResult:
         self.seconds_by_plugin = _or_empty(seconds_by_plugin)
         self.skipped = _or_empty(skipped)
         self.would_veto = _or_empty(would_veto)
+        self.audit_failed = _or_empty(audit_failed)
 
 
 def _or_empty(mapping: dict[_K, _V] | None) -> dict[_K, _V]:
@@ -187,7 +236,7 @@ class Profile:
         preempts: Sequence[PreemptPlugin] = (),
         fail_open: bool = False,
         entries: Mapping[tuple[str, str], EntryPolicy] | None = None,
-        trust_scheduler_filter: bool = False,
+        preempt_trusted: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.filters = tuple(filters)
@@ -198,8 +247,9 @@ class Profile:
         # Per (extension point, plugin name), where an entry differs from the default.
         self.entries = dict(entries or {})
         self._default_entry = EntryPolicy(fail_open=fail_open)
-        # Preempt in full-node mode without a node source: label filters pass, the scheduler's filter is trusted.
-        self.trust_scheduler_filter = trust_scheduler_filter
+        # Filters preempt cannot evaluate (no node source, or one lacking their label keys, in full-node mode), with
+        # why: the policy trusts the scheduler's filter there (preemptTrustsSchedulerFilter), and they pass, noted.
+        self.preempt_trusted = dict(preempt_trusted or {})
         plugins = [*self.filters, *(entry.plugin for entry in self.scores), *self.preempts]
         self.facts = max((plugin.facts for plugin in plugins), default=Facts.NAME)
         self.filter_facts = max((plugin.facts for plugin in self.filters), default=Facts.NAME)
@@ -227,13 +277,15 @@ class Profile:
             skipped=judging.skipped,
             would_reject=judging.would,
             unjudged=judging.unjudged,
+            audit_failed=judging.failed,
+            observed=self.observations(cycle, self.judging_filters(cycle)),
         )
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
         if False in passed:
             for name, verdict in compress(zip(names, verdicts), map(not_, passed)):
                 if verdict.code is Code.ERROR:
-                    return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds)
+                    return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds, observed=result.observed)
                 result.rejected[name] = verdict
             result.feasible = list(compress(names, passed))
         return result
@@ -250,6 +302,19 @@ class Profile:
     def judging_filters(self, cycle: CycleState) -> tuple[FilterPlugin, ...]:
         """The filters that judge nodes in this request, in policy order: one that skips it passes every node."""
         return tuple(plugin for plugin in self.filters if not cycle.skips(plugin))
+
+    def observations(self, cycle: CycleState, plugins: Iterable[Plugin]) -> dict[str, Observed]:
+        """What those of ``plugins`` that measure something measured in this request, by plugin name."""
+        observed: dict[str, Observed] = {}
+        for plugin in plugins:
+            if observes(plugin):
+                try:
+                    found = plugin.observations(*cycle.extra(plugin))
+                except Exception:  # its prepare failed: the plugin reported that where it ran
+                    continue
+                if found is not None:
+                    observed[plugin.name] = found
+        return observed
 
     def _verdicts_of(
         self, cycle: CycleState, nodes: Sequence[Node], seconds: dict[str, float], judging: Judging
@@ -279,7 +344,7 @@ class Profile:
         cycle = cycle or CycleState(pod)
         seconds: dict[str, float] = {}
         judging = Judging()
-        result = ScoreResult(scores={}, seconds_by_plugin=seconds, skipped=judging.skipped)
+        result = ScoreResult(scores={}, seconds_by_plugin=seconds, skipped=judging.skipped, audit_failed=judging.failed)
         total_weight = 0
         # Per node, the weight of the plugins left out for it (failurePolicy Ignore with its facts missing).
         left_out_weight: dict[str, int] = {}
@@ -291,6 +356,10 @@ class Profile:
             scores, left_out, failure = self._run_score(plugin, policy, cycle, nodes, judging)
             if failure is not None:
                 seconds[plugin.name] = time.perf_counter() - started
+                if policy.audit:  # changes nothing: the enforced plugins alone score
+                    for node in nodes:
+                        judging.hold_back(node.name, failure)
+                    continue
                 result.error = failure
                 return result
             if not scores:  # skipped on every node: it did not run
@@ -306,6 +375,7 @@ class Profile:
             for name, score in scores.items():
                 weighted[name] += entry.weight * score
         result.scores = _to_extender_priorities(weighted, total_weight, left_out_weight)
+        result.observed = self.observations(cycle, (entry.plugin for entry in self.scores))
         return result
 
     def prioritize_names(
@@ -323,13 +393,15 @@ class Profile:
     ) -> PreemptResult:
         """Keep the candidates where the pod would pass our filters and no plugin vetoes the victims.
 
-        Preempt requests carry no Node objects: filters read what ``nodes`` (the node source) supplies. A candidate
-        whose facts are missing follows each filter's failurePolicy (Fail vetoes that candidate), except that with
-        ``trust_scheduler_filter`` and no node source a label filter passes on the scheduler's own filter result.
+        Preempt requests carry no Node objects: every filter runs on every candidate, reading what ``nodes`` (the
+        node source) supplies. A candidate whose facts are missing follows each filter's failurePolicy (Fail vetoes
+        that candidate); a filter in ``preempt_trusted`` passes on the scheduler's own filter result. Both are noted.
         """
         cycle = cycle or CycleState(pod)
         judging = Judging()
-        result = PreemptResult(accepted={}, skipped=judging.skipped, would_veto=judging.would)
+        result = PreemptResult(
+            accepted={}, skipped=judging.skipped, would_veto=judging.would, audit_failed=judging.failed
+        )
         for node_name, victims in candidates.items():
             node = nodes.get(node_name) or Node(node_name)
             verdict = self._preempt_verdict(cycle, node, victims, result.seconds_by_plugin, judging)
@@ -350,9 +422,9 @@ class Profile:
         self, cycle: CycleState, node: Node, victims: Victims, seconds: dict[str, float], judging: Judging
     ) -> Status:
         for filter_plugin in self.judging_filters(cycle):
-            no_source = node.labels is None and node.why_unknown is None  # nobody supplies labels here
-            if self.trust_scheduler_filter and no_source and filter_plugin.facts > Facts.NAME:
-                judging.skip(node.name, _trusted(filter_plugin.name))
+            blind = self.preempt_trusted.get(filter_plugin.name)
+            if blind is not None:
+                judging.skip(node.name, _trusted(filter_plugin.name, blind))
                 continue
             entry = self.entry("filter", filter_plugin)
             run = self._run_filter(filter_plugin, entry, cycle, (node,), judging)
@@ -380,17 +452,20 @@ class Profile:
         return st.SUCCESS
 
     def _run_filter(
-        self, plugin: FilterPlugin, entry: EntryPolicy, cycle: CycleState, nodes: Iterable[Node], judging: Judging
+        self, plugin: FilterPlugin, entry: EntryPolicy, cycle: CycleState, nodes: Sequence[Node], judging: Judging
     ) -> Iterator[Status]:
         """The plugin's verdict on each node in turn: one loop per plugin, as thousands of nodes may pass."""
         needs_labels, check, pod, name = plugin.facts > Facts.NAME, plugin.filter, cycle.pod, plugin.name
+        own = _own_missing(plugin, "filter", cycle, nodes)
+        # Its missing_facts failed: a plugin bug, each node's outcome (the request's Error, or an audited failure).
+        failure, own = (own, _NONE_MISSING) if isinstance(own, Status) else (None, own)
         ran = False
         for node in nodes:
-            if needs_labels and node.labels is None:
-                cause = _cause(name, node)
+            if (needs_labels and node.labels is None) or (own and node.name in own):
+                cause = _cause(name, node) if needs_labels and node.labels is None else own[node.name].with_plugin(name)
                 outcome = _unknown_facts(name, cause, entry.fail_open)
-                if outcome.code is Code.SUCCESS or outcome.code is Code.UNSCHEDULABLE:
-                    judging.skip(node.name, outcome)  # not judged: passed (Ignore) or rejected (Fail)
+                # Not judged: passed (Ignore), rejected (Fail), or rejected as a node its source cannot know.
+                judging.skip(node.name, outcome)
                 if outcome.code is Code.UNSCHEDULABLE and not entry.audit:
                     judging.unjudged[node.name] = cause
             else:
@@ -398,7 +473,7 @@ class Profile:
                     ran = True
                     judging.ran.add(name)
                 try:
-                    outcome = check(pod, node, *cycle.extra(plugin))
+                    outcome = failure if failure is not None else check(pod, node, *cycle.extra(plugin))
                 except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
                     outcome = _crashed(name, "filter", node.name, exc)
                 if outcome.code is Code.SUCCESS:
@@ -421,11 +496,16 @@ class Profile:
         """
         zeros: list[str] = []
         left_out: list[str] = []
-        if plugin.facts > Facts.NAME and None in map(_labels, nodes):
+        needs_labels = plugin.facts > Facts.NAME
+        own = _own_missing(plugin, "score", cycle, nodes)
+        if isinstance(own, Status):
+            return {}, [], own
+        if (needs_labels and None in map(_labels, nodes)) or own:
             unjudged: Status | None = None
             for node in nodes:
-                if node.labels is None:
-                    cause = _cause(plugin.name, node)
+                if (needs_labels and node.labels is None) or node.name in own:
+                    cause = _cause(plugin.name, node) if needs_labels and node.labels is None else own[node.name]
+                    cause = cause.with_plugin(plugin.name)
                     outcome = _unknown_facts(plugin.name, cause, entry.fail_open)
                     (left_out if outcome.is_success else zeros).append(node.name)
                     judging.skip(node.name, _score_skipped(plugin.name, outcome))
@@ -433,7 +513,7 @@ class Profile:
                         unjudged = cause
             if unjudged is not None and len(zeros) == len(nodes) and not entry.audit:
                 return {}, [], unjudged  # not one node could be judged: why is the Error (every node scores 0 anyway)
-            nodes = [node for node in nodes if node.labels is not None]
+            nodes = [node for node in nodes if not ((needs_labels and node.labels is None) or node.name in own)]
         if not nodes:
             return dict.fromkeys(zeros, MIN_NODE_SCORE), left_out, None
         score, pod = plugin.score, cycle.pod
@@ -464,7 +544,23 @@ def judged_or_error(result: FilterResult, count: int) -> FilterResult:
         error=next(iter(result.unjudged.values())),
         seconds_by_plugin=result.seconds_by_plugin,
         skipped=result.skipped,
+        audit_failed=result.audit_failed,
+        observed=result.observed,
     )
+
+
+_NONE_MISSING: Mapping[str, Status] = {}
+
+
+def _own_missing(plugin: Plugin, point: str, cycle: CycleState, nodes: Sequence[Node]) -> Mapping[str, Status] | Status:
+    """The nodes whose facts of its own ``plugin`` lacks at ``point`` (``Plugin.missing_facts``), or the Error of its
+    failing to say."""
+    if not has_own_facts(plugin):
+        return _NONE_MISSING
+    try:
+        return plugin.missing_facts(point, nodes, *cycle.extra(plugin))
+    except Exception as exc:
+        return _crashed(plugin.name, point, "", exc)
 
 
 def _cause(plugin: str, node: Node) -> Status:
@@ -488,11 +584,10 @@ def _score_skipped(plugin: str, outcome: Status) -> Status:
     return Status(outcome.code, f"scored 0: {outcome.reason}", plugin)
 
 
-def _trusted(plugin: str) -> Status:
+def _trusted(plugin: str, blind: str) -> Status:
     return Status(
         Code.SUCCESS,
-        "not evaluated: preempt requests carry no Node objects and no nodeSource is configured; the scheduler's own "
-        "filter result is trusted (preemptTrustsSchedulerFilter)",
+        f"not evaluated: {blind}; the scheduler's own filter result is trusted (preemptTrustsSchedulerFilter)",
         plugin,
     )
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Length
 
-from extender.framework.args import Map
+from extender.framework.args import Map, failed_fields
 from extender.framework.types import Pod
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -160,11 +160,15 @@ class RequirementSchema(Schema):
     # Label selectors check values as label values; annotation values may be any string.
     check_values = True
 
-    @validates_schema
-    def operator_fits_values(self, data: dict[str, Any], **kwargs: Any) -> None:
-        operator, values = data.get("operator"), data.get("values", [])
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def operator_fits_values(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        if "operator" not in data:
+            return  # missing, or not a string: its own error says so
+        operator, values = data["operator"], data.get("values", [])
         if operator not in OPERATORS:
             raise ValidationError(f"unknown operator {operator!r}: use one of {', '.join(OPERATORS)}", "operator")
+        if "values" in failed_fields(self, data, original):
+            return
         if operator in ("In", "NotIn"):
             if not values:
                 raise ValidationError(f"{operator} needs at least one value", "values")
@@ -216,7 +220,7 @@ class PriorityRangeSchema(Schema):
     min = fields.Integer(strict=True)
     max = fields.Integer(strict=True)
 
-    @validates_schema
+    @validates_schema(skip_on_field_errors=False)
     def min_not_above_max(self, data: dict[str, Any], **kwargs: Any) -> None:
         if "min" in data and "max" in data and data["min"] > data["max"]:
             raise ValidationError(f"min ({data['min']}) is above max ({data['max']})")

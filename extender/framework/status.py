@@ -15,6 +15,10 @@ class Code(enum.Enum):
     # The plugin could not decide; the whole answer carries the error.
     ERROR = "Error"
 
+    # Members are compared by identity: hashing by it too is a C-level call, where Enum's own hashes the name in
+    # Python (statuses are hashed per rejected node when a decision is logged).
+    __hash__ = object.__hash__
+
 
 class Status(NamedTuple):
     code: Code = Code.SUCCESS

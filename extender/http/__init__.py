@@ -29,4 +29,7 @@ A request then goes through it in one direction (``handler.Extender.handle``):
 - ``memory`` and ``after_answer``: large buffers go back to the system, the
   memory a costly decoding left behind once no request is in flight, and
   work the answer does not need runs after it is sent.
+
+And the other way, ``outbound``: calls this function makes (the Kubernetes
+API), each bounded in total by one deadline and in the bytes it keeps.
 """

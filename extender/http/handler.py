@@ -24,6 +24,7 @@ from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Setti
 from extender.verbs import Answer, filtering
 from extender.wire.decode import decoder_for
 from extender.wire.decode_cost import Meter
+from extender.wire.kept_nodes import KeptNodes
 from extender.wire.limits import GIVE_BACK_SHARE
 
 if TYPE_CHECKING:
@@ -65,11 +66,10 @@ class Extender:
         self.settings = settings
         # The Kubernetes API (KUBERNETES_API_URL), for binding and node-name preemption; None when not configured.
         self.kube = kube
-        # The secret first path segment, then the one before a rotation, accepted too until the scheduler's
-        # urlPrefix carries the new one; none serves every path openly.
-        tokens = [token for token in (settings.caller_token, settings.previous_caller_token) if token]
-        self.router = Router(policy.profiles, settings.function_names, tokens)
+        self.router = Router(policy.profiles, settings.function_names, settings.caller_tokens)
         self.budget = BodyBudget(settings.max_body_bytes_in_flight)
+        # Full-node requests' decoded nodes, by their bytes, unless nothing may be kept across requests.
+        self.kept_nodes = KeptNodes(settings.max_body_bytes) if settings.result_cache else None
 
     def __repr__(self) -> str:
         return f"Extender(profiles={sorted(self.policy.profiles)!r}, source={self.source!r})"
@@ -122,7 +122,7 @@ class Extender:
                 body = read_body(request, settings.max_body_bytes, settings.http_timeout, holding)
                 meter = Meter(settings.max_body_bytes, holding.take)
                 try:
-                    payload = decoder_for(where.verb, settings.full_decoder)(body, meter)
+                    payload = decoder_for(where.verb, settings.full_decoder, self.kept_nodes)(body, meter)
                 finally:
                     if settings.process_tuning and GIVE_BACK_SHARE * meter.objects >= meter.limit:
                         owe_memory()

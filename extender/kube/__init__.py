@@ -1,8 +1,8 @@
 """The Kubernetes API, for what the scheduler leaves to the extender: node facts, victim pods, bindings.
 
-``requests`` costs start-up time, so the client module is only imported when
-``KUBERNETES_API_URL`` is set, and the configuration module when any of these
-variables is.
+The client (with msgspec and the TLS setup) costs start-up time, so its module
+is only imported when ``KUBERNETES_API_URL`` is set, and the configuration
+module when any of these variables is.
 """
 
 from __future__ import annotations

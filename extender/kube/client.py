@@ -1,52 +1,61 @@
 """A small Kubernetes API client for the three calls the extender makes: list nodes, list a node's pods, bind.
 
-Every call has a bounded time, a bounded answer size and, for lists, a
-bounded number of pages, and fails with a KubeError whose message can go
-into a pod's events as it is: the API server's own Status message, plus a
-hint for the two errors that mean "fix the deployment" (401, 403). The API
-server is trusted with the cluster, not with this process: an answer that
-drips, grows without end, pages forever or has the wrong shape is an error,
-never a stalled thread, an exhausted instance or a traceback.
+The API server is trusted with the cluster, not with this process. Every
+call has one deadline for the whole exchange (connect, TLS handshake, head
+and body: ``extender.http.outbound``), so an answer that drips ends there and
+frees its thread; a bounded answer size; and, for lists, bounded items and
+pages. The pod lists of one request share a byte budget too. Lists are
+decoded into what the plugins read only (``lists``), with their types and
+sizes checked, so an answer costs a small multiple of its size in memory at
+most, whatever its shape. Every failure is a KubeError whose message can go into a
+pod's events as it is: the API server's own Status message (never the bearer
+token, even if the server echoes it), with a hint where the fix is on this
+side (401, 403, a redirect), and for a cap, the cap.
 """
 
 from __future__ import annotations
 
-import atexit
 import os
-import tempfile
+import ssl
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
 
+import msgspec
 import orjson
-import requests
 
 from extender import __version__
-from extender.errors import bounded
-from extender.http import read_deadline
+from extender.errors import ConfigError, bounded, redacted
+from extender.framework.types import Pod
+from extender.http import outbound
 from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
-from extender.kube.nodelist import decode_node_list
-from extender.kube.variables import TOKEN_ENV, TOKEN_FILE_ENV
-from extender.urls import failure_cause
+from extender.kube.lists import NodeFacts, TooLong, decode_node_page, decode_pods
+from extender.kube.variables import CA_DATA_ENV, CA_FILE_ENV, TOKEN_ENV, TOKEN_FILE_ENV
+from extender.wire.limits import MAX_NODES
 
 # Metadata-only lists (names and labels): a GKE node's metadata is about a third of its ~18 kB (status.images).
-# A server that cannot answer in this form falls back to the plain list, which parses the same way.
+# A server that cannot answer in this form falls back to the plain list, which decodes the same way.
 _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 _JSON = "application/json"
 # kubectl's page size: bounded answers even for 5000-node clusters.
 PAGE_SIZE = 500
-# Answers are read in pieces this large: node lists run to tens of MB, and requests' default (10 kB) costs far more calls.
-_READ_CHUNK = 1 << 20
 # Preemption may offer dozens of candidate nodes; their pods are listed in parallel, this many at a time.
-_MAX_PARALLEL_LISTS = 8
-# Largest answer read from one call: a page of 500 full nodes is ~10 MB, one node's pods ~2 MB.
-MAX_ANSWER_BYTES = 32 * 1024 * 1024
+MAX_PARALLEL_LISTS = 8
+# Largest answer read from one call: a page of 500 full nodes is ~10 MB (metadata only, ~3 MB), one node's pods
+# (110 at most by default, 256 on GKE) a few MB.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+# Bytes the pod lists of one request may read in all: dozens of candidates of a hundred pods each.
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
 # Pages of one list: 65,536 nodes (past GKE's largest cluster) in pages of PAGE_SIZE, twice over.
 MAX_PAGES = 2 * 65_536 // PAGE_SIZE
+# Nodes one list may hold: as many as one request may name.
+MAX_LISTED_NODES = MAX_NODES
+# Pods listed on one node: kubelet runs at most 110 by default, 256 on GKE.
+MAX_PODS_PER_NODE = 5000
 
 # Longest API message quoted: it goes into a pod's events.
 _MESSAGE_CHARS = 1000
@@ -54,64 +63,91 @@ _HINTS = {
     401: f" (check {TOKEN_ENV} / {TOKEN_FILE_ENV})",
     403: " (grant the extender the RBAC in deploy/kubernetes/extender-rbac.yaml)",
 }
+_TOO_LARGE_HINT = " (a page of 500 nodes, or one node's pods, is a few MB: is KUBERNETES_API_URL the API server?)"
+_REDIRECT_HINT = " (redirects are not followed: set KUBERNETES_API_URL to the API server itself)"
+
+Decoded = TypeVar("Decoded")
 
 
 class KubeClient:
-    """Thread-safe: one pooled session serves the request threads and the background node refresh."""
+    """Thread-safe: one endpoint (and its kept connections) serves the request threads and the node refresh."""
 
     def __init__(self, config: KubeConfig, timeout: float, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.config = config
-        # Default for each whole call, answer included: calls made while the scheduler waits must fit its budget.
+        # Default deadline of each whole call: calls made while the scheduler waits must fit its budget.
         self.timeout = timeout
         self.max_answer_bytes = max_answer_bytes
-        self._verify: str | bool = _ca_bundle(config)
-        self._session = _session()
+        headers = {"User-Agent": f"gcf-scheduler-extender/{__version__}"}
+        # Room for the parallel pod lists plus a background node list.
+        self._endpoint = outbound.Endpoint(config.url, _tls_context(config), headers, idle=MAX_PARALLEL_LISTS + 2)
         _LIVE.add(self)
 
-    def _reconnect(self) -> None:
-        """In a forked child: pooled connections are shared with the parent, whose threads may still use them."""
-        self._session = _session()
-
-    def list_nodes(self, timeout: float | None = None, labels_only: bool = False) -> list[dict[str, Any]]:
-        """Every node's metadata, in at most MAX_PAGES pages; ``timeout`` bounds each page's call.
-
-        ``labels_only`` decodes just each node's name and labels: a 5000-node list
-        is ~45 MB of metadata, mostly managedFields, that the node source never reads.
-        """
-        decode = decode_node_list if labels_only else orjson.loads
-        items: list[dict[str, Any]] = []
+    def list_nodes(self, total: float | None = None) -> list[NodeFacts]:
+        """Every node's name and labels, in pages of PAGE_SIZE; each page's call within the client's timeout, the
+        whole list within ``total`` seconds (one call's timeout when None)."""
+        until = time.monotonic() + (self.timeout if total is None else total)
+        nodes: list[NodeFacts] = []
         params: dict[str, Any] = {"limit": PAGE_SIZE}
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
-            page = self._call(
-                "GET", "/api/v1/nodes", params=params, accept=_METADATA_LIST, timeout=timeout, decode=decode
-            )
-            items.extend(_items(page, "nodes"))
-            token = (page.get("metadata") or {}).get("continue")
+            page_until = min(until, time.monotonic() + self.timeout)
+            answer = self._call("GET", "/api/v1/nodes", params, accept=_METADATA_LIST, until=page_until)
+            try:
+                page, token = self._decoded(decode_node_page, answer, "nodes", MAX_LISTED_NODES - len(nodes))
+            except TooLong:
+                raise KubeError(
+                    f"the Kubernetes API listed more than {MAX_LISTED_NODES} nodes: the kubernetes node source serves "
+                    "clusters up to that size (beyond it, use the names or static node source)"
+                ) from None
+            nodes += page
             if not token:
-                return items
-            if not isinstance(token, str) or token in seen:
+                return nodes
+            if token in seen:
                 raise KubeError("the Kubernetes API repeated a continue token while listing nodes: the list never ends")
             seen.add(token)
             params = {"limit": PAGE_SIZE, "continue": token}
         raise KubeError(f"the Kubernetes API listed nodes in more than {MAX_PAGES} pages of {PAGE_SIZE}: stopped there")
 
-    def pods_on_node(self, node: str, timeout: float | None = None) -> list[dict[str, Any]]:
-        page = self._call("GET", "/api/v1/pods", params={"fieldSelector": f"spec.nodeName={node}"}, timeout=timeout)
-        return _items(page, f"pods on node {node}")
+    def pods_on_node(
+        self, node: str, uids: Collection[str], until: float | None = None, budget: outbound.ByteBudget | None = None
+    ) -> dict[str, Pod]:
+        """The pods among ``uids`` that are on ``node``, by UID, answered by ``until`` (monotonic; one call's timeout
+        from now when None). The other pods on the node are counted, never decoded."""
+        until = time.monotonic() + self.timeout if until is None else until
+        params = {"fieldSelector": f"spec.nodeName={node}"}
+        answer = self._call("GET", "/api/v1/pods", params, until=until, budget=budget)
+        try:
+            return self._decoded(decode_pods, answer, f"pods on node {node}", uids, MAX_PODS_PER_NODE)
+        except TooLong as exc:
+            raise KubeError(
+                f"the Kubernetes API listed {exc.count} pods on node {node}, more than the {MAX_PODS_PER_NODE} read"
+            ) from None
 
-    def pods_on_nodes(self, nodes: Sequence[str], budget: float | None = None) -> dict[str, list[dict[str, Any]] | KubeError]:
-        """Each node's pods, listed in parallel; a node not answered within ``budget`` seconds gets a KubeError."""
-        budget = self.timeout if budget is None else budget
-        if not nodes:
+    def pods_on_nodes(
+        self, uids: Mapping[str, Collection[str]], seconds: float | None = None
+    ) -> dict[str, dict[str, Pod] | KubeError]:
+        """For each node, the pods among its ``uids`` that are on it: listed in parallel, all within ``seconds`` (the
+        client's timeout when None), and MAX_REQUEST_BYTES read in all; a node not listed in time gets a KubeError.
+
+        Every call ends at the shared deadline (its socket is shut down then), so the threads listing are free by
+        then, answered or not.
+        """
+        seconds = self.timeout if seconds is None else seconds
+        if not uids:
             return {}
-        pool = ThreadPoolExecutor(max_workers=min(_MAX_PARALLEL_LISTS, len(nodes)), thread_name_prefix="kube-pods")
-        futures = {node: pool.submit(self.pods_on_node, node, budget) for node in nodes}
-        done, _ = wait(futures.values(), timeout=budget)
+        until = time.monotonic() + seconds
+        budget = outbound.ByteBudget(MAX_REQUEST_BYTES, "the pod lists of one request")
+        pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_LISTS, len(uids)), thread_name_prefix="kube-pods")
+        futures = {node: pool.submit(self.pods_on_node, node, wanted, until, budget) for node, wanted in uids.items()}
+        done, _ = wait(futures.values(), timeout=max(0.0, until - time.monotonic()))
         pool.shutdown(wait=False, cancel_futures=True)
-        found: dict[str, list[dict[str, Any]] | KubeError] = {}
+        found: dict[str, dict[str, Pod] | KubeError] = {}
         for node, future in futures.items():
-            failure = future.exception() if future in done else KubeError(f"listing the pods on node {node} took longer than {budget:g} s")
+            failure = (
+                future.exception()
+                if future in done
+                else KubeError(f"listing the pods on node {node} took longer than {seconds:.3g} s")
+            )
             if isinstance(failure, KubeError):
                 found[node] = failure
             else:
@@ -119,7 +155,10 @@ class KubeClient:
         return found
 
     def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
-        """Create the pod's Binding, as kube-scheduler's DefaultBinder does; the UID guards against a recreated pod."""
+        """Create the pod's Binding, as kube-scheduler's DefaultBinder does; the UID guards against a recreated pod.
+
+        Any 2xx is the API server's word that the Binding exists: its body is read (within the caps) but not used.
+        """
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -127,109 +166,97 @@ class KubeClient:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/binding"
-        self._call("POST", path, body=binding, timeout=timeout)
+        until = time.monotonic() + (self.timeout if timeout is None else timeout)
+        self._call("POST", path, body=orjson.dumps(binding), until=until)
 
     def _call(
         self,
         method: str,
         path: str,
-        *,
         params: dict[str, Any] | None = None,
-        body: Any = None,
+        *,
+        until: float,
+        body: bytes | None = None,
         accept: str = _JSON,
-        timeout: float | None = None,
-        decode: Callable[[bytes], Any] = orjson.loads,
-    ) -> dict[str, Any]:
-        seconds = self.timeout if timeout is None else timeout
-        headers = {"Accept": accept}
+        budget: outbound.ByteBudget | None = None,
+    ) -> outbound.Answer:
+        """The answer of a 2xx status; every other outcome a KubeError."""
         token = self.config.bearer_token()
+        headers = {"Accept": accept}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        data = None
         if body is not None:
-            data = orjson.dumps(body)
             headers["Content-Type"] = _JSON
-        started = time.monotonic()
+        target = f"{path}?{urlencode(params)}" if params else path
+        seconds = until - time.monotonic()
+        call = f"{method} {path}"
         try:
-            response = self._session.request(
-                method,
-                self.config.url + path,
-                params=params,
-                data=data,
-                headers=headers,
-                timeout=seconds,
-                verify=self._verify,
-                allow_redirects=False,  # a redirect would carry the token elsewhere
-                stream=True,
+            answer = self._endpoint.call(
+                method, target, until=until, max_bytes=self.max_answer_bytes, headers=headers, body=body, budget=budget
             )
-            with response:
-                content = self._read(response, seconds - (time.monotonic() - started), f"{method} {path}")
-        except requests.Timeout:
-            raise KubeError(f"the Kubernetes API did not answer {method} {path} within {seconds:g} s") from None
-        except requests.RequestException as exc:
-            raise KubeError(f"cannot reach the Kubernetes API at {self.config.url}: {failure_cause(exc)}") from None
-        if response.status_code >= 300:
-            raise _status_error(response, content)
-        try:
-            answer = decode(content)
-        except orjson.JSONDecodeError:
-            raise KubeError(f"the Kubernetes API answered {method} {path} with a body that is not JSON", response.status_code) from None
-        if not isinstance(answer, dict):
-            raise KubeError(f"the Kubernetes API answered {method} {path} with JSON that is not an object", response.status_code)
+        except outbound.TimedOut:
+            raise KubeError(f"the Kubernetes API did not answer {call} within {seconds:.3g} s") from None
+        except outbound.Unreachable as exc:
+            raise KubeError(redacted(f"cannot reach the Kubernetes API at {self.config.url}: {exc}", token)) from None
+        except outbound.TooLarge as exc:
+            hint = "" if exc.shared else _TOO_LARGE_HINT
+            raise KubeError(f"the Kubernetes API answered {call} with {exc}: not read{hint}", exc.status) from None
+        except outbound.BrokenAnswer as exc:
+            raise KubeError(
+                redacted(f"the Kubernetes API answered {call} with a broken HTTP answer: {exc}", token)
+            ) from None
+        if not 200 <= answer.status < 300:
+            raise _status_error(answer, token)
         return answer
 
-
-    def _read(self, response: requests.Response, seconds: float, call: str) -> bytes:
-        """The answer's body, within what is left of the call's time and within the size cap.
-
-        Past the deadline the connection's reading side is shut down: the read
-        ends whether the server stalls or drips a byte just inside each socket
-        read's timeout.
-        """
-        if seconds <= 0:
-            raise requests.Timeout()
-        # None once urllib3 has read an empty body and handed the connection back: nothing left to wait for.
-        sock = getattr(getattr(response.raw, "connection", None), "sock", None)
-        alarm = read_deadline.arm(sock, seconds) if sock is not None else None
-        pieces: list[bytes] = []
-        size = 0
-        failure: Exception | None = None
+    def _decoded(self, decode: Callable[..., Decoded], answer: outbound.Answer, what: str, *args: Any) -> Decoded:
+        """A list answer decoded: JSON by its Content-Type, and in the shape a Kubernetes list of ``what`` has."""
+        if answer.media_type != _JSON:
+            shown = bounded(answer.media_type or "none", 100)
+            raise self._error(f"the Kubernetes API listed {what} as Content-Type {shown!r}, not {_JSON}", answer.status)
         try:
-            for piece in response.iter_content(_READ_CHUNK):
-                size += len(piece)
-                if size > self.max_answer_bytes:
-                    cap = self.max_answer_bytes
-                    raise KubeError(f"the Kubernetes API answered {call} with more than {cap} bytes: not read")
-                pieces.append(piece)
-        except (KubeError, requests.RequestException) as exc:
-            failure = exc
-        if alarm is not None and read_deadline.disarm(alarm):
-            raise requests.Timeout()
-        if failure is not None:
-            raise failure
-        return b"".join(pieces)
+            return decode(answer.body, *args)
+        except msgspec.DecodeError as exc:
+            problem = bounded(str(exc), _MESSAGE_CHARS)
+            raise self._error(
+                f"the Kubernetes API listed {what} in a form this extender cannot read: {problem}", answer.status
+            ) from None
+
+    def _error(self, message: str, code: int) -> KubeError:
+        """A failure that quotes the API's answer: without the bearer token, should the server have echoed it."""
+        return KubeError(redacted(message, self.config.bearer_token()), code)
 
 
-def _items(page: dict[str, Any], what: str) -> list[dict[str, Any]]:
-    """A list answer's items, each an object: anything else is named, never half-used."""
-    items = page.get("items")
-    if items is None:
-        return []
-    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-        raise KubeError(f"the Kubernetes API listed {what} that are not objects")
-    return items
+def _status_error(answer: outbound.Answer, token: str | None) -> KubeError:
+    """A ``Status`` answer (``code``, ``reason``, ``message``) as one line, with a hint where the fix is ours."""
+    code = answer.status
+    try:
+        status = orjson.loads(answer.body)
+    except orjson.JSONDecodeError:
+        status = None
+    fields = [status.get(key) for key in ("message", "reason")] if isinstance(status, dict) else []
+    # Text only: a message of another JSON type would reach the pod's events as a Python repr.
+    message = next((field for field in fields if isinstance(field, str) and field), None)
+    if message is None:
+        message = answer.body[:200].decode(errors="replace").strip() if status is None else ""
+    hint = _REDIRECT_HINT if 300 <= code < 400 else _HINTS.get(code, "")
+    line = f"the Kubernetes API answered {code} {answer.reason}: {bounded(message, _MESSAGE_CHARS)}"
+    return KubeError(redacted(line.rstrip(": "), token) + hint, code)
 
 
-def _session() -> requests.Session:
-    session = requests.Session()
-    # No proxies, netrc or REQUESTS_CA_BUNDLE from the environment: they would override the configured trust.
-    session.trust_env = False
-    session.headers["User-Agent"] = f"gcf-scheduler-extender/{__version__}"
-    # Room for the parallel pod lists plus a background node list; no retries: a retry would break the time budget.
-    pooled = requests.adapters.HTTPAdapter(pool_maxsize=_MAX_PARALLEL_LISTS + 2, max_retries=0)
-    session.mount("https://", pooled)
-    session.mount("http://", pooled)
-    return session
+def _tls_context(config: KubeConfig) -> ssl.SSLContext | None:
+    """Trust exactly the configured CA (not it plus the system's); the system roots when none is configured."""
+    if not config.url.startswith("https://"):
+        return None
+    try:
+        if config.ca_file is not None:
+            return ssl.create_default_context(cafile=str(config.ca_file))
+        if config.ca_pem is not None:
+            return ssl.create_default_context(cadata=config.ca_pem.decode("ascii", errors="replace"))
+    except ssl.SSLError as exc:
+        variable = CA_FILE_ENV if config.ca_file is not None else CA_DATA_ENV
+        raise ConfigError(f"{variable}: the CA bundle cannot be loaded: {exc.reason or exc}") from None
+    return ssl.create_default_context()
 
 
 _LIVE: weakref.WeakSet[KubeClient] = weakref.WeakSet()
@@ -237,37 +264,7 @@ _LIVE: weakref.WeakSet[KubeClient] = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     for client in list(_LIVE):
-        client._reconnect()
+        client._endpoint.forget_connections()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _status_error(response: requests.Response, content: bytes) -> KubeError:
-    """A ``Status`` answer (``code``, ``reason``, ``message``) as one line, with a hint where the fix is ours."""
-    code = response.status_code
-    try:
-        status = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        status = None
-    fields = [status.get(key) for key in ("message", "reason")] if isinstance(status, dict) else []
-    # Text only: a message of another JSON type would reach the pod's events as a Python repr.
-    message = next((field for field in fields if isinstance(field, str) and field), None)
-    if message is None:
-        message = content.decode(errors="replace").strip()[:200] if status is None else ""
-    reason = response.reason or ""
-    message = bounded(message, _MESSAGE_CHARS)
-    return KubeError(f"the Kubernetes API answered {code} {reason}: {message}{_HINTS.get(code, '')}".rstrip(": "), code)
-
-
-def _ca_bundle(config: KubeConfig) -> str | bool:
-    """What requests verifies the server with: a file, so that exactly this CA is trusted, not it plus the system's."""
-    if config.ca_file is not None:
-        return str(config.ca_file)
-    if config.ca_pem is None:
-        return True
-    handle, path = tempfile.mkstemp(prefix="kubernetes-ca-", suffix=".pem")
-    with os.fdopen(handle, "wb") as file:
-        file.write(config.ca_pem)
-    atexit.register(os.unlink, path)
-    return path

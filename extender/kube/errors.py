@@ -1,4 +1,4 @@
-"""The one error the Kubernetes API client raises; importable without ``requests``."""
+"""The one error the Kubernetes API client raises; importable without the client."""
 
 from __future__ import annotations
 

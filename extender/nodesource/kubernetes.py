@@ -8,10 +8,12 @@ refetches start at most once per ``minRefreshInterval``, so a stream of made-up
 names cannot hammer the API server. The lookup itself is one dict access per
 name into an index of prebuilt Nodes that each refresh swaps in whole.
 
-A name still unknown after that is rejected by plugins that need labels when
-the API answered without it (no such node); when the API is down or slow the
-policy's ``failurePolicy`` decides (Fail: the answer is an Error; Ignore: those
-plugins let the node pass), and the decision is logged.
+A name still unknown after that is a node whose facts are missing, whether the
+list lacks it (the scheduler names nodes from its own cache, which a list may
+lag or lead) or the API is down or slow: each plugin entry's ``failurePolicy``
+decides (Fail rejects the node as Unschedulable, so the scheduler may retry and
+preempt there; Ignore lets it pass), and the decision is logged. Such a node is
+never unresolvable: only the scheduler knows it does not exist.
 
 Cloud Functions throttles CPU between requests, so a background list started
 by one request may finish during the next ones; the cache stays correct, only
@@ -30,16 +32,16 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from extender.framework.status import Code
 from extender.framework.types import Node
-from extender.nodesource.base import unavailable, unknowable
+from extender.nodesource.base import unavailable
 from extender.nodesource.health import SourceHealth
 from extender.settings import DEFAULT_MAX_AGE
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
+    from extender.kube.lists import NodeFacts
 
 logger = logging.getLogger("extender")
 
@@ -52,7 +54,7 @@ class KubernetesSettings(NamedTuple):
     cache_ttl: float = 30.0
     # Longest a request waits for a list: cold cache or an unknown node; capped at the client's call budget.
     max_wait: float = 1.0
-    # Timeout of each call of a background list (one page of nodes).
+    # Deadline of a whole background list, every page (each page's call also within the client's call deadline).
     list_timeout: float = 10.0
     # Refreshes (by age, unknown names or after a failure) start at most this often.
     min_refresh_interval: float = 5.0
@@ -156,30 +158,18 @@ class KubernetesNodes:
         if snapshot.error or snapshot.listed_at is None:
             return unavailable(name, f"node facts unavailable: {snapshot.error or 'the nodes were not listed yet'}")
         age = max(0.0, self._clock() - snapshot.listed_at)
-        return unknowable(name, f"node {name} is not in the Kubernetes API's node list (listed {age:.0f} s ago)")
+        return unavailable(name, f"node {name} is not in the node list fetched {age:.1f} s ago from the Kubernetes API")
 
     def _log_unknown(self, nodes: Sequence[Node]) -> None:
-        pending: list[str] = []
-        rejected: list[str] = []
-        reason = ""
-        for node in nodes:
-            if node.why_unknown is None:
-                continue
-            if node.why_unknown.code is Code.ERROR:
-                pending.append(node.name)
-                reason = node.why_unknown.reason
-            else:
-                rejected.append(node.name)
+        pending = [(node.name, node.why_unknown.reason) for node in nodes if node.why_unknown is not None]
         if pending:
             logger.warning(
                 "node labels unavailable for %s: %s; each plugin's failurePolicy decides (policy default %s): %s",
-                _names(pending),
-                reason,
+                _names([name for name, _ in pending]),
+                pending[-1][1],
                 "Ignore" if self._fail_open else "Fail",
                 "Fail rejects these nodes, Ignore lets them pass",
             )
-        if rejected:
-            logger.warning("nodes not in the Kubernetes API's node list, rejected by plugins that need labels: %s", _names(rejected))
 
     def _refresh(self, now: float) -> Future[_Snapshot] | None:
         """The list in flight, else a new one if the rate limit allows, else None."""
@@ -198,7 +188,7 @@ class KubernetesNodes:
         started = self._clock()
         snapshot = self._snapshot
         try:
-            listed = self._client.list_nodes(timeout=self._settings.list_timeout, labels_only=True)
+            listed = self._client.list_nodes(total=self._settings.list_timeout)
             snapshot = _Snapshot(_index(listed, snapshot.nodes), listed_at=started)
         except Exception as exc:  # KubeError, or a bug: either way the cache must not stay "refreshing" forever
             reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
@@ -223,20 +213,16 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _index(items: Iterable[dict[str, Any]], previous: dict[str, Node]) -> dict[str, Node]:
+def _index(listed: Iterable[NodeFacts], previous: dict[str, Node]) -> dict[str, Node]:
     """Name -> Node, built once per list so that lookups only index a dict.
 
     A node whose labels did not change keeps its Node object from the ``previous`` list: what the plugins worked out
     for it (kept per Node object) stays valid, so a refresh costs the requests after it nothing.
     """
     nodes: dict[str, Node] = {}
-    for item in items:
-        metadata = item.get("metadata") or {}
-        name = metadata.get("name")
-        if isinstance(name, str) and name:
-            labels = metadata.get("labels") or {}
-            known = previous.get(name)
-            nodes[name] = known if known is not None and known.labels == labels else Node(name, labels)
+    for name, labels in listed:
+        known = previous.get(name)
+        nodes[name] = known if known is not None and known.labels == labels else Node(name, labels)
     return nodes
 
 

@@ -15,7 +15,7 @@ from marshmallow import Schema, ValidationError, fields, post_load, validates_sc
 from marshmallow.validate import Length
 
 from extender.duration import Duration
-from extender.framework.args import Map
+from extender.framework.args import Map, failed_fields
 from extender.framework.globs import validate_glob
 from extender.nodesource.spec import KINDS, NodeSourceSpec
 
@@ -81,9 +81,10 @@ class NodeSourceSchema(Schema):
     static = fields.Nested(StaticSourceSchema)
     names = fields.Nested(NamesSourceSchema)
 
-    @validates_schema
-    def exactly_one(self, data: dict[str, Any], **kwargs: Any) -> None:
-        chosen = [kind for kind in KINDS if kind in data]
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def exactly_one(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        given = data.keys() | failed_fields(self, data, original)  # a kind with errors of its own is still chosen
+        chosen = [kind for kind in KINDS if kind in given]
         if len(chosen) != 1:
             got = f"got {', '.join(chosen)}" if chosen else "got none"
             raise ValidationError(f"set exactly one of {', '.join(KINDS)} ({got})")

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 BUILT_IN = {
     "InstanceCost": "extender.plugins.instancecost:InstanceCost",
     "NodeLabelPolicy": "extender.plugins.nodelabelpolicy:NodeLabelPolicy",
+    "NodeLoad": "extender.plugins.nodeload:NodeLoad",
     "NodeNameFilter": "extender.plugins.nodenamefilter:NodeNameFilter",
     "ProtectedVictims": "extender.plugins.protectedvictims:ProtectedVictims",
     "TopologyPreference": "extender.plugins.topologypreference:TopologyPreference",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import orjson
 from marshmallow import ValidationError
 
+from extender.framework.args import loading_for
 from extender.framework.kept import ServedProfile, keeping_results
 from extender.nodesource.spec import NodeSourceSpec
 from extender.settings import Settings
@@ -84,10 +87,24 @@ def parse_policy(text: str, source: str, settings: Settings | None = None) -> Po
     import yaml  # JSON is YAML too; imported here so that only a policy file pays for it
 
     try:
-        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        document = yaml.load(text, Loader=_policy_loader())
     except yaml.YAMLError as exc:
         raise PolicyError(source, [f"not valid YAML or JSON: {exc}"]) from None
     return build_policy(document, text, source, settings)
+
+
+@functools.cache
+def _policy_loader() -> type:
+    """PyYAML's safe loader, reading numbers as JSON, YAML 1.2 and Kubernetes' own YAML do: PyYAML (YAML 1.1) reads
+    ``2e-6`` and ``1e303`` as strings, so that a JSON policy's prices would be rejected as text."""
+    import yaml
+
+    class PolicyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        pass
+
+    exponent = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+    PolicyLoader.add_implicit_resolver("tag:yaml.org,2002:float", exponent, list("-+0123456789."))
+    return PolicyLoader
 
 
 def build_policy(document: object, text: str, source: str, settings: Settings | None = None) -> Policy:
@@ -99,7 +116,8 @@ def build_policy(document: object, text: str, source: str, settings: Settings | 
         raise PolicyError(source, ["the policy must be a mapping with a 'profiles' list"])
     settings = Settings.from_environment() if settings is None else settings
     try:
-        loaded = PolicySchema(function_names=settings.function_names).load(document)
+        with loading_for(settings):
+            loaded = PolicySchema(function_names=settings.function_names).load(document)
     except ValidationError as exc:
         raise PolicyError(source, flatten_errors(exc.messages)) from None
     return Policy(

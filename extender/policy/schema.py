@@ -19,7 +19,7 @@ from extender.framework.plugin import FilterPlugin, Plugin, PreemptPlugin, Score
 from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
 from extender.nodesource.spec import NodeSourceSpec
-from extender.protocol import DEFAULT_PROFILE, VERBS
+from extender.protocol import DEFAULT_PROFILE, ENTRY_POINT, VERBS
 from extender.wire.errors import entries_as_written, flatten_errors
 
 API_VERSION = "extender.scheduling.gcf/v1alpha1"
@@ -145,7 +145,7 @@ def _check_plugin_ref(point: str, interface: type[Plugin], ref: dict[str, Any], 
     name = ref["name"]
     plugin = registry.lookup(name)
     if plugin is None:
-        return {"name": [f"unknown plugin {name!r}; known plugins: {', '.join(registry.names())}"]}
+        return {"name": [_unknown_plugin(name)]}
     if not issubclass(plugin, interface):
         return {"name": [f"plugin {name} does not implement the {point} extension point"]}
     if name in seen:
@@ -165,11 +165,16 @@ def _check_plugin_config(config: dict[str, Any], enabled: set[str], configured: 
     if name in configured:
         return {"name": [f"plugin {name} is configured twice"]}, None
     plugin = registry.lookup(name)
-    assert plugin is not None  # enabled plugins exist, checked above
+    if plugin is None:  # its enabled entries say so too; its args cannot be checked
+        return {"name": [_unknown_plugin(name)]}, None
     try:
         return {}, _load_args(plugin, config.get("args", {}))
     except ValidationError as exc:
         return {"args": exc.messages}, None
+
+
+def _unknown_plugin(name: str) -> str:
+    return f"unknown plugin {name!r}; known plugins: {', '.join(registry.names())}"
 
 
 def _check_default_args(name: str, configured: set[str]) -> dict[str, list[str]]:
@@ -233,7 +238,8 @@ class PolicySchema(StrictSchema):
     profiles = fields.List(fields.Nested(ProfileSchema), required=True, validate=Length(min=1))
 
     def __init__(self, *, function_names: Collection[str] = (), **kwargs: Any) -> None:
-        """``function_names``: the names that may prefix the function's URLs (``Settings.function_names``)."""
+        """``function_names``: the names that may prefix the function's URLs (``Settings.function_names``), beside
+        the entry point, which does wherever the function is deployed."""
         super().__init__(**kwargs)
         self.function_names = function_names
 
@@ -246,6 +252,12 @@ class PolicySchema(StrictSchema):
             name = profile["name"]
             if name in seen:
                 errors[index] = {"name": [f"duplicate profile name {name!r}"]}
+            elif name == ENTRY_POINT:
+                message = (
+                    f"{name!r} is the function's entry point (FUNCTION_TARGET wherever it is deployed), which may "
+                    "prefix its URLs: choose another name"
+                )
+                errors[index] = {"name": [message]}
             elif name in self.function_names:
                 message = f"{name!r} is the function's own name, which may prefix its URLs: choose another name"
                 errors[index] = {"name": [message]}
@@ -277,12 +289,12 @@ class PolicySchema(StrictSchema):
         """``profiles`` (name -> Profile), ``node_source`` (a NodeSourceSpec, built once the environment is read) and
         what the policy declares about the scheduler's requests."""
         fail_open = data["failurePolicy"] == "Ignore"
-        # The opt-in matters only where preempt has no way to see labels: full nodes, no node source.
-        trusts = data["preemptTrustsSchedulerFilter"] and data.get("nodeSource") is None
+        # The opt-in matters only where preempt cannot see a filter's labels: full nodes, and no node source or one
+        # that lacks some of its keys (a policy that declares node-name requests has every key checked).
+        trusts, source = data["preemptTrustsSchedulerFilter"], data.get("nodeSource")
         return {
             "profiles": {
-                profile["name"]: _build_profile(profile, fail_open, trusts)
-                for profile in data["profiles"]
+                profile["name"]: _build_profile(profile, fail_open, source, trusts) for profile in data["profiles"]
             },
             "node_source": (data.get("nodeSource") or NodeSourceSpec())._replace(fail_open=fail_open),
             "node_cache_capable": data.get("nodeCacheCapable"),
@@ -306,7 +318,8 @@ class _FactsAvailable:
     def problems(self, profile: dict[str, Any]) -> dict[str, Any]:
         errors: dict[str, Any] = {}
         keys_checked: set[str] = set()
-        # A profile that enables preempt plugins takes part in preemption, where its filters run too.
+        # A profile that enables preempt plugins surely takes part in preemption, where its filters run too. (Every
+        # profile answers preempt: check-scheduler-config applies this to each one the scheduler calls so.)
         preempts = bool(_raw_enabled(profile, "preempt"))
         for point, index, ref in _raw_enabled_refs(profile):
             name = ref["name"]
@@ -319,43 +332,57 @@ class _FactsAvailable:
                 problem = "" if self.trust_scheduler_filter else _preempt_blind(name)
             if problem:
                 _put(errors, entry, problem)
-            elif plugin.facts > Facts.NAME and self.source is not None and name not in keys_checked:
+            elif plugin.facts > Facts.NAME and self._reads_source(point) and name not in keys_checked:
                 keys_checked.add(name)
-                for path, message in self._missing_keys(profile, plugin, point, preempts):
+                for path, message in self._missing_keys(profile, plugin):
                     _put(errors, path or entry, message)
         return errors
 
-    def _missing_keys(
-        self, profile: dict[str, Any], plugin: type[Plugin], point: str, preempts: bool
-    ) -> list[tuple[tuple[Any, ...], str]]:
-        """Each label key the plugin reads that the node source never supplies, with where the policy names it.
+    def _reads_source(self, point: str) -> bool:
+        """Whether the plugin at ``point`` judges nodes by the node source's labels: always with node-name requests;
+        with full nodes, a filter still does in preempt (whose requests carry no Node objects, in every profile),
+        unless the policy trusts the scheduler's filter there."""
+        if self.source is None:
+            return False
+        return not self.full_nodes or (point == "filter" and not self.trust_scheduler_filter)
 
-        With full nodes, filter and prioritize requests carry every label, but preempt requests carry no Node:
-        there a filter plugin sees what the node source supplies."""
+    def _missing_keys(self, profile: dict[str, Any], plugin: type[Plugin]) -> list[tuple[tuple[Any, ...], str]]:
+        """Each label key the plugin reads that the node source never supplies, with where the policy names it."""
         assert self.source is not None
-        supplied = self.source.label_keys()
-        if supplied is None or (self.full_nodes and not (point == "filter" and preempts)):
-            return []
         found = _loaded_args(profile, plugin)
         if found is None:
             return []  # args with errors of their own
         config_index, args = found
         missing = []
-        for path, keys in plugin.label_keys(args):
-            if supplied.isdisjoint(keys):
-                where: tuple[Any, ...] = ()
-                if path and config_index is not None:
-                    where = ("pluginConfig", config_index, f"args.{path}")
-                shown = " or ".join(keys)
-                has = ", ".join(sorted(supplied)) or "none"
-                during = ""
-                if self.full_nodes:
-                    during = "preempt requests (which carry no Node objects) take labels from the nodeSource, and "
-                missing.append(
-                    (where, f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
-                     f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it")
+        for path, keys, has in _unsupplied_keys(plugin, args, self.source):
+            where: tuple[Any, ...] = ()
+            if path and config_index is not None:
+                where = ("pluginConfig", config_index, f"args.{path}")
+            shown = " or ".join(keys)
+            during, remedy = "", ""
+            if self.full_nodes:
+                during = "preempt requests (which carry no Node objects) take labels from the nodeSource, and "
+                remedy = (
+                    ": add it to the nodeSource, or set preemptTrustsSchedulerFilter: true to rely on the scheduler's "
+                    "own filter there (see docs/policy.md)"
                 )
+            missing.append(
+                (where, f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
+                 f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it{remedy}")
+            )
         return missing
+
+
+def _unsupplied_keys(
+    plugin: type[Plugin], args: Any, source: NodeSourceSpec
+) -> list[tuple[str, tuple[str, ...], str]]:
+    """(path in args, keys, the keys the source supplies) for each thing ``plugin`` reads of which ``source``
+    supplies none of the keys."""
+    supplied = source.label_keys()
+    if supplied is None:
+        return []
+    has = ", ".join(sorted(supplied)) or "none"
+    return [(path, keys, has) for path, keys in plugin.label_keys(args) if supplied.isdisjoint(keys)]
 
 
 def _put(errors: dict[str, Any], path: tuple[Any, ...], message: str) -> None:
@@ -401,7 +428,11 @@ def _facts_problem(name: str, plugin: type[Plugin], source: NodeSourceSpec | Non
     return ""
 
 
-def _build_profile(data: dict[str, Any], fail_open: bool, trust_scheduler_filter: bool) -> Profile:
+def _build_profile(
+    data: dict[str, Any], fail_open: bool, source: NodeSourceSpec | None, trust_scheduler_filter: bool
+) -> Profile:
+    """``trust_scheduler_filter``: preempt passes the filters whose labels it cannot see
+    (preemptTrustsSchedulerFilter)."""
     args = {config["name"]: config["args"] for config in data["pluginConfig"]}
     instances: dict[str, Plugin] = {}
 
@@ -413,9 +444,10 @@ def _build_profile(data: dict[str, Any], fail_open: bool, trust_scheduler_filter
             instances[name] = plugin(args.get(name) or _load_args(plugin, {}))
         return instances[name]
 
+    filters = [instance(ref["name"]) for ref in _enabled(data, "filter")]
     return Profile(
         name=data["name"],
-        filters=[instance(ref["name"]) for ref in _enabled(data, "filter")],
+        filters=filters,
         scores=[ScorePluginEntry(instance(ref["name"]), ref["weight"]) for ref in _enabled(data, "score")],
         preempts=[instance(ref["name"]) for ref in _enabled(data, "preempt")],
         fail_open=fail_open,
@@ -427,5 +459,23 @@ def _build_profile(data: dict[str, Any], fail_open: bool, trust_scheduler_filter
             for point in EXTENSION_POINTS
             for ref in _enabled(data, point)
         },
-        trust_scheduler_filter=trust_scheduler_filter,
+        preempt_trusted=_blind_in_preempt(filters, source) if trust_scheduler_filter else {},
     )
+
+
+def _blind_in_preempt(filters: list[FilterPlugin], source: NodeSourceSpec | None) -> dict[str, str]:
+    """The filters preempt cannot evaluate (with why): reading labels with no node source, or keys it lacks."""
+    blind = {}
+    for plugin in filters:
+        if plugin.facts == Facts.NAME:
+            continue
+        if source is None:
+            blind[plugin.name] = "preempt requests carry no Node objects and no nodeSource is configured"
+            continue
+        lacking = dict.fromkeys(" or ".join(keys) for _, keys, _ in _unsupplied_keys(type(plugin), plugin.args, source))
+        if lacking:
+            blind[plugin.name] = (
+                f"preempt requests carry no Node objects and the {source.kind} nodeSource does not supply "
+                f"{', '.join(lacking)}"
+            )
+    return blind

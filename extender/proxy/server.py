@@ -1,13 +1,15 @@
 """Forward each call to the function with an ID token and hand its answer back unchanged.
 
 The proxy lends its identity to whoever reaches its port, so it forwards
-only what is unambiguous and stays under the target: no cookies kept between
-callers (one caller's session must not become another's), no path that
-leaves the target's prefix by dot-segments (plain or percent-encoded: on a
-``cloudfunctions.net`` host the ID token would reach other functions), no
-hop-by-hop headers nor those the caller names in ``Connection``, and no body
-whose length is in doubt (duplicate Content-Length, any Transfer-Encoding, a
-body shorter than declared).
+only what is unambiguous and stays under the target: no cookies, kept or
+passed back (it has no sessions; one caller's must not become another's), no
+path that leaves the target's prefix (on a ``cloudfunctions.net`` host the ID
+token would reach other functions): a dot-segment, plain or percent-encoded,
+or a fragment is refused, and the URL is checked again as ``requests`` will
+send it, normalised, before it is sent. No hop-by-hop headers nor those the
+caller names in ``Connection``, and no body whose length is in doubt
+(duplicate Content-Length, any Transfer-Encoding, a body shorter than
+declared).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ HOP_BY_HOP = frozenset(
 )
 # Headers the proxy sets itself on the way out.
 REPLACED = frozenset({"host", "content-length", "authorization"})
+# Headers of the function's answers that are never passed back: the proxy has no sessions to keep.
+DROPPED = frozenset({"set-cookie", "set-cookie2"})
 # Path segments that climb out of where they are: ".", "..", once percent-decoded (as often as it takes).
 _DOT_SEGMENT = re.compile(r"^\.{1,2}$")
 # Rounds of percent-decoding looked through: %252e%252e is ".." after two.
@@ -84,8 +88,10 @@ class Forwarder:
         self._session = requests.Session()
         # Forward the caller's headers only, not requests' defaults (an Accept-Encoding it never sent, say).
         self._session.headers.clear()
-        # No cookie jar shared by every caller: a Set-Cookie from the target is passed back, never kept.
+        # No cookie jar shared by every caller: a Set-Cookie from the target is neither kept nor passed back.
         self._session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
+        # The target's path as requests sends it (percent-encoded): what every forwarded path must start with.
+        self._sent_prefix = urlsplit(self._session.prepare_request(requests.Request("GET", self.target)).url).path
 
     def forward(self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes) -> Reply:
         try:
@@ -95,11 +101,14 @@ class Forwarder:
         headers = list(headers)
         outgoing = {name: value for name, value in headers if name.lower() not in _per_hop(headers) | REPLACED}
         outgoing["Authorization"] = f"Bearer {token}"
+        # Checked as it will be sent: requests normalises dot-segments away and drops what follows a "#".
+        request = requests.Request(method, self.target + path, data=body, headers=outgoing)
+        prepared = self._session.prepare_request(request)
+        if not self._inside(urlsplit(prepared.url).path):
+            return failure(400, "the path leaves the target once normalised as it would be sent: not forwarded")
+        settings = self._session.merge_environment_settings(prepared.url, {}, True, None, None)
         try:
-            response = self._session.request(
-                method, self.target + path, data=body, headers=outgoing,
-                timeout=self.timeout, stream=True, allow_redirects=False,
-            )  # fmt: skip
+            response = self._session.send(prepared, timeout=self.timeout, allow_redirects=False, **settings)
             with response:
                 # Bytes as sent, still compressed if the function compressed them: the caller asked for that.
                 content = response.raw.read(decode_content=False)
@@ -114,8 +123,14 @@ class Forwarder:
                 self._origin, response.status_code, self.tokens.audience,
             )  # fmt: skip
         answered = list(response.headers.items())
-        kept = [(name, value) for name, value in answered if name.lower() not in _per_hop(answered)]
+        kept = [(name, value) for name, value in answered if name.lower() not in _per_hop(answered) | DROPPED]
         return Reply(response.status_code, content, kept)
+
+    def _inside(self, path: str) -> bool:
+        """Whether ``path`` (as it will be sent) is the target's path or under it, with no dot-segment in any form."""
+        prefix = self._sent_prefix.rstrip("/")
+        under = not prefix or path == prefix or path.startswith(prefix + "/")
+        return under and not leaves_prefix(path)
 
     def _redact(self, text: str, path: str) -> str:
         """Errors name the host only: the target's path and the scheduler's may both carry a caller token.
@@ -143,10 +158,11 @@ def _per_hop(headers: list[tuple[str, str]]) -> frozenset[str]:
 
 
 def leaves_prefix(path: str) -> bool:
-    """Whether the path part of ``path`` holds a dot-segment, plainly or percent-encoded (any depth up to a few)."""
+    """Whether the path part of ``path`` holds a dot-segment, plainly or percent-encoded (any depth up to a few),
+    also with path parameters (``..;x``, which some servers read as ``..``)."""
     target = path.split("?", 1)[0]
     for _ in range(_DECODING_ROUNDS):
-        if any(_DOT_SEGMENT.match(segment) for segment in re.split(r"[/\\]", target)):
+        if any(_DOT_SEGMENT.match(segment.split(";", 1)[0]) for segment in re.split(r"[/\\]", target)):
             return True
         decoded = unquote(target)
         if decoded == target:
@@ -184,6 +200,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.startswith("/"):
             self.close_connection = True
             return failure(400, f"expected a path, got {self.path[:100]!r}")
+        if "#" in self.path:
+            self.close_connection = True
+            return failure(400, "the path holds a fragment (#): clients never send one, and it would be cut off")
         if leaves_prefix(self.path):
             self.close_connection = True
             return failure(400, "the path holds a dot-segment (. or .., maybe encoded): it would leave the target")

@@ -22,19 +22,15 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from marshmallow import ValidationError
-
 from extender.errors import bounded
 from extender.framework import status
 from extender.framework.profile import Profile
 from extender.framework.status import Status
-from extender.framework.types import Facts, VictimFacts, Victims
+from extender.framework.types import Facts, Pod, VictimFacts, Victims
 from extender.kube.errors import KubeError
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
-from extender.wire.errors import flatten_errors
 from extender.wire.preemption import ExtenderPreemptionArgsSchema, ExtenderPreemptionResultSchema
-from extender.wire.schemas import PodSchema
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -43,7 +39,6 @@ logger = logging.getLogger("extender")
 
 _args = ExtenderPreemptionArgsSchema()
 _result = ExtenderPreemptionResultSchema()
-_pods = PodSchema(many=True)
 # Candidates whose pods are listed per request.
 MAX_POD_LISTS = 64
 # Nodes named in one warning, each in at most so many characters; the rest are counted.
@@ -77,7 +72,8 @@ def _with_victim_pods(
     if kube is None or not candidates:
         return dict(candidates), {}
     nodes = list(candidates)
-    listed: dict[str, list[dict[str, Any]] | KubeError] = dict(kube.pods_on_nodes(nodes[:MAX_POD_LISTS]))
+    wanted = {node: {victim.uid for victim in candidates[node].pods} for node in nodes[:MAX_POD_LISTS]}
+    listed: dict[str, dict[str, Pod] | KubeError] = dict(kube.pods_on_nodes(wanted))
     skipped = KubeError(f"not listed: only {MAX_POD_LISTS} candidates' pods are listed per request")
     listed.update((node, skipped) for node in nodes[MAX_POD_LISTS:])
     detailed: dict[str, Victims] = {}
@@ -105,14 +101,9 @@ def _with_victim_pods(
     return detailed, stale
 
 
-def _victims_in(items: list[dict[str, Any]], victims: Victims) -> tuple[Any, ...] | Status | KubeError:
-    """The victims among a node's listed pods, in the scheduler's order; a Status when one is no longer there."""
-    by_uid = {(item.get("metadata") or {}).get("uid"): item for item in items}
-    missing = [victim.uid for victim in victims.pods if victim.uid not in by_uid]
+def _victims_in(listed: Mapping[str, Pod], victims: Victims) -> tuple[Pod, ...] | Status:
+    """The victims as listed on their node (by UID), in the scheduler's order; a Status when one is no longer there."""
+    missing = [victim.uid for victim in victims.pods if victim.uid not in listed]
     if missing:
         return status.unschedulable(f"victim pod {missing[0]} is no longer on this node: the scheduler's view is stale")
-    try:
-        return tuple(_pods.load([by_uid[victim.uid] for victim in victims.pods]))
-    except ValidationError as exc:
-        problems = "; ".join(flatten_errors(exc.messages)[:3])
-        return KubeError(f"the API server listed a victim pod this extender cannot read: {problems}")
+    return tuple(listed[victim.uid] for victim in victims.pods)

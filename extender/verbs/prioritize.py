@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from extender.framework.kept import ServedProfile
+from extender.framework.kept import Derived, ServedProfile
 from extender.framework.profile import MIN_EXTENDER_PRIORITY, ScoreResult
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
@@ -22,10 +22,10 @@ from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema
 
 _args = ExtenderArgsSchema()
 _result = HostPrioritySchema(many=True)
-# The encoded answer entries of the last kept scores (``ScoreResult.kept``), by node name: kept results hand back the
-# same scores object for the same candidates, and then each node's entry is the same too, only the order of the
-# request is new. Holding the scores keeps their identity theirs. Scores not kept are encoded afresh.
-_last: tuple[dict[str, int], dict[str, bytes]] = ({}, {})
+# The encoded answer entries of kept scores (``ScoreResult.kept``), by node name: kept results hand back the same
+# scores object for the same candidates, and then each node's entry is the same too, only the order of the request is
+# new. Scores not kept are encoded afresh.
+_encoded: Derived[dict[str, bytes]] = Derived()
 
 
 def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
@@ -56,12 +56,11 @@ def _prioritize(args: ExtenderArgs, profile: ServedProfile, source: NodeSource) 
 
 def _answer(result: ScoreResult, names: Sequence[str]) -> orjson.Fragment:
     """One entry per node, in the request's order, joined from entries encoded once per kept scores object."""
-    global _last
     scores = result.scores
-    last_scores, encoded = _last
-    if not result.kept or scores is not last_scores:
+    encoded = _encoded.get(scores) if result.kept else None
+    if encoded is None:
         entries = _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])
         encoded = dict(zip(scores, map(orjson.dumps, entries)))
         if result.kept:
-            _last = (scores, encoded)
+            _encoded.put(scores, encoded)
     return orjson.Fragment(b"[%b]" % b",".join(map(encoded.__getitem__, names)))

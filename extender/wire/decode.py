@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -38,6 +39,9 @@ from extender.errors import RequestError
 from extender.wire.decode_cost import Meter, too_costly, value_cost
 from extender.wire.limits import MAX_DEPTH, MAX_NODES, RAW_ITEM_BYTES
 from extender.wire.nesting import deeper_than
+
+if TYPE_CHECKING:
+    from extender.wire.kept_nodes import KeptNodes
 
 # Verbs whose ExtenderArgs body can carry thousands of full node objects.
 FAST_VERBS = ("filter", "prioritize")
@@ -49,15 +53,17 @@ _TAIL = 64
 _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 
 
-def decoder_for(verb: str, full_decoder: bool = False) -> Callable[[bytes | bytearray, Meter], Any]:
+def decoder_for(
+    verb: str, full_decoder: bool = False, kept: KeptNodes | None = None
+) -> Callable[[bytes | bytearray, Meter], Any]:
     """How ``verb``'s body is decoded: fast where it can carry node objects, unless ``full_decoder`` forces the
-    full one."""
+    full one; the fast decoder takes the nodes ``kept`` holds from it (``extender.wire.kept_nodes``)."""
     if verb in FAST_VERBS and not full_decoder:
-        return decode_fast_or_full
+        return partial(decode_fast_or_full, kept=kept)
     return decode_full
 
 
-def decode_fast_or_full(body: bytes | bytearray, meter: Meter) -> Any:
+def decode_fast_or_full(body: bytes | bytearray, meter: Meter, kept: KeptNodes | None = None) -> Any:
     if _ENDS_AS_NODE_OBJECTS.search(body, max(0, len(body) - _TAIL)) is None:
         return decode_full(body, meter)
     # A Raw for each node item, kept as bytes: an item per comma at most.
@@ -65,7 +71,7 @@ def decode_fast_or_full(body: bytes | bytearray, meter: Meter) -> Any:
         return decode_full(body, meter)
     from extender.wire.fast_decoder import decode_extender_args
 
-    payload = decode_extender_args(body, meter)
+    payload = decode_extender_args(body, kept, meter)
     return payload if payload is not None else decode_full(body, meter)
 
 

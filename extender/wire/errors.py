@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# marshmallow's message for a key no field declares (``unknown = RAISE``).
+_UNKNOWN_FIELD = ["Unknown field."]
+
 
 def entries_as_written(value: Any) -> list[tuple[int, dict[str, Any]]]:
     """(index, entry) for the mappings of a list as the document holds it, skipping whatever is no mapping.
@@ -17,9 +20,16 @@ def entries_as_written(value: Any) -> list[tuple[int, dict[str, Any]]]:
 
 
 def flatten_errors(messages: Any, path: str = "") -> list[str]:
+    """One line per problem, in the schema's order; unknown keys after the rest, sorted.
+
+    marshmallow finds unknown keys by set difference, so their own order varies with the interpreter's hash seed:
+    sorting them makes the same document give the same lines in every run.
+    """
     if isinstance(messages, dict):
         lines: list[str] = []
-        for key, value in messages.items():
+        declared = [(key, value) for key, value in messages.items() if value != _UNKNOWN_FIELD]
+        unknown = sorted((str(key), value) for key, value in messages.items() if value == _UNKNOWN_FIELD)
+        for key, value in declared + unknown:
             if isinstance(key, int):
                 child = f"{path}[{key}]"
             elif key == "_schema":

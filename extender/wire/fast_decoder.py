@@ -7,7 +7,9 @@ more than the rest of a filter call together, and memory several times the
 body. Here msgspec finds each node's bytes without building objects for
 them; only the Pod, NodeNames and each node's ``metadata.name`` and
 ``metadata.labels`` are decoded, by orjson exactly as the full decoder does.
-Node objects travel on as their original bytes and are echoed byte-for-byte.
+Node objects travel on as their original bytes and are echoed byte-for-byte;
+a node whose bytes were decoded before is taken as it was then
+(``extender.wire.kept_nodes``).
 A body with no node objects (a node-name request) has nothing to skip: the
 full decoder reads it quicker than this path would in parts.
 
@@ -31,6 +33,7 @@ import msgspec
 import orjson
 
 from extender.wire.decode_cost import Meter
+from extender.wire.kept_nodes import KeptNodes
 from extender.wire.limits import MAX_DEPTH, MAX_NODES, PART_BYTES, RENDER_BYTES_PER_BYTE, WORST_BYTES_PER_BYTE
 from extender.wire.nesting import deeper_than
 from extender.wire.schemas import EncodedNode
@@ -68,13 +71,16 @@ _decode_node = msgspec.json.Decoder(NodeFacts).decode
 NOT_FAST = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError, UnicodeDecodeError)
 
 
-def decode_extender_args(body: bytes | bytearray, meter: Meter | None = None) -> dict[str, Any] | None:
+def decode_extender_args(
+    body: bytes | bytearray, kept: KeptNodes | None = None, meter: Meter | None = None
+) -> dict[str, Any] | None:
     """The payload ``ExtenderArgsSchema`` loads, with ``EncodedNode`` items; None if the full decoder must look.
 
-    ``meter`` (``extender.wire.decode_cost``; none: unlimited) has afforded a Raw per node item; here it affords
-    what is built beyond: each node's indented rendering, to measure its depth (at most ``RENDER_BYTES_PER_BYTE``
-    times the largest), then what is decoded (the pod, node names, the node list's metadata, each node's name and
-    labels: at most ``WORST_BYTES_PER_BYTE`` per byte), whose depth is measured on the objects.
+    Nodes whose bytes ``kept`` holds are taken from it; those decoded here are added to it. ``meter``
+    (``extender.wire.decode_cost``; none: unlimited) has afforded a Raw per node item; here it affords what is built
+    beyond: what the pod, node names and the node list's metadata decode to (at most ``WORST_BYTES_PER_BYTE`` per
+    byte; their depth is measured on the objects), then for the nodes not kept each one's indented rendering, to
+    measure its depth (at most ``RENDER_BYTES_PER_BYTE`` times the largest), and what its name and labels decode to.
     """
     meter = meter if meter is not None else Meter(sys.maxsize)
     try:
@@ -83,59 +89,83 @@ def decode_extender_args(body: bytes | bytearray, meter: Meter | None = None) ->
             return None
         if args.NodeNameToVictims != _NULL or args.NodeNameToMetaVictims != _NULL:
             return None
-        encoded = args.Nodes.items or []
-        if len(encoded) > MAX_NODES or not valid_utf8(body):
+        encoded = args.Nodes.items
+        if encoded is not None and len(encoded) > MAX_NODES:
             return None
-        largest = max(map(len, encoded), default=0)
-        if largest > PART_BYTES or not meter.afford_more(RENDER_BYTES_PER_BYTE * largest):
+        # Outside the parts and the nodes there are only the known keys and JSON's punctuation, which msgspec has
+        # checked.
+        parts = (args.Pod, args.NodeNames, args.Nodes.metadata)
+        decoded = sum(map(len, parts))
+        if not all(valid_utf8(bytes(raw)) for raw in parts) or not meter.afford_more(WORST_BYTES_PER_BYTE * decoded):
             return None
-        parts = len(args.Pod) + len(args.NodeNames) + len(args.Nodes.metadata)
-        if not meter.afford_more(WORST_BYTES_PER_BYTE * parts):
-            return None
-        meter.built(WORST_BYTES_PER_BYTE * parts)
-        pod, names, list_metadata = loads_raw(args.Pod), loads_raw(args.NodeNames), loads_raw(args.Nodes.metadata)
-        # Levels above: the request {}, and Nodes {} above the node list's metadata.
+        meter.built(WORST_BYTES_PER_BYTE * decoded)
+        pod, names, list_metadata = map(loads_raw, parts)
+        # Levels above each part: the request {}, and Nodes {} above the node list's metadata.
         if any(deeper_than(part, MAX_DEPTH - above) for part, above in ((pod, 1), (names, 1), (list_metadata, 2))):
             return None
         if isinstance(names, (list, dict)) and len(names) > MAX_NODES:
             return None
-        nodes = _EncodedNodes(meter, sum(map(len, encoded)))
-        for raw in encoded:
-            # Levels above each node: the request {}, then Nodes {}, then items [].
-            if not _within_depth(raw, MAX_DEPTH - 3) or not nodes.add(raw):
-                return None
-        return {"Pod": pod, "NodeNames": names, "Nodes": {"items": None if args.Nodes.items is None else nodes.items}}
+        nodes = None if encoded is None else _nodes(encoded, kept, meter)
+        if encoded is not None and nodes is None:
+            return None
+        return {"Pod": pod, "NodeNames": names, "Nodes": {"items": nodes}}
     except NOT_FAST:
         return None
 
 
-class _EncodedNodes:
-    """Nodes as ``EncodedNode`` items, what their names and labels decode to afforded beforehand, in batches (one
-    charge per ``_BATCH_BYTES`` of them, not per node), and counted as built as they are."""
+def _nodes(items: list[msgspec.Raw], kept: KeptNodes | None, meter: Meter) -> list[EncodedNode] | None:
+    """Each item decoded, or taken from ``kept`` by its bytes; None when one is not UTF-8, nests deeper than the
+    limit allows, is over ``PART_BYTES`` or more than ``meter`` affords (the full decoder then answers)."""
+    nodes: list[EncodedNode | None] = list(map(kept.get, items)) if kept is not None else [None] * len(items)
+    if None not in nodes:
+        return nodes  # type: ignore[return-value]
+    unknown = [raw for raw, node in zip(items, nodes) if node is None]
+    largest = max(map(len, unknown))
+    if largest > PART_BYTES or not meter.afford_more(RENDER_BYTES_PER_BYTE * largest):
+        return None
+    decoding = _Decoding(meter, sum(map(len, unknown)))
+    fresh = []
+    for index, node in enumerate(nodes):
+        if node is None:
+            encoded = bytes(items[index])
+            node = decoding.node(items[index], encoded)
+            if node is None:
+                return None
+            nodes[index] = node
+            fresh.append((encoded, node))
+    if kept is not None:
+        kept.keep(fresh)
+    return nodes  # type: ignore[return-value]
 
-    __slots__ = ("afforded", "items", "meter", "spent", "unread")
+
+class _Decoding:
+    """Nodes decoded one by one, what their names and labels decode to afforded beforehand in batches (one charge
+    per ``_BATCH_BYTES`` of them, not per node) and counted as built as they are."""
+
+    __slots__ = ("afforded", "meter", "spent", "unread")
 
     def __init__(self, meter: Meter, size: int) -> None:
         self.meter = meter
-        self.items: list[EncodedNode] = []
         self.afforded = self.spent = 0
-        # Bytes of nodes not added yet: their names and labels are no more.
+        # Bytes of nodes not decoded yet: their names and labels are no more.
         self.unread = size
 
-    def add(self, raw: msgspec.Raw) -> bool:
-        """False if the node's name and labels cannot be afforded."""
+    def node(self, raw: msgspec.Raw, encoded: bytes) -> EncodedNode | None:
+        """None when the node is not UTF-8, nests deeper than the limit allows (it sits 3 levels down: the request
+        {}, Nodes {}, items []) or its name and labels cannot be afforded."""
+        if not valid_utf8(encoded) or not _within_depth(raw, MAX_DEPTH - 3):
+            return None
         metadata = _decode_node(raw).metadata
         size = 0 if metadata is None else len(metadata.name) + len(metadata.labels)
         self.unread -= len(raw)
         if self.spent + size > self.afforded:
             grant = size + min(_BATCH_BYTES, self.unread)
             if not self.meter.afford_more(WORST_BYTES_PER_BYTE * grant):
-                return False
+                return None
             self.afforded += grant
         self.meter.built(WORST_BYTES_PER_BYTE * size)
         self.spent += size
-        self.items.append(EncodedNode(facts(metadata), orjson.Fragment(bytes(raw))))
-        return True
+        return EncodedNode(facts(metadata), orjson.Fragment(encoded))
 
 
 # Bytes of node names and labels afforded at a time.
@@ -154,7 +184,7 @@ def loads_raw(raw: msgspec.Raw) -> Any:
 
 
 def valid_utf8(body: bytes | bytearray) -> bool:
-    """msgspec does not check the UTF-8 of strings it skips; orjson would refuse invalid UTF-8."""
+    """msgspec does not check the UTF-8 of strings it skips; orjson would refuse invalid UTF-8 anywhere."""
     if body.isascii():
         return True
     try:

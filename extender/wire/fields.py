@@ -43,14 +43,33 @@ class NameList(fields.List):
         super().__init__(non_empty_string(), **kwargs)
 
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> list[str]:
-        if type(value) is list and set(map(type, value)) <= {str} and "" not in value:  # at C speed
-            return list(value)
-        return super()._deserialize(value, attr, data, **kwargs)
+        plain = plain_names(value)
+        return plain if plain is not None else super()._deserialize(value, attr, data, **kwargs)
 
     def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> list[str] | None:
-        if type(value) is list and set(map(type, value)) <= {str}:
+        if type(value) is list and all_strings(value):
             return list(value)
         return super()._serialize(value, attr, obj, **kwargs)
+
+
+def plain_names(value: Any) -> list[str] | None:
+    """A copy of ``value`` if it is a plain list of non-empty strings (checked at C speed), else None."""
+    names = plain_strings(value)
+    return names if names is not None and "" not in names else None
+
+
+def plain_strings(value: Any) -> list[str] | None:
+    """A copy of ``value`` if it is a plain list of strings, else None."""
+    return list(value) if type(value) is list and all_strings(value) else None
+
+
+def all_strings(values: list[Any]) -> bool:
+    """Whether every entry is a ``str``: joining them is one C-speed pass, and refuses anything else."""
+    try:
+        "".join(values)
+    except TypeError:
+        return False
+    return True
 
 
 def strict_int(**kwargs: Any) -> fields.Integer:

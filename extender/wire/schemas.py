@@ -17,7 +17,7 @@ import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validates_schema
 
 from extender.framework.types import Node, Pod
-from extender.wire.fields import NameList, StringMap, non_empty_string, strict_int
+from extender.wire.fields import NameList, StringMap, all_strings, non_empty_string, plain_strings, strict_int
 
 
 class WireSchema(Schema):
@@ -163,9 +163,19 @@ def _check_unique(names: list[str], field: str) -> None:
 
 
 class ExtenderArgsSchema(WireSchema):
+    """Loads a plainly valid ExtenderArgs in one pass, exactly as the fields below would
+    (``_plain_args``); anything else goes through them, and their messages say what is wrong."""
+
     Pod = fields.Nested(PodSchema, required=True)
     Nodes = fields.Nested(NodeListSchema)
     NodeNames = NameList()
+
+    def load(self, data: Any, *, many: bool | None = None, partial: Any = None, unknown: str | None = None) -> Any:
+        if many is None and partial is None and unknown is None:
+            plain = _plain_args(data)
+            if plain is not None:
+                return plain
+        return super().load(data, many=many, partial=partial, unknown=unknown)
 
     @validates_schema
     def one_node_form(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -182,6 +192,51 @@ class ExtenderArgsSchema(WireSchema):
         return ExtenderArgs(data["Pod"], nodes["items"] if nodes is not None else None, data.get("NodeNames"))
 
 
+def _plain_args(data: Any) -> ExtenderArgs | None:
+    """What ``ExtenderArgsSchema`` loads from ``data`` when every field is plainly valid; None for anything else."""
+    if type(data) is not dict:
+        return None
+    pod = _plain_pod(data.get("Pod"))
+    nodes, names = data.get("Nodes"), data.get("NodeNames")
+    if pod is None or (nodes is None) == (names is None):
+        return None
+    if names is not None:
+        names = plain_strings(names)
+        return ExtenderArgs(pod, None, names) if names is not None and _unique(names, "") else None
+    if type(nodes) is not dict:
+        return None
+    items = nodes.get("items")
+    loaded = [] if items is None else _plain_nodes(items) if type(items) is list else None
+    if loaded is None or not _unique([node.name for node in loaded], None):
+        return None
+    return ExtenderArgs(pod, loaded, None)
+
+
+def _plain_pod(pod: Any) -> Pod | None:
+    """What ``PodSchema`` loads from a pod whose fields are plainly valid (``null`` read as missing); else None."""
+    if type(pod) is not dict:
+        return None
+    meta, spec = pod.get("metadata"), pod.get("spec")
+    if type(meta) is not dict or (spec is not None and type(spec) is not dict):
+        return None
+    texts = ["" if text is None else text for text in map(meta.get, ("uid", "name", "namespace"))]
+    if set(map(type, texts)) != _STR:
+        return None
+    maps = [meta.get(name) for name in ("labels", "annotations")]
+    if not all(value is None or (type(value) is dict and set(map(type, value.values())) <= _STR) for value in maps):
+        return None
+    priority = spec.get("priority") if spec is not None else None
+    if priority is not None and type(priority) is not int:
+        return None
+    return Pod(*texts, *(value if value is not None else {} for value in maps), priority)
+
+
+def _unique(names: list[str], absent: str | None) -> bool:
+    """No name twice, and none is ``absent`` (the empty name, where the list may hold one)."""
+    seen = set(names)
+    return len(seen) == len(names) and absent not in seen
+
+
 # --- Answers -------------------------------------------------------------------------------------
 
 
@@ -192,3 +247,12 @@ class ExtenderFilterResultSchema(Schema):
     FailedNodes = StringMap()
     FailedAndUnresolvableNodes = StringMap()
     Error = fields.String()
+
+    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
+        """An answer whose Error is a string and NodeNames (if any) a list of strings, as the filter verb makes it,
+        is what the fields would dump (the others pass unchanged): its fields are taken as they are, in order."""
+        if not (self.many if many is None else many) and type(obj) is dict and type(obj.get("Error")) is str:
+            names = obj.get("NodeNames")
+            if names is None or (type(names) is list and all_strings(names)):
+                return {name: obj[name] for name in self.dump_fields if name in obj}
+        return super().dump(obj, many=many)

@@ -168,39 +168,303 @@ run "iam_invocation_without_token_needs_no_acceptance" {
   }
 }
 
-# --- Token rotation ---------------------------------------------------------------------------------------------------
+# --- Caller-token slots (the rotation itself: rotation.tftest.hcl) -----------------------------------------------------
 
-run "rotation_with_the_previous_token" {
+run "both_slots_accepted_during_a_rotation" {
   command = plan
   variables {
-    caller_token          = "n3wT0kenN3wT0kenN3wT0kenN3wT0kenN3wT0ken"
-    caller_token_previous = "0ldT0ken0ldT0ken0ldT0ken0ldT0ken0ldT0ken"
+    caller_token_accepted_slots = ["a", "b"]
+    caller_token_active_slot    = "b"
   }
 }
 
-run "previous_token_too_short" {
+run "accepted_slot_unknown" {
   command = plan
-  variables { caller_token_previous = "short" }
-  expect_failures = [var.caller_token_previous]
+  variables { caller_token_accepted_slots = ["a", "c"] }
+  expect_failures = [var.caller_token_accepted_slots]
 }
 
-run "previous_token_equal_to_the_current_one" {
+run "no_slot_accepted" {
   command = plan
-  variables {
-    caller_token          = "sameT0kenSameT0kenSameT0kenSameT0kenSame"
-    caller_token_previous = "sameT0kenSameT0kenSameT0kenSameT0kenSame"
-  }
-  expect_failures = [var.caller_token_previous]
+  variables { caller_token_accepted_slots = [] }
+  expect_failures = [var.caller_token_accepted_slots]
 }
 
-run "previous_token_without_a_token" {
+run "active_slot_unknown" {
+  command = plan
+  variables { caller_token_active_slot = "c" }
+  expect_failures = [var.caller_token_active_slot]
+}
+
+run "active_slot_not_accepted" {
+  command = plan
+  variables { caller_token_active_slot = "b" }
+  expect_failures = [var.caller_token_active_slot]
+}
+
+run "own_tokens_in_both_slots" {
   command = plan
   variables {
-    invocation            = "iam"
-    proxy_image           = "us-docker.pkg.dev/acme/tools/scheduler-extender:0.1.0"
-    caller_token_previous = "0ldT0ken0ldT0ken0ldT0ken0ldT0ken0ldT0ken"
+    caller_token_accepted_slots = ["a", "b"]
+    caller_tokens = {
+      a = "0ldT0ken0ldT0ken0ldT0ken0ldT0ken0ldT0ken"
+      b = "n3wT0kenN3wT0kenN3wT0kenN3wT0kenN3wT0ken"
+    }
   }
-  expect_failures = [var.caller_token_previous]
+}
+
+run "own_token_for_an_unknown_slot" {
+  command = plan
+  variables {
+    caller_token_accepted_slots = ["a", "b"]
+    caller_tokens               = { c = "n3wT0kenN3wT0kenN3wT0kenN3wT0kenN3wT0ken" }
+  }
+  expect_failures = [var.caller_tokens]
+}
+
+run "own_token_too_short" {
+  command = plan
+  variables { caller_tokens = { a = "short" } }
+  expect_failures = [var.caller_tokens]
+}
+
+run "own_tokens_equal" {
+  command = plan
+  variables {
+    caller_token_accepted_slots = ["a", "b"]
+    caller_tokens = {
+      a = "sameT0kenSameT0kenSameT0kenSameT0kenSame"
+      b = "sameT0kenSameT0kenSameT0kenSameT0kenSame"
+    }
+  }
+  expect_failures = [var.caller_tokens]
+}
+
+run "own_token_kept_for_a_dropped_slot" {
+  command = plan
+  variables { caller_tokens = { b = "0ldT0ken0ldT0ken0ldT0ken0ldT0ken0ldT0ken" } }
+  expect_failures = [var.caller_tokens]
+}
+
+run "own_token_with_the_token_disabled" {
+  command = plan
+  variables {
+    caller_token_enabled                 = false
+    accept_unauthenticated_open_endpoint = true
+    caller_tokens                        = { a = "0ldT0ken0ldT0ken0ldT0ken0ldT0ken0ldT0ken" }
+  }
+  expect_failures = [var.caller_tokens]
+}
+
+# --- Secrets where the organisation allows them -------------------------------------------------------------------------
+
+run "secrets_replicated_to_two_regions" {
+  command = plan
+  variables { secret_replica_locations = ["europe-west1", "europe-west4"] }
+}
+
+run "secret_replica_in_a_multi_region" {
+  command = plan
+  variables { secret_replica_locations = ["europe"] }
+  expect_failures = [var.secret_replica_locations]
+}
+
+run "secret_replica_region_repeated" {
+  command = plan
+  variables { secret_replica_locations = ["europe-west1", "europe-west1"] }
+  expect_failures = [var.secret_replica_locations]
+}
+
+# --- Existing service accounts ------------------------------------------------------------------------------------------
+
+run "existing_service_accounts" {
+  command = plan
+  variables {
+    invocation                     = "iam"
+    proxy_image                    = "us-docker.pkg.dev/acme/tools/scheduler-extender:0.1.0"
+    function_service_account_email = "scheduler-extender@acme-scheduling.iam.gserviceaccount.com"
+    proxy_service_account_email    = "scheduler-proxy@acme-scheduling.iam.gserviceaccount.com"
+  }
+}
+
+run "function_account_not_an_email" {
+  command = plan
+  variables { function_service_account_email = "scheduler-extender" }
+  expect_failures = [var.function_service_account_email]
+}
+
+run "proxy_account_not_an_email" {
+  command = plan
+  variables {
+    invocation                  = "iam"
+    proxy_image                 = "us-docker.pkg.dev/acme/tools/scheduler-extender:0.1.0"
+    proxy_service_account_email = "projects/acme-scheduling/serviceAccounts/scheduler-proxy"
+  }
+  expect_failures = [var.proxy_service_account_email]
+}
+
+run "proxy_account_without_the_proxy" {
+  command = plan
+  variables { proxy_service_account_email = "scheduler-proxy@acme-scheduling.iam.gserviceaccount.com" }
+  expect_failures = [var.proxy_service_account_email]
+}
+
+# --- The policy, the scheduler configuration and the Kubernetes version agree -----------------------------------------
+
+run "policy_file_unreadable" {
+  command = plan
+  variables { policy_file = "policies/unreadable.yaml" }
+  expect_failures = [var.policy_file]
+}
+
+run "policy_file_missing" {
+  command = plan
+  variables { policy_file = "policies/missing.yaml" }
+  expect_failures = [var.policy_file]
+}
+
+run "policy_profile_named_like_the_entry_point" {
+  command = plan
+  variables { policy_file = "policies/profile-extender.yaml" }
+  expect_failures = [var.policy_file]
+}
+
+run "policy_profile_named_like_the_function" {
+  command = plan
+  variables {
+    policy_file = "policies/profile-function-name.yaml"
+    profile     = "scheduler-extender"
+  }
+  expect_failures = [var.policy_file]
+}
+
+run "policy_profile_named_like_another_function" {
+  command = plan
+  variables {
+    policy_file   = "policies/profile-function-name.yaml"
+    profile       = "scheduler-extender"
+    function_name = "batch-extender"
+  }
+}
+
+run "policy_for_full_nodes_with_node_names_sent" {
+  command = plan
+  variables { policy_file = "policies/full-nodes.yaml" }
+  expect_failures = [var.node_cache_capable]
+}
+
+run "policy_for_full_nodes_in_json_with_node_names_sent" {
+  command = plan
+  variables { policy_file = "policies/full-nodes.json" }
+  expect_failures = [var.node_cache_capable]
+}
+
+run "policy_for_full_nodes_with_full_nodes_sent" {
+  command = plan
+  variables {
+    policy_file        = "policies/full-nodes.yaml"
+    node_cache_capable = false
+  }
+}
+
+run "policy_for_node_names_with_full_nodes_sent" {
+  command = plan
+  variables {
+    policy_file        = "policies/node-names.yaml"
+    node_cache_capable = false
+  }
+  expect_failures = [var.node_cache_capable]
+}
+
+run "policy_for_both_modes_with_full_nodes_sent" {
+  command = plan
+  variables {
+    policy_file        = "policies/both-modes.yaml"
+    node_cache_capable = false
+  }
+}
+
+run "full_nodes_blind_resource_scoring_from_1_33" {
+  command = plan
+  variables {
+    node_cache_capable = false
+    kubernetes_version = "1.33.0"
+  }
+  expect_failures = [var.node_cache_capable]
+}
+
+run "full_nodes_on_1_35_accepted_explicitly" {
+  command = plan
+  variables {
+    node_cache_capable           = false
+    kubernetes_version           = "1.35.4"
+    allow_blind_resource_scoring = true
+  }
+}
+
+run "full_nodes_on_1_32" {
+  command = plan
+  variables {
+    node_cache_capable = false
+    kubernetes_version = "1.32.9"
+  }
+}
+
+run "full_nodes_on_1_34_without_the_filter_verb" {
+  command = plan
+  variables {
+    node_cache_capable = false
+    kubernetes_version = "1.34.1"
+    verbs              = ["prioritize"]
+  }
+}
+
+run "policy_for_full_nodes_on_1_34" {
+  command = plan
+  variables {
+    policy_file        = "policies/full-nodes.yaml"
+    node_cache_capable = false
+    kubernetes_version = "1.34.1"
+  }
+  expect_failures = [var.node_cache_capable]
+}
+
+run "bind_without_a_kubernetes_token" {
+  command = plan
+  variables {
+    verbs              = ["filter", "bind"]
+    kubernetes_api_url = "https://34.118.0.10"
+  }
+  expect_failures = [var.verbs]
+}
+
+run "profile_unknown_to_the_embedded_policy" {
+  command = plan
+  variables { profile = "gpu" }
+  expect_failures = [var.profile]
+}
+
+run "policy_without_a_default_profile" {
+  command = plan
+  variables { policy_file = "policies/gpu-batch.yaml" }
+  expect_failures = [var.profile]
+}
+
+run "profile_of_the_policy" {
+  command = plan
+  variables {
+    policy_file = "policies/gpu-batch.yaml"
+    profile     = "batch"
+  }
+}
+
+run "profile_misspelt" {
+  command = plan
+  variables {
+    policy_file = "policies/gpu-batch.yaml"
+    profile     = "bacth"
+  }
+  expect_failures = [var.profile]
 }
 
 # --- Pinned Kubernetes token --------------------------------------------------------------------------------------------
@@ -282,6 +546,74 @@ run "private_endpoint_without_vpc_egress" {
   expect_failures = [var.kubernetes_api_url]
 }
 
+run "shared_address_space_endpoint_without_vpc_egress" {
+  command = plan
+  variables { kubernetes_api_url = "https://100.64.0.2" }
+  expect_failures = [var.kubernetes_api_url]
+}
+
+run "shared_address_space_top_without_vpc_egress" {
+  command = plan
+  variables { kubernetes_api_url = "https://100.127.255.254:443" }
+  expect_failures = [var.kubernetes_api_url]
+}
+
+run "rfc1918_172_endpoint_without_vpc_egress" {
+  command = plan
+  variables { kubernetes_api_url = "https://172.31.0.2/" }
+  expect_failures = [var.kubernetes_api_url]
+}
+
+run "ipv6_unique_local_endpoint_without_vpc_egress" {
+  command = plan
+  variables { kubernetes_api_url = "https://[fd00::2]" }
+  expect_failures = [var.kubernetes_api_url]
+}
+
+run "ipv6_unique_local_fc_endpoint_without_vpc_egress" {
+  command = plan
+  variables { kubernetes_api_url = "https://[fc12:3456::2]:6443" }
+  expect_failures = [var.kubernetes_api_url]
+}
+
+run "ipv6_link_local_endpoint_without_vpc_egress" {
+  command = plan
+  variables { kubernetes_api_url = "https://[fe80::1]" }
+  expect_failures = [var.kubernetes_api_url]
+}
+
+run "link_local_endpoint_without_vpc_egress" {
+  command = plan
+  variables { kubernetes_api_url = "https://169.254.20.10" }
+  expect_failures = [var.kubernetes_api_url]
+}
+
+run "class_e_endpoint_without_vpc_egress" {
+  command = plan
+  variables { kubernetes_api_url = "https://240.0.0.10" }
+  expect_failures = [var.kubernetes_api_url]
+}
+
+run "public_endpoint_next_to_shared_address_space" {
+  command = plan
+  variables { kubernetes_api_url = "https://100.128.0.2" }
+}
+
+run "public_endpoint_next_to_rfc1918_172" {
+  command = plan
+  variables { kubernetes_api_url = "https://172.32.0.2" }
+}
+
+run "public_ipv6_endpoint" {
+  command = plan
+  variables { kubernetes_api_url = "https://[2001:4860:4860::8888]:443" }
+}
+
+run "hostname_endpoint" {
+  command = plan
+  variables { kubernetes_api_url = "https://10.example.com" }
+}
+
 run "authorized_networks_through_cloud_nat" {
   command = plan
   variables {
@@ -337,4 +669,110 @@ run "alert_error_count_not_whole" {
   command = plan
   variables { alert_error_count = 2.5 }
   expect_failures = [var.alert_error_count]
+}
+
+run "latency_alert_minimum_zero" {
+  command = plan
+  variables { alert_latency_min_requests = 0 }
+  expect_failures = [var.alert_latency_min_requests]
+}
+
+run "latency_alert_minimum_not_whole" {
+  command = plan
+  variables { alert_latency_min_requests = 20.5 }
+  expect_failures = [var.alert_latency_min_requests]
+}
+
+# --- Memory: a unit, and Cloud Run's range and CPU pairing -----------------------------------------------------------
+
+run "memory_without_a_unit_is_bytes" {
+  command = plan
+  variables { available_memory = "512" }
+  expect_failures = [var.available_memory]
+}
+
+run "memory_unit_unknown" {
+  command = plan
+  variables { available_memory = "512MB" }
+  expect_failures = [var.available_memory]
+}
+
+run "memory_below_128Mi" {
+  command = plan
+  variables { available_memory = "100M" }
+  expect_failures = [var.available_memory]
+}
+
+run "memory_above_32Gi" {
+  command = plan
+  variables {
+    available_memory = "33Gi"
+    available_cpu    = "8"
+  }
+  expect_failures = [var.available_memory]
+}
+
+run "memory_at_the_lower_end" {
+  command = plan
+  variables { available_memory = "128Mi" }
+}
+
+run "memory_in_decimal_gigabytes" {
+  command = plan
+  variables { available_memory = "2G" }
+}
+
+run "memory_fraction_of_a_gibibyte" {
+  command = plan
+  variables { available_memory = "0.5Gi" }
+}
+
+run "memory_32Gi_on_8_cpus" {
+  command = plan
+  variables {
+    available_memory = "32Gi"
+    available_cpu    = "8"
+  }
+}
+
+run "memory_8Gi_needs_2_cpus" {
+  command = plan
+  variables { available_memory = "8Gi" }
+  expect_failures = [var.available_memory]
+}
+
+run "memory_8Gi_on_2_cpus" {
+  command = plan
+  variables {
+    available_memory = "8Gi"
+    available_cpu    = "2"
+  }
+}
+
+run "memory_2Gi_needs_a_whole_cpu" {
+  command = plan
+  variables {
+    available_memory = "2Gi"
+    available_cpu    = "0.5"
+    concurrency      = 1
+  }
+  expect_failures = [var.available_memory]
+}
+
+run "memory_1Gi_on_half_a_cpu" {
+  command = plan
+  variables {
+    available_memory = "1Gi"
+    available_cpu    = "500m"
+    concurrency      = 1
+  }
+}
+
+run "four_cpus_need_2Gi" {
+  command = plan
+  variables {
+    available_memory = "1Gi"
+    available_cpu    = "4"
+  }
+  expect_failures = [var.available_memory]
 }

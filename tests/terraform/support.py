@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -18,6 +20,8 @@ ROOT_MODULE = REPO / "terraform"
 SCHEDULER_CONFIG = ROOT_MODULE / "modules" / "scheduler-config"
 # Ignored by git: downloads and tool environments reused across runs.
 CACHE = REPO / ".cache" / "terraform-tests"
+# Policy files the root module's plans read (policy_file), copied into each test module as policies/.
+POLICIES = Path(__file__).with_name("policies")
 
 _HCL_OPTIONS = SerializationOptions(with_comments=False, strip_string_quotes=True, preserve_heredocs=False)
 
@@ -123,3 +127,35 @@ def thin_validation_coverage(variables: dict[str, dict[str, Any]], test_files: l
     )
     rules = {name: len(body.get("validation", [])) for name, body in variables.items() if body.get("validation")}
     return {name: (count, expected[name]) for name, count in rules.items() if expected[name] < count}
+
+
+def local_source(path: Path, name: str) -> str:
+    """A local's expression as written in ``path``: up to the line end where its brackets close (regexes in it balance),
+    or a heredoc up to its closing marker."""
+    text = path.read_text()
+    match = re.search(rf"^  {name}\s*=\s*", text, re.MULTILINE)
+    assert match, f"no local {name} in {path}"
+    heredoc = re.match(r"<<-?(\w+)\n", text[match.end():])
+    if heredoc:
+        closing = re.compile(rf"^\s*{heredoc.group(1)}$", re.MULTILINE).search(text, match.end() + heredoc.end())
+        assert closing, f"heredoc of local {name} does not close"
+        return text[match.end():closing.end()]
+    depth, end = 0, match.end()
+    while end < len(text) and not (text[end] == "\n" and depth == 0):
+        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(text[end], 0)
+        end += 1
+    return text[match.end():end]
+
+
+def variables_module(directory: Path, test_files: list[Path], extra: dict[str, str] | None = None) -> Path:
+    """A module of the root module's variables.tf (and ``extra`` files: {name: text}), the policy fixtures under
+    policies/ and ``test_files`` under tests/: what `terraform test` plans without any provider."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT_MODULE / "variables.tf", directory / "variables.tf")
+    for name, text in (extra or {}).items():
+        (directory / name).write_text(text)
+    shutil.copytree(POLICIES, directory / "policies")
+    (directory / "tests").mkdir()
+    for path in test_files:
+        shutil.copy(path, directory / "tests" / path.name)
+    return directory

@@ -16,9 +16,9 @@ import pytest
 from extender.decision_log import EVENT, decision_fields
 from extender.http.routing import Route, Router
 from extender.policy.loader import load_policy
-from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV
+from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer
-from tests.terraform.support import REPO, ROOT_MODULE, SCHEDULER_CONFIG, load_module, named, resources, run_terraform
+from tests.terraform.support import REPO, ROOT_MODULE, SCHEDULER_CONFIG, load_module, local_source, named, resources, run_terraform
 
 ROOT = load_module(ROOT_MODULE)
 SUBMODULE = load_module(SCHEDULER_CONFIG)
@@ -33,18 +33,6 @@ EXAMPLES = sorted(path for path in (ROOT_MODULE / "examples").iterdir() if path.
 def _raw(value: str) -> str:
     """The HCL expression of an attribute: "${var.x}" -> "var.x"."""
     return value[2:-1] if value.startswith("${") and value.endswith("}") else value
-
-
-def _local_source(name: str) -> str:
-    """A local's expression as written in main.tf, up to the line end where its brackets close (regexes in it balance)."""
-    text = (ROOT_MODULE / "main.tf").read_text()
-    match = re.search(rf"^  {name}\s*=\s*", text, re.MULTILINE)
-    assert match, name
-    depth, end = 0, match.end()
-    while end < len(text) and not (text[end] == "\n" and depth == 0):
-        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(text[end], 0)
-        end += 1
-    return text[match.end():end]
 
 
 def _expression(value: str) -> str:
@@ -114,13 +102,16 @@ def test_secrets_reach_the_function_as_secret_environment_variables() -> None:
     secret_env = _dynamic(SERVICE_CONFIG, "secret_environment_variables")
     assert _expression(secret_env["for_each"]) == _code("local.secret_environment_variables")
     secrets = _expression(LOCALS["secret_environment_variables"])
-    assert _code(f"{CALLER_TOKEN_ENV} = local.caller_token_enabled ?") in secrets
-    assert _code(f"{PREVIOUS_CALLER_TOKEN_ENV} = local.caller_token_enabled && nonsensitive(var.caller_token_previous != null) ?") in secrets
-    assert _code("version = one(google_secret_manager_secret_version.caller_token[*].version)") in secrets
-    assert _code("version = one(google_secret_manager_secret_version.caller_token_previous[*].version)") in secrets
-    assert _code("KUBERNETES_TOKEN = var.kubernetes_token_secret == null ? null : { secret = var.kubernetes_token_secret, version = var.kubernetes_token_secret_version }") in secrets
+    assert _code(
+        "{ for name, slot in local.caller_token_secret_slots : name => { secret = local.caller_token_secret_id,"
+        " version = google_secret_manager_secret_version.caller_token[slot].version } }"
+    ) in secrets
+    assert _code("KUBERNETES_TOKEN = { secret = var.kubernetes_token_secret, version = var.kubernetes_token_secret_version }") in secrets
     assert "latest" not in secrets, "a secret at latest leaves warm instances on a rotated-out value"
     assert "TOKEN" not in _expression(LOCALS["environment_variables"]), "tokens must never be plain environment variables"
+    # The function's two token variables are the ones the slots fill (variables.tf).
+    slots = local_source(ROOT_MODULE / "variables.tf", "caller_token_secret_slots")
+    assert f"{CALLER_TOKEN_ENV} " in slots and f"{PREVIOUS_CALLER_TOKEN_ENV} " in slots
 
 
 def test_secret_names_are_known_at_plan_time() -> None:
@@ -130,15 +121,33 @@ def test_secret_names_are_known_at_plan_time() -> None:
     assert "google_secret_manager_secret." not in _expression(LOCALS["secret_environment_variables"])
 
 
-@pytest.mark.parametrize("version", ["caller_token", "caller_token_previous"])
-def test_a_new_token_version_is_served_before_the_old_one_is_destroyed(version: str) -> None:
-    body = RESOURCES[("google_secret_manager_secret_version", version)]
-    assert _block(body, "lifecycle")["create_before_destroy"] is True
-    assert _expression(body["secret"]) == _code("google_secret_manager_secret.caller_token[0].id")
-    assert VARIABLES["caller_token_previous"]["sensitive"] is True
-    assert _expression(RESOURCES[("random_password", "caller_token")]["keepers"]) == _code(
-        "var.caller_token_rotation == null ? null : { rotation = var.caller_token_rotation }"
+def test_a_token_lives_exactly_as_long_as_its_slot_is_accepted() -> None:
+    """Nothing but a slot's leaving and coming back replaces its token (rotation.tftest.hcl walks the procedure)."""
+    password = RESOURCES[("random_password", "caller_token")]
+    assert _expression(password["for_each"]) == _code("local.generated_caller_token_slots")
+    assert "keepers" not in password, "a token's only generation input is its slot's being accepted"
+    assert _block(password, "lifecycle")["ignore_changes"] == ["keepers"], "keepers left in state by earlier versions must not replace a token"
+    version = RESOURCES[("google_secret_manager_secret_version", "caller_token")]
+    assert _expression(version["for_each"]) == _code("local.caller_token_slots")
+    assert _expression(version["secret_data"]) == _code("local.caller_tokens[each.key]")
+    assert _block(version, "lifecycle")["create_before_destroy"] is True
+    assert _expression(version["secret"]) == _code("google_secret_manager_secret.caller_token[0].id")
+    assert _expression(LOCALS["caller_tokens"]) == _code(
+        "{ for slot in local.caller_token_slots : slot => try(var.caller_tokens[slot], random_password.caller_token[slot].result) }"
     )
+    assert _expression(LOCALS["caller_token"]) == _code("local.caller_token_enabled ? local.caller_tokens[var.caller_token_active_slot] : null")
+    assert VARIABLES["caller_tokens"]["sensitive"] is True
+
+
+def test_state_of_the_single_token_versions_moves_into_slot_a() -> None:
+    """A deployment of the module before the slots keeps its token: no replacement, no outage, on the upgrade."""
+    moved = {(block["from"], block["to"]) for entry in ROOT["moved"] for block in [entry]}
+    assert {
+        ("${random_password.caller_token[0]}", '${random_password.caller_token["a"]}'),
+        ("${google_secret_manager_secret_version.caller_token[0]}", '${google_secret_manager_secret_version.caller_token["a"]}'),
+        ("${google_service_account.function}", "${google_service_account.function[0]}"),
+    } <= moved
+    assert VARIABLES["caller_token_accepted_slots"]["default"] == ["a"] and VARIABLES["caller_token_active_slot"]["default"] == "a"
 
 
 def test_direct_vpc_egress_is_wired_only_when_a_network_is_given() -> None:
@@ -170,13 +179,36 @@ def test_function_takes_the_source_generation_from_the_object() -> None:
     assert _expression(storage["generation"]) == _code("google_storage_bucket_object.source.generation")
 
 
-def test_function_account_reads_only_its_secrets() -> None:
+def test_function_account_reads_only_its_secrets_and_node_loads_metrics() -> None:
     for name in ("caller_token", "kubernetes_token"):
         binding = RESOURCES[("google_secret_manager_secret_iam_member", name)]
         assert binding["role"] == "roles/secretmanager.secretAccessor"
-        assert _expression(binding["member"]) == _code("google_service_account.function.member")
-    assert not [key for key in RESOURCES if key[0] in ("google_project_iam_member", "google_project_iam_binding")]
-    assert _expression(SERVICE_CONFIG["service_account_email"]) == _code("google_service_account.function.email")
+        assert _expression(binding["member"]) == _code("local.function_service_account_member")
+    project_grants = [key for key in RESOURCES if key[0] in ("google_project_iam_member", "google_project_iam_binding")]
+    assert project_grants == [("google_project_iam_member", "function_monitoring_viewer")]
+    viewer = RESOURCES[project_grants[0]]
+    assert viewer["role"] == "roles/monitoring.viewer"
+    assert _expression(viewer["member"]) == _code("local.function_service_account_member")
+    # Only for an account the module made, and only the projects NodeLoad reads (node_load_grants.tftest.hcl).
+    assert _expression(viewer["for_each"]) == _code("var.function_service_account_email == null ? local.monitoring_viewer_projects : toset([])")
+    assert _expression(SERVICE_CONFIG["service_account_email"]) == _code("local.function_service_account_email")
+
+
+def test_existing_service_accounts_replace_the_created_ones() -> None:
+    assert _expression(RESOURCES[("google_service_account", "function")]["count"]) == _code("var.function_service_account_email == null ? 1 : 0")
+    assert _expression(RESOURCES[("google_service_account", "scheduler_proxy")]["count"]) == _code(
+        'var.invocation == "iam" && var.proxy_service_account_email == null ? 1 : 0'
+    )
+    assert _expression(LOCALS["function_service_account_email"]) == _code(
+        "coalesce(var.function_service_account_email, one(google_service_account.function[*].email))"
+    )
+    assert _expression(LOCALS["proxy_service_account_email"]) == _code(
+        'var.invocation == "iam" ? coalesce(var.proxy_service_account_email, one(google_service_account.scheduler_proxy[*].email)) : null'
+    )
+    assert _expression(OUTPUTS["function_service_account"]["value"]) == _code("local.function_service_account_email")
+    assert _expression(OUTPUTS["proxy_service_account"]["value"]) == _code("local.proxy_service_account_email")
+    # The function's account waits for its grants like its secret access does.
+    assert "google_project_iam_member.function_monitoring_viewer" in RESOURCES[("time_sleep", "secret_access")]["triggers"]["grants"]
 
 
 def test_public_invocation_is_run_invoker_for_all_users_on_the_cloud_run_service() -> None:
@@ -191,23 +223,36 @@ def test_public_invocation_is_run_invoker_for_all_users_on_the_cloud_run_service
 def test_iam_only_invocation_grants_the_proxy_account_and_its_workload_identity() -> None:
     invoker = RESOURCES[("google_cloud_run_service_iam_member", "proxy_invoker")]
     assert invoker["role"] == "roles/run.invoker"
-    assert _expression(invoker["member"]) == _code("google_service_account.scheduler_proxy[0].member")
+    assert _expression(invoker["member"]) == _code("serviceAccount:${local.proxy_service_account_email}")
     workload_identity = RESOURCES[("google_service_account_iam_member", "scheduler_proxy_workload_identity")]
+    assert _expression(workload_identity["service_account_id"]) == _code(
+        'var.proxy_service_account_email == null ? google_service_account.scheduler_proxy[0].name : "projects/-/serviceAccounts/${var.proxy_service_account_email}"'
+    )
     assert workload_identity["role"] == "roles/iam.workloadIdentityUser"
     assert _expression(workload_identity["member"]) == _code("serviceAccount:${local.cluster_project_id}.svc.id.goog[${var.scheduler_namespace}/${var.scheduler_name}]")
     proxy = _expression(MODULE_CALL["identity_proxy"])
     assert proxy.startswith(_code('var.invocation == "iam" ? { image = var.proxy_image, port = 8001,'))
+    assert _code("google_service_account = var.gke_workload_identity ? local.proxy_service_account_email : null") in proxy
     assert VARIABLES["proxy_image"]["validation"], "proxy_image must be required for IAM-only invocation"
 
 
 def test_caller_token_is_generated_stored_and_passed_on() -> None:
     password = RESOURCES[("random_password", "caller_token")]
     assert password["special"] is False and password["length"] >= 32
-    version = RESOURCES[("google_secret_manager_secret_version", "caller_token")]
-    assert _expression(version["secret_data"]) == _code("local.caller_token")
     assert _expression(MODULE_CALL["caller_token"]) == _code("local.caller_token")
-    assert VARIABLES["caller_token"]["sensitive"] is True
-    assert _expression(LOCALS["caller_token_enabled"]) == _code('coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(var.caller_token != null))')
+    caller_token_enabled = local_source(ROOT_MODULE / "variables.tf", "caller_token_enabled")
+    assert _code(caller_token_enabled) == _code('coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(length(var.caller_tokens) > 0))')
+
+
+def test_caller_token_secret_replicates_where_the_organisation_allows() -> None:
+    replication = _block(RESOURCES[("google_secret_manager_secret", "caller_token")], "replication")
+    [auto] = [entry["auto"] for entry in replication["dynamic"] if "auto" in entry]
+    [user_managed] = [entry["user_managed"] for entry in replication["dynamic"] if "user_managed" in entry]
+    assert _expression(auto["for_each"]) == _code("length(var.secret_replica_locations) == 0 ? [1] : []")
+    assert _expression(user_managed["for_each"]) == _code("length(var.secret_replica_locations) == 0 ? [] : [1]")
+    replicas = _dynamic(_block(user_managed, "content"), "replicas")
+    assert _expression(replicas["for_each"]) == _code("var.secret_replica_locations")
+    assert _expression(_block(replicas, "content")["location"]) == _code("replicas.value")
 
 
 def test_invocation_is_an_explicit_choice() -> None:
@@ -260,7 +305,7 @@ def _source_locals(terraform: str, terraform_env: dict[str, str], probe: Path, s
         'variable "function_name" {\n  default = "scheduler-extender"\n}\n'
         f'variable "policy_file" {{\n  default = {policy}\n}}\n'
         f'locals {{\n  source_dir = "{source_dir}"\n'
-        + "".join(f"  {name} = {_local_source(name)}\n" for name in names)
+        + "".join(f"  {name} = {local_source(ROOT_MODULE / 'main.tf', name)}\n" for name in names)
         # What the archive's source blocks do with every selected file: read it as UTF-8 text.
         + '  read = [for file in local.source_files : length(file("${local.source_dir}/${file}"))]\n}\n'
         + "".join(f'output "{name}" {{\n  value = local.{name}\n}}\n' for name in (*names, "read"))
@@ -317,6 +362,7 @@ def test_archive_is_built_where_it_is_uploaded() -> None:
     assert _expression(archive["output_path"]) == _code('${path.root}/.terraform/extender-source/${local.source_key}.zip')
     source_object = RESOURCES[("google_storage_bucket_object", "source")]
     assert source_object["name"] == "${local.source_key}.zip", "the object name must be known at plan time"
+    assert _block(source_object, "lifecycle")["create_before_destroy"] is True, "the function must never point at a deleted zip"
     assert "terraform.workspace" in LOCALS["source_key"] and "var.function_name" in LOCALS["source_key"]
     dynamic_sources = [block["source"] for block in archive["dynamic"]]
     assert [_expression(source["for_each"]) for source in dynamic_sources] == [
@@ -343,7 +389,7 @@ def test_log_based_metrics_read_the_decision_log_entry() -> None:
 
 
 def test_would_reject_metric_counts_the_audit_entries_per_plugin_and_rule() -> None:
-    """Audited plugins' held-back verdicts: one audit entry per plugin and reason, whose fields the extractors read."""
+    """Audited plugins' held-back verdicts: one audit entry per plugin and rule, whose fields the extractors read."""
     from extender.decision_log import AUDIT_EVENT, audit_entries
     from extender.framework import status
     from extender.framework.profile import FilterResult
@@ -361,7 +407,7 @@ def test_would_reject_metric_counts_the_audit_entries_per_plugin_and_rule() -> N
     held = status.unresolvable("NodeLabelPolicy rule 'others-off-gpu-pool': node does not match x").with_plugin("NodeLabelPolicy")
     result = FilterResult(feasible=["n-1", "n-2"], would_reject={"n-1": (held,), "n-2": (held,)})
     fields = decision_fields(Route("filter", "default"), Answer(body=None, result=result), 0.01, 5.0, method="POST", path="/filter")
-    [entry] = audit_entries(fields)
+    [entry] = audit_entries(fields, result)
     assert entry["event"] == AUDIT_EVENT and {"verb", "profile"} <= set(entry)
     assert (entry["plugin"], entry["rule"], entry["verdict"], entry["count"]) == (
         "NodeLabelPolicy", "others-off-gpu-pool", "wouldReject", 2
@@ -377,63 +423,100 @@ def test_unauthenticated_requests_are_kept_apart_from_errors() -> None:
 def test_verb_path_label_reads_the_redacted_path_of_a_wrong_token_call() -> None:
     """The label extractor's regex, applied to what the function logs for a scheduler call with a wrong token."""
     extractor = RESOURCES[("google_logging_metric", "unauthenticated")]["label_extractors"]["verb_path"]
-    pattern = re.fullmatch(r'REGEXP_EXTRACT\(jsonPayload\.path, \\?"(.+)\\?"\)', extractor)
-    assert pattern, extractor
+    assert extractor == 'REGEXP_EXTRACT(jsonPayload.path, "${local.verb_path_regex}")'
     router = Router({"default"}, {"scheduler-extender"}, ["r1ght-t0ken-r1ght-t0ken-r1ght-t0ken"])
-    regex = pattern.group(1).replace("\\\\", "\\")
+    regex = LOCALS["verb_path_regex"]
     assert re.search(regex, router.redact("/scheduler-extender/0ld-t0ken-0ld-t0ken-0ld-t0ken/default/filter")).group(1) == "filter"
     assert re.search(regex, router.redact("/wp-login.php")) is None
 
 
-ALERTS = LOCALS["alerts"]
+ALERTS = LOCALS["alert_definitions"]
+POLICY = RESOURCES[("google_monitoring_alert_policy", "extender")]
+THRESHOLD = _dynamic(_block(POLICY, "conditions"), "condition_threshold")
+PROMQL = _dynamic(_block(POLICY, "conditions"), "condition_prometheus_query_language")
+COUNT_ALERTS = ("errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed", "iam_refused")
 
 
 def test_every_alert_has_a_runbook_and_its_own_policy() -> None:
-    assert set(ALERTS) == {"errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed", "latency", "cloud_run_latency"}
-    policy = RESOURCES[("google_monitoring_alert_policy", "extender")]
-    assert _expression(policy["for_each"]) == _code("var.monitoring_enabled ? local.alerts : {}")
-    assert "each.value.runbook" in _block(policy, "documentation")["content"]
-    assert _expression(policy["notification_channels"]) == _code("var.notification_channels")
+    assert set(ALERTS) == {*COUNT_ALERTS, "latency", "cloud_run_latency"}
+    assert _expression(POLICY["for_each"]) == _code("var.monitoring_enabled ? local.alerts : {}")
+    assert _expression(LOCALS["alerts"]) == _code(
+        '{ for name, alert in local.alert_definitions : name => alert if name != "iam_refused" || var.invocation == "iam" }'
+    )
+    assert "each.value.runbook" in _block(POLICY, "documentation")["content"]
+    assert _expression(POLICY["notification_channels"]) == _code("var.notification_channels")
     for name, alert in ALERTS.items():
         assert len(alert["runbook"].strip().splitlines()) >= 2, name
+        assert (alert["threshold"] is None) != (alert["promql"] is None), f"{name}: one condition each"
 
 
 def test_count_alerts_fire_on_a_rate_over_the_window_never_on_one_event() -> None:
-    policy = RESOURCES[("google_monitoring_alert_policy", "extender")]
-    threshold = _block(_block(policy, "conditions"), "condition_threshold")
-    assert _expression(_block(threshold, "aggregations")["alignment_period"]) == _code("local.alert_window")
+    assert _expression(THRESHOLD["for_each"]) == _code("each.value.threshold == null ? [] : [each.value.threshold]")
+    content = _block(THRESHOLD, "content")
+    aggregations = _block(content, "aggregations")
+    assert _expression(aggregations["alignment_period"]) == _code("local.alert_window")
+    assert (aggregations["per_series_aligner"], aggregations["cross_series_reducer"]) == ("ALIGN_SUM", "REDUCE_SUM")
+    assert _expression(content["threshold_value"]) == _code("var.alert_error_count - 1")
+    assert content["comparison"] == "COMPARISON_GT"
     assert LOCALS["alert_window"] == "${var.alert_window_minutes * 60}s"
-    for name in ("errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed"):
-        alert = ALERTS[name]
-        assert (alert["aligner"], alert["reducer"]) == ("ALIGN_SUM", "REDUCE_SUM"), name
-        assert _expression(alert["threshold"]) == _code("var.alert_error_count - 1"), name
     assert VARIABLES["alert_error_count"]["default"] > 1
-    assert threshold["comparison"] == "COMPARISON_GT"
+    for name in COUNT_ALERTS:
+        assert ALERTS[name]["promql"] is None and ALERTS[name]["threshold"]["filter"], name
 
 
 def test_cloud_runs_own_answers_are_watched() -> None:
     """429, 413 and 5xx (timeouts included) never reach the function's log: Cloud Run's request metrics see them."""
-    refused, failed = _expression(ALERTS["cloud_run_refused"]["filter"]), _expression(ALERTS["cloud_run_failed"]["filter"])
+    refused = _expression(ALERTS["cloud_run_refused"]["threshold"]["filter"])
+    failed = _expression(ALERTS["cloud_run_failed"]["threshold"]["filter"])
     for filter_ in (refused, failed):
         assert _code('metric.type="run.googleapis.com/request_count"') in filter_
         assert filter_.startswith(_code("${local.cloud_run_filter}"))
-    assert _code('metric.label.response_code_class="4xx" AND NOT metric.label.response_code="404"') in refused
+    assert _code('metric.label.response_code_class="4xx" AND NOT metric.label.response_code=one_of(${local.cloud_run_refused_codes})') in refused
     assert _code('metric.label.response_code_class="5xx"') in failed
     assert "429" in ALERTS["cloud_run_refused"]["runbook"] and "504" in ALERTS["cloud_run_failed"]["runbook"]
-    rejected = _expression(ALERTS["rejected_calls"]["filter"])
+    rejected = _expression(ALERTS["rejected_calls"]["threshold"]["filter"])
     assert _code('metric.label.method="POST"') in rejected and "verb_path" in rejected
     assert LOCALS["cloud_run_filter"] == 'resource.type="cloud_run_revision" AND resource.labels.service_name="${var.function_name}"'
 
 
+def test_iam_refusals_of_scheduler_calls_are_an_alert_of_their_own() -> None:
+    """With IAM-only invocation 401/403 leave the refused alert (probes get them); the scheduler's go to iam_refused."""
+    assert _expression(LOCALS["cloud_run_refused_codes"]) == _code('var.invocation == "iam" ? "\\"401\\", \\"403\\", \\"404\\"" : "\\"404\\""')
+    metric = RESOURCES[("google_logging_metric", "iam_refused")]
+    assert _expression(metric["count"]) == _code('var.monitoring_enabled && var.invocation == "iam" ? 1 : 0')
+    assert metric["filter"] == "${local.iam_refused_log_filter}"
+    log_filter = _expression(LOCALS["iam_refused_log_filter"])
+    for part in (
+        'logName=\\"projects/${var.project_id}/logs/run.googleapis.com%2Frequests\\"',
+        "httpRequest.status=(401 OR 403)",
+        'httpRequest.requestMethod=\\"POST\\"',
+        'httpRequest.requestUrl=~\\"${local.verb_path_regex}\\"',
+    ):
+        assert _code(part) in log_filter, part
+    assert _code("/${var.function_name}/iam_refused") in _expression(ALERTS["iam_refused"]["threshold"]["filter"])
+    runbook = ALERTS["iam_refused"]["runbook"]
+    for check in ("roles/run.invoker", "iam.gke.io/gcp-service-account", "roles/iam.workloadIdentityUser", "audience"):
+        assert check in runbook, check
+    # The regex the log filter and the label extractors share matches what the proxy forwards, and not a probe.
+    regex = LOCALS["verb_path_regex"]
+    assert re.search(regex, "https://scheduler-extender-x7k2p9q4ra-uc.a.run.app/gpu/filter")
+    assert not re.search(regex, "https://scheduler-extender-x7k2p9q4ra-uc.a.run.app/wp-login.php")
+
+
 @pytest.mark.parametrize("name", ["latency", "cloud_run_latency"])
-def test_latency_alerts_compare_p99_with_the_timeout(name: str) -> None:
+def test_latency_alerts_compare_p99_with_the_timeout_over_enough_calls(name: str) -> None:
     alert = ALERTS[name]
-    assert alert["aligner"] == "ALIGN_PERCENTILE_99"
-    assert _expression(alert["threshold"]) == _code("local.latency_threshold_ms")
-    assert _expression(alert["duration"]) == _code("local.alert_window")
+    query = {"latency": LOCALS["latency_query"], "cloud_run_latency": LOCALS["cloud_run_latency_query"]}[name]
+    assert _expression(alert["promql"]) == _code(f"local.{name}_query")
+    assert _code("histogram_quantile(0.99,") in _code(query)
+    assert _code("> ${local.latency_threshold_ms}") in _code(query)
+    assert _code(">= ${var.alert_latency_min_requests}") in _code(query)
+    assert _expression(PROMQL["for_each"]) == _code("each.value.promql == null ? [] : [each.value.promql]")
+    assert _expression(_block(PROMQL, "content")["duration"]) == _code("local.alert_window")
     assert _expression(LOCALS["latency_threshold_ms"]) == _code("module.scheduler_config.http_timeout_ms * var.alert_latency_ratio")
-    metric = 'metric.type="run.googleapis.com/request_latencies"' if name == "cloud_run_latency" else "/${var.function_name}/latency"
-    assert metric in alert["filter"]
+    metric = "run_googleapis_com:request_latencies" if name == "cloud_run_latency" else "${local.promql_latency}"
+    assert f"{metric}_bucket" in query and f"{metric}_count" in query
+    assert _expression(LOCALS["promql_latency"]) == _code('logging_googleapis_com:user_${replace(var.function_name, "-", "_")}_latency')
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[path.name for path in EXAMPLES])
@@ -445,5 +528,10 @@ def test_examples_call_the_module_with_its_variables(example: Path) -> None:
     assert set(call) - {"source"} <= set(VARIABLES), f"unknown inputs: {set(call) - {'source'} - set(VARIABLES)}"
 
 
-def test_example_policy_is_valid() -> None:
-    load_policy(ROOT_MODULE / "examples" / "gke-public" / "policy.yaml")
+EXAMPLE_POLICIES = sorted((ROOT_MODULE / "examples").glob("*/policy*.yaml"))
+
+
+@pytest.mark.parametrize("policy", EXAMPLE_POLICIES, ids=[f"{path.parent.name}/{path.name}" for path in EXAMPLE_POLICIES])
+def test_example_policy_is_valid(policy: Path) -> None:
+    # As deployed: the module sets GOOGLE_CLOUD_PROJECT, which NodeLoad's gke preset reads.
+    load_policy(policy, Settings(project="example-project"))

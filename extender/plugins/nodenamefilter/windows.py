@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Length
 
+from extender.framework.args import failed_fields
+
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
@@ -137,10 +139,12 @@ class WindowSchema(Schema):
     to = ClockTime()
     timeZone = fields.String(validate=_validate_zone)
 
-    @validates_schema(skip_on_field_errors=True)
-    def one_shape(self, data: dict[str, Any], **kwargs: Any) -> None:
-        one_off = {"start", "end"} & data.keys()
-        weekly = {"days", "from_", "to", "timeZone"} & data.keys()
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def one_shape(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        broken = failed_fields(self, data, original)
+        given = data.keys() | broken  # the shape is what the window sets, loaded or not
+        one_off = {"start", "end"} & given
+        weekly = {"days", "from_", "to", "timeZone"} & given
         if not one_off and not weekly:
             raise ValidationError("a window needs start and end (one-off) or from and to (weekly)")
         if one_off and weekly:
@@ -151,23 +155,26 @@ class WindowSchema(Schema):
             missing = {"start", "end"} - one_off
             if missing:
                 raise ValidationError("Missing data for required field.", missing.pop())
-            if data["end"] <= data["start"]:
+            if not broken and data["end"] <= data["start"]:
                 raise ValidationError(f"must be after start ({data['start'].isoformat()})", "end")
             return
+        errors: dict[str, list[str]] = {}
         for key, name in (("from_", "from"), ("to", "to")):
-            if key not in data:
-                raise ValidationError("Missing data for required field.", name)
-        if data["from_"] == 24 * 60:
-            raise ValidationError("a window cannot start at 24:00: use 00:00", "from")
-        if data["from_"] == data["to"]:
-            raise ValidationError("must differ from from", "to")
+            if key not in given:
+                errors[name] = ["Missing data for required field."]
+        if data.get("from_") == 24 * 60:
+            errors["from"] = ["a window cannot start at 24:00: use 00:00"]
+        if "from_" in data and data.get("from_") == data.get("to"):
+            errors["to"] = ["must differ from from"]
         unknown = {
             index: [f"unknown day {day!r}: use {', '.join(DAYS)}"]
             for index, day in enumerate(data.get("days", ()))
             if day not in DAYS
         }
         if unknown:
-            raise ValidationError(unknown, "days")
+            errors["days"] = unknown  # type: ignore[assignment]
+        if errors:
+            raise ValidationError(errors)
 
     @post_load
     def make(self, data: dict[str, Any], **kwargs: Any) -> Window:

@@ -9,7 +9,9 @@ module "extender" {
   invocation         = "iam"
   proxy_image        = var.proxy_image
   kubernetes_version = var.kubernetes_version
-  verbs              = ["filter", "prioritize", "bind"]
+  # Private nodes cannot pull from registry.k8s.io: the second scheduler's image comes from a mirror.
+  scheduler_image = var.scheduler_image
+  verbs           = ["filter", "prioritize", "bind"]
 
   kubernetes_api_url              = "https://${var.private_endpoint}"
   kubernetes_ca_data              = var.cluster_ca_certificate

@@ -14,6 +14,11 @@ variable "kubernetes_version" {
   type        = string
 }
 
+variable "scheduler_image" {
+  description = "kube-scheduler image at the control plane's version, from a registry the private nodes can pull from: an Artifact Registry remote repository of registry.k8s.io, e.g. us-central1-docker.pkg.dev/my-project/registry-k8s-io/kube-scheduler:v1.31.4."
+  type        = string
+}
+
 variable "proxy_image" {
   description = "Image with this repository's extender package (runs `python -m extender proxy`), in a registry the nodes can pull from."
   type        = string

@@ -1,4 +1,6 @@
 # Public invocation guarded by a caller token, and a second kube-scheduler on GKE that pods opt into.
+# load_aware_scheduling = true serves policy-load-aware.yaml: NodeLoad reads each node's CPU utilisation from Cloud
+# Monitoring (the gke preset) and the module grants the function's account roles/monitoring.viewer for it.
 
 module "extender" {
   source = "../.."
@@ -7,5 +9,5 @@ module "extender" {
   function_location  = var.region
   invocation         = "public"
   kubernetes_version = var.kubernetes_version
-  policy_file        = "${path.module}/policy.yaml"
+  policy_file        = "${path.module}/${var.load_aware_scheduling ? "policy-load-aware.yaml" : "policy.yaml"}"
 }

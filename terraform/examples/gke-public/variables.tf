@@ -13,3 +13,9 @@ variable "kubernetes_version" {
   description = "Version of the cluster's control plane, e.g. \"1.31.4\" (selects the kube-scheduler image)."
   type        = string
 }
+
+variable "load_aware_scheduling" {
+  description = "Place pods by the nodes' measured CPU utilisation too (NodeLoad on Cloud Monitoring's GKE metrics): nodes above 90% are avoided, the least loaded preferred."
+  type        = bool
+  default     = false
+}

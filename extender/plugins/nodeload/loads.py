@@ -1,0 +1,213 @@
+"""The metric answers a NodeLoad instance judges on: asked once per ``refreshInterval``, kept in between.
+
+A cache, stale-while-revalidate, one per plugin instance. Invariants:
+
+- **What is kept.** A ``Snapshot``: each metric's latest usable answer (and why its last refresh failed, if it
+  did). A snapshot is never changed, only replaced in one assignment; a request reads one snapshot, at one
+  instant (``LoadView``), so its nodes are all judged on the same answers.
+- **When it is asked.** The first request after ``refreshInterval`` has passed since the last refresh began
+  refreshes, on its own path, within ``query_seconds`` (a share of the scheduler's httpTimeout): one query per
+  metric, the metrics at once. Only one refresh is in flight: the requests meanwhile judge on the snapshot they
+  find. A cold instance has none: its first requests wait for the first refresh (at most ``query_seconds``).
+- **How old it may be.** Never older than ``maxAge`` for judging: a sample (its time as Prometheus gives it) older
+  than that is not a fact, whatever is kept. A failed refresh keeps the previous answer of that metric (with one
+  WARNING per refresh saying why), so an unreachable Prometheus leaves nodes without facts ``maxAge`` after the last
+  answer, not at once.
+- **Bounded.** One snapshot per instance, each answer at most ``MAX_SERIES`` series of at most ``MAX_ANSWER_BYTES``.
+- **Switchable off.** ``keep`` false (``EXTENDER_RESULT_CACHE=off``) asks Prometheus on every request and keeps
+  nothing; tests/test_nodeload_kept_equal*.py check that both answer alike while the answers do not change.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from itertools import filterfalse
+from typing import Any
+
+from extender.plugins.nodeload.answers import AnswerError, MetricAnswer, parse_answer
+from extender.plugins.nodeload.args import Metric
+from extender.plugins.nodeload.prometheus import Querier, QueryError
+
+logger = logging.getLogger("extender.nodeload")
+EVENT = "extender.nodeload"
+Clock = Callable[[], float]
+
+
+class Snapshot:
+    """Each metric's latest usable answer, and why the last refresh of a metric failed; never changed."""
+
+    __slots__ = ("answers", "failures")
+
+    def __init__(self, answers: Mapping[str, MetricAnswer], failures: Mapping[str, str]) -> None:
+        self.answers = answers
+        self.failures = failures
+
+
+NOT_ASKED = Snapshot({}, {})
+
+
+class LoadView:
+    """One request's view of a snapshot, at the request's instant: which samples are still facts."""
+
+    __slots__ = ("expired", "max_age", "now", "snapshot")
+
+    def __init__(self, snapshot: Snapshot, now: float, max_age: float) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.max_age = max_age
+        # Per metric answered, how many of its samples are older than maxAge now: samples expire oldest first, so
+        # this count says which (``key``).
+        self.expired = {
+            name: bisect.bisect_left(answer.sorted_times, now - max_age) for name, answer in snapshot.answers.items()
+        }
+
+    def key(self) -> tuple[Any, ...]:
+        """What a verdict judged on this view depends on besides the node: the snapshot (by identity) and which of its
+        samples are too old. A kept verdict thus never outlives the answers, nor the freshness, it was judged on."""
+        return (self.snapshot, *sorted(self.expired.items()))
+
+    def value(self, metric: str, node: str) -> float:
+        """The node's value: only asked for nodes ``unknown`` says have one."""
+        return self.snapshot.answers[metric].values[node]
+
+    def unknown(self, metric: str, names: Sequence[str]) -> dict[str, str]:
+        """The names of ``names`` without a fresh finite sample of ``metric``, each with why (the same words for every
+        node alike, so that rejections group as the pod's events group them)."""
+        answer = self.snapshot.answers.get(metric)
+        failure = self.snapshot.failures.get(metric)
+        cause = f" (its last refresh failed: {failure})" if failure else ""
+        if answer is None:
+            return dict.fromkeys(names, f"NodeLoad: no {metric} answer from Prometheus yet{cause}")
+        absent = f"NodeLoad: Prometheus' {metric} answer has no sample for the node"
+        not_finite = f"NodeLoad: the node's {metric} sample is not a finite number"
+        missing = {
+            name: not_finite if name in answer.not_finite else absent
+            for name in filterfalse(answer.values.__contains__, names)
+        }
+        expired = self.expired[metric]
+        if expired:
+            times = answer.times
+            if expired == len(answer.sorted_times):  # every sample is too old
+                old = [name for name in names if name in times]
+            else:
+                limit = self.now - self.max_age
+                old = [name for name in names if times.get(name, limit) < limit]
+            stale = f"NodeLoad: the node's {metric} sample is older than maxAge ({self.max_age:g} s){cause}"
+            missing.update(dict.fromkeys(old, stale))
+        return missing
+
+    def facts(self, node: str) -> dict[str, dict[str, Any]]:
+        """What the snapshot says of the node: per metric its value (a number, NaN or infinity as Prometheus writes
+        it, None when it has none) and its age in seconds at the request's instant."""
+        shown: dict[str, dict[str, Any]] = {}
+        for metric, answer in self.snapshot.answers.items():
+            value: float | str | None = answer.values.get(node, answer.not_finite.get(node))
+            at = answer.times.get(node)
+            age = None if at is None else round(max(0.0, self.now - at), 3)
+            shown[metric] = {"value": value, "ageSeconds": age}
+        return shown
+
+
+class Loads:
+    """The snapshot of one NodeLoad instance, refreshed as the module says; thread-safe."""
+
+    def __init__(
+        self,
+        metrics: Sequence[Metric],
+        querier: Querier,
+        *,
+        refresh_interval: float,
+        query_seconds: float,
+        keep: bool,
+    ) -> None:
+        self.metrics = tuple(metrics)
+        self.querier = querier
+        self.refresh_interval = refresh_interval
+        self.query_seconds = query_seconds
+        self.keep = keep
+        self._current = NOT_ASKED
+        # When the last refresh began (the clock's time), None before the first.
+        self._asked_at: float | None = None
+        self._refreshing = threading.Lock()
+
+    def snapshot(self, now: float) -> Snapshot:
+        """The snapshot to judge at ``now`` (the request's instant), refreshed first when it is due and no other
+        request is refreshing it."""
+        if not self.keep:
+            return self._refreshed(NOT_ASKED)
+        asked_at = self._asked_at
+        if asked_at is not None and 0 <= now - asked_at < self.refresh_interval:
+            return self._current
+        cold = asked_at is None  # nothing to judge on meanwhile: wait for the refresh in flight (and its last threads)
+        if not self._refreshing.acquire(blocking=cold, timeout=self.query_seconds * 1.25 if cold else -1):
+            return self._current
+        try:
+            asked_at = self._asked_at
+            if asked_at is not None and 0 <= now - asked_at < self.refresh_interval:
+                return self._current  # refreshed while this request waited
+            self._current = self._refreshed(self._current)
+            self._asked_at = now  # after the snapshot: a cold request that finds it set finds the snapshot too
+            return self._current
+        finally:
+            self._refreshing.release()
+
+    def _refreshed(self, previous: Snapshot) -> Snapshot:
+        """``previous`` with a new answer of each metric that got one; a metric that got none keeps its answer and
+        says why (a WARNING each time)."""
+        outcomes = self._ask_all()
+        answers = dict(previous.answers)
+        failures: dict[str, str] = {}
+        for metric in self.metrics:
+            outcome = outcomes[metric.name]
+            if isinstance(outcome, MetricAnswer):
+                answers[metric.name] = outcome
+            else:
+                failures[metric.name] = outcome
+                _warn(metric, outcome, answers.get(metric.name))
+        return Snapshot(answers, failures)
+
+    def _ask_all(self) -> dict[str, MetricAnswer | str]:
+        """Each metric's answer or why it has none, the metrics asked at once within ``query_seconds``."""
+        deadline = time.monotonic() + self.query_seconds
+        outcomes: dict[str, MetricAnswer | str] = {}
+
+        def ask(metric: Metric) -> None:
+            outcomes[metric.name] = self._ask(metric, deadline - time.monotonic())
+
+        others = [threading.Thread(target=ask, args=(metric,), daemon=True) for metric in self.metrics[1:]]
+        for thread in others:
+            thread.start()
+        ask(self.metrics[0])
+        for thread in others:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        late = f"no answer within {self.query_seconds:.1f} s"
+        return {metric.name: outcomes.get(metric.name, late) for metric in self.metrics}
+
+    def _ask(self, metric: Metric, seconds: float) -> MetricAnswer | str:
+        try:
+            answer, oddities = parse_answer(self.querier.query(metric.query, seconds), metric.node_label)
+        except (QueryError, AnswerError) as exc:
+            return str(exc)
+        except Exception as exc:  # a bug must cost this refresh, never the request that makes it
+            logger.exception("NodeLoad: querying metric %s failed", metric.name)
+            return f"{type(exc).__name__}: {exc}"
+        for oddity in oddities:
+            _warn(metric, oddity, None, usable=True)
+        return answer
+
+
+def _warn(metric: Metric, problem: str, kept: MetricAnswer | None, usable: bool = False) -> None:
+    """One WARNING per refresh and problem: an answer not used (the previous one is kept, if any), or one used with
+    something odd in it."""
+    if usable:
+        what = "answer used"
+    elif kept is None:
+        what = "no answer: its nodes have no facts"
+    else:
+        what = "no new answer: the previous one is used until its samples are older than maxAge"
+    fields = {"event": EVENT, "metric": metric.name, "problem": problem, "outcome": what}
+    logger.warning("NodeLoad: metric %s: %s (%s)", metric.name, problem, what, extra={"json_fields": fields})
