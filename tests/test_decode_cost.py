@@ -12,7 +12,7 @@ from extender.errors import RequestError
 from extender.wire.decode import decode_fast_or_full, decode_full
 from extender.wire.decode_cost import Meter, value_cost
 from extender.wire.fast_decoder import decode_extender_args
-from extender.wire.limits import DECODE_FACTOR, GIVE_BACK_SHARE, PART_BYTES, WORST_BYTES_PER_BYTE
+from extender.wire.limits import DECODE_FACTOR, PART_BYTES, RAW_ITEM_BYTES, WORST_BYTES_PER_BYTE
 from tests.recordings import exchanges
 
 FULL = next(e for e in exchanges() if e.verb == "filter" and not e.node_cache_capable).request
@@ -58,8 +58,26 @@ def test_the_estimate_bounds_what_decoding_builds(unit, counted):
     body = node_name_body(MiB, unit)
     # The full decoder counts a body once its worst case by size could reach a quarter of the limit.
     meter = Meter(len(body) if counted else 25 * len(body))
-    assert meter.counts(body, GIVE_BACK_SHARE) is counted
+    assert (value_cost(body, meter) == WORST_BYTES_PER_BYTE * len(body)) is not counted
     assert built_by_decoding(body) <= value_cost(body, meter)
+
+
+@pytest.mark.parametrize("item", [b"1", b"{}", b'""', b"[]"])
+@pytest.mark.parametrize("counted", [False, True], ids=["by size", "counted"])
+def test_the_fast_decoder_s_estimate_bounds_the_node_items_it_keeps_as_bytes(item, counted):
+    from extender.wire.fast_decoder import _decode_args
+
+    body = full_node_body(b",".join([item] * (MiB // (len(item) + 1))))
+    meter = Meter(len(body) if counted else 8 * len(body))
+    estimate = value_cost(body, meter, RAW_ITEM_BYTES, containers=False)
+    assert (estimate == RAW_ITEM_BYTES * (len(body) + 1) // 2) is not counted
+    tracemalloc.start()
+    try:
+        _decode_args(body)
+        built = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert built <= estimate
 
 
 def test_a_body_whose_objects_would_pass_the_limit_is_refused_before_any_is_built():

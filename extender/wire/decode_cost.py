@@ -59,22 +59,20 @@ class Meter:
         """Python objects of ``cost`` (afforded) are about to be built."""
         self.objects += cost
 
-    def counts(self, body: bytes | bytearray, share: int = 1) -> bool:
-        """Whether ``body`` is counted: by its size alone, its worst case would reach ``1 / share`` of the limit."""
-        return share * WORST_BYTES_PER_BYTE * len(body) >= self.limit
-
 
 def value_cost(body: bytes | bytearray, meter: Meter, per_value: int = VALUE_BYTES, containers: bool = True) -> int:
     """At most what decoding ``body`` builds, ``per_value`` for each value it can hold: one per comma, and with
     ``containers`` (the full decoder) one per bracket or brace too.
 
-    The full decoder counts a body whose worst case would reach a quarter of the limit, as a decoding that costly
-    is followed by giving memory back (``extender.http.memory``): the scheduler's own large node-name bodies
-    count far less. The fast decoder, whose estimate here is only of the node items it keeps as bytes, counts a
-    body that could pass the limit.
+    A body is charged its worst case by size alone, uncounted, while that is far enough from the limit: the full
+    decoder's (``WORST_BYTES_PER_BYTE`` a byte) under a quarter of it, as a decoding that costly is followed by
+    giving memory back (``extender.http.memory``) and the scheduler's own large node-name bodies count far less;
+    the fast decoder's, whose estimate here is only of the node items it keeps as bytes (an item and its comma
+    take two bytes at least), under the limit itself.
     """
-    if not meter.counts(body, GIVE_BACK_SHARE if containers else 1):
-        return WORST_BYTES_PER_BYTE * len(body)
+    worst = WORST_BYTES_PER_BYTE * len(body) if containers else per_value * (len(body) + 1) // 2
+    if (GIVE_BACK_SHARE if containers else 1) * worst < meter.limit:
+        return worst
     values = body.count(b",") + 1
     if containers:
         values += body.count(b"[") + body.count(b"{")
