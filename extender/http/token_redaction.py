@@ -24,7 +24,6 @@ anchor is read run by run.
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
 from collections.abc import Iterable
@@ -32,6 +31,8 @@ from typing import Any
 from urllib.parse import unquote
 
 import orjson
+
+from extender.errors import secret_forms
 
 REDACTED = "<redacted>"
 # Characters of a token in order that count as a piece of it. Tokens have at least 16.
@@ -57,7 +58,9 @@ class Redactor:
             folded = token.lower()
             self._pieces |= {folded[at : at + PIECE] for at in range(len(folded) - PIECE + 1)}
             anchors |= _anchors(folded)
-            self._b64_forms |= _base64_forms(token.encode())
+            self._b64_forms |= {
+                form for encoded in secret_forms(token)[1:] for form in (encoded, _url_safe(encoded))
+            }
         self._anchors = tuple(anchors)
         # Any string that holds a base64 form holds its middle.
         self._b64_anchors = tuple({form[len(form) // 2 - _ANCHOR // 2 :][:_ANCHOR] for form in self._b64_forms})
@@ -156,18 +159,8 @@ def _anchors(text: str) -> set[str]:
     return {text[at : at + _ANCHOR] for at in range(0, len(text) - _ANCHOR + 1, step)}
 
 
-def _base64_forms(secret: bytes) -> set[str]:
-    """The characters of ``secret``'s base64 encoding that depend on it alone, for each of the three alignments it
-    can have inside longer data, in both alphabets."""
-    forms = set()
-    for offset in range(3):
-        encoded = base64.b64encode(bytes(offset) + secret).decode()
-        # Characters mixing in the bytes before the secret, or the padding after it, are left out.
-        start = (offset * 8 + 5) // 6
-        end = ((offset + len(secret)) * 8) // 6
-        core = encoded[start:end]
-        forms |= {core, core.replace("+", "-").replace("/", "_")}
-    return forms
+def _url_safe(encoded: str) -> str:
+    return encoded.replace("+", "-").replace("/", "_")
 
 
 def _percent_decoded(text: str) -> str:
