@@ -16,6 +16,7 @@ import orjson
 
 from bench.client import Connection
 from bench.servers import (
+    AS_DEPLOYED,
     ROOT,
     THREADS,
     NodeListAPI,
@@ -145,7 +146,7 @@ def run(plan: Plan) -> Results:
 
 
 def _specs(plan: Plan, stand_ins: StandIns, limit_raised: bool) -> list[ServerSpec]:
-    env = {"EXTENDER_RESULT_CACHE": plan.result_cache}
+    env = {**AS_DEPLOYED, "EXTENDER_RESULT_CACHE": plan.result_cache}
     if limit_raised:
         env["EXTENDER_MAX_BODY_BYTES"] = str(8 * DEFAULT_LIMIT)
     all_plugins = {"EXTENDER_POLICY": str(ALL_PLUGINS_POLICY), "KUBERNETES_API_URL": stand_ins.kubernetes_url}
@@ -163,7 +164,8 @@ def _specs(plan: Plan, stand_ins: StandIns, limit_raised: bool) -> list[ServerSp
     return [
         *specs,
         function_spec(TYPICAL, "bench/typical_extender.py"),
-        function_spec(FLOOR_ECHO, "bench/echo_floor.py"),
+        # Served as the function is, as deployed: the least the function's own server costs.
+        function_spec(FLOOR_ECHO, "bench/echo_floor.py", **AS_DEPLOYED),
         wsgi_spec(FLOOR_WSGI, "bench.floor:app"),
     ]
 

@@ -13,7 +13,9 @@
     KUBERNETES_*                        the API server and its credentials (extender.kube.config checks them)
 
 and what the platform sets: K_SERVICE, FUNCTION_NAME and FUNCTION_TARGET (names that may prefix the URL path),
-K_SERVICE with K_REVISION (running on Cloud Run, so logging as Cloud Logging reads it), GOOGLE_CLOUD_PROJECT.
+K_SERVICE with K_REVISION (running on Cloud Run, so logging as Cloud Logging reads it), GOOGLE_CLOUD_PROJECT; and
+PYTHONMALLOC, which the interpreter itself reads when it starts (malloc: memory comes back after large requests,
+extender.http.memory), only to say so when it is not set.
 
 A value that is not one of a setting's words, not a positive number or not a duration is a ConfigError naming
 the variable, which stops start-up. Nothing else in the package reads the environment: the settings are passed
@@ -47,6 +49,8 @@ FUNCTION_NAME_ENVS = ("K_SERVICE", "FUNCTION_NAME", "FUNCTION_TARGET")
 # Cloud Run by them too. K_SERVICE alone may be set elsewhere, to name the function in front of the path.
 CLOUD_RUN_ENVS = ("K_SERVICE", "K_REVISION")
 PROJECT_ENV = "GOOGLE_CLOUD_PROJECT"
+# Read by the interpreter at its start; "malloc" makes every object come from glibc's allocator.
+ALLOCATOR_ENV = "PYTHONMALLOC"
 
 # kube-scheduler's default httpTimeout.
 DEFAULT_HTTP_TIMEOUT = 5.0
@@ -75,6 +79,8 @@ class Settings(NamedTuple):
     function_names: frozenset[str] = frozenset()
     on_google_cloud: bool = False
     project: str | None = None
+    # PYTHONMALLOC=malloc: the interpreter takes every object from glibc's allocator, which gives pages back.
+    objects_from_malloc: bool = False
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -98,6 +104,7 @@ class Settings(NamedTuple):
             function_names=frozenset(name for name in map(environ.get, FUNCTION_NAME_ENVS) if name),
             on_google_cloud=all(environ.get(name) for name in CLOUD_RUN_ENVS),
             project=environ.get(PROJECT_ENV) or None,
+            objects_from_malloc=environ.get(ALLOCATOR_ENV) == "malloc",
         )
 
     @property

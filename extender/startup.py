@@ -5,10 +5,9 @@ policy, with the kubernetes node source a list of every node's labels): the
 garbage collector would walk them again and again as they pile up, finding
 nothing. So the collector is paused while they are built and they are frozen
 afterwards: later collections skip them, and gunicorn's forked worker does not
-copy their pages as the collector touches them. glibc's malloc thresholds are
-held for the requests (``extender.http.memory``) from the first answer on: loading
-ctypes to set them would delay that answer (``extender.http.after_answer``), and
-the first request runs under glibc's own thresholds.
+copy their pages as the collector touches them. glibc's malloc thresholds and
+its number of heaps are held (``extender.http.memory``) before gunicorn forks
+the worker, so that no serving thread makes a heap of its own.
 
 Both change the whole process, so ``start`` applies them only with
 ``EXTENDER_PROCESS_TUNING`` on (``extender.settings``; the default; the tests' in-process apps turn
@@ -23,6 +22,7 @@ build once main.py is loaded (``extender.http.server``).
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -43,7 +43,6 @@ def start(environ: Mapping[str, str] | None = None) -> Extender:
     if settings.process_tuning:
         gc.disable()
     try:
-        from extender.http.after_answer import after_first_answer
         from extender.http.handler import Extender
         from extender.http.memory import hold_malloc_thresholds
         from extender.http.server import install
@@ -60,9 +59,15 @@ def start(environ: Mapping[str, str] | None = None) -> Extender:
             # Without a traceback: this is what the deployment's log shows.
             raise SystemExit(f"extender cannot start: {exc}") from None
         if settings.process_tuning:
-            # For the requests, not for start-up: the node list's buffers come faster from the heap.
-            after_first_answer(hold_malloc_thresholds)
+            # Before any thread serves: a thread that allocated first would keep a heap of its own, whose top glibc
+            # never gives back (extender.http.memory).
+            hold_malloc_thresholds()
             gc.freeze()
+            if not settings.objects_from_malloc:
+                logging.getLogger("extender").info(
+                    "PYTHONMALLOC is not malloc: the memory of large requests will come back only in part "
+                    "(docs/architecture.md, extender/http/memory.py)"
+                )
         return extender
     finally:
         if collecting:

@@ -97,7 +97,9 @@ def serving(log_path: Path | None = None, **env: str) -> Iterator[str]:
 def served_process(log_path: Path | None = None, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``serving``, with the process (gunicorn's master, whose one child is the worker that answers)."""
     port = free_port()
-    environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | env
+    # Served as the README's command and Terraform serve it: every object from glibc's allocator (PYTHONMALLOC).
+    environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"}
+    environment |= {"PYTHONMALLOC": "malloc"} | env
     with logged_process(
         [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
         environment,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from extender.http.memory import hold_malloc_thresholds
+from extender.http.memory import IDLE_SECONDS, LARGE_BODY_BYTES, hold_malloc_thresholds
 from extender.wire.limits import (
     DECODE_FACTOR,
     GIVE_BACK_SHARE,
@@ -134,11 +134,26 @@ def _rss_mb(pid: int, field: str = "VmRSS") -> float:
 COSTLIEST = "objects of their own keys, counted"
 
 
-def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> tuple[float, float, float]:
+# A request of every verb, each small: what an instance has imported and built once it has answered each kind.
+SMALL = {
+    "filter": b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}}]},'
+    b'"NodeNames":null}',
+    "prioritize": b'{"Pod":{"metadata":{"name":"p"}},"Nodes":null,"NodeNames":["a","b"]}',
+    "preempt": b'{"Pod":{"metadata":{"name":"p"}},"NodeNameToVictims":null,"NodeNameToMetaVictims":{}}',
+    "bind": b'{"PodName":"p","PodNamespace":"d","PodUID":"u","Node":"a"}',
+}
+
+
+def _warm(url: str, session: requests.Session) -> None:
+    for verb, body in SMALL.items():
+        assert session.post(f"{url}/{verb}", data=body, headers=JSON, timeout=10).status_code == 200
+
+
+def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> tuple[float, list[float], float]:
     """Four clients at once send every worst body (EXTENDER_MAX_BODY_BYTES = 8 MiB: decoding may take 64 MiB, the
     limits scale with it, the suite stays quick), ``rounds`` times, the costliest body then once alone (its answer
-    is the last: memory is given back after it). The worker's RSS in MB after the first such round, after the last,
-    and its peak."""
+    is the last: memory is given back after it). The worker's RSS in MB once it has answered a small request of
+    every verb, after each round, and its peak."""
     import threading
 
     max_body = 8 * MiB
@@ -146,6 +161,9 @@ def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> tuple[float, float,
     env = {"EXTENDER_MAX_BODY_BYTES": str(max_body), "EXTENDER_PROCESS_TUNING": "on", "THREADS": "4", **env}
     with served_process(**env) as (url, process), requests.Session() as alone:
         worker = int(Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()[0])
+        _warm(url, alone)
+        time.sleep(0.5)  # the first answer's after-work (the allocator's thresholds held)
+        started = _rss_mb(worker)
 
         def send_all(failures: list[str]) -> None:
             with requests.Session() as session:
@@ -154,7 +172,8 @@ def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> tuple[float, float,
                     if got != status:
                         failures.append(f"{name}: {got}, not {status}")
 
-        def round_then_alone() -> float:
+        after_rounds = []
+        for _ in range(rounds):
             failures: list[str] = []
             clients = [threading.Thread(target=send_all, args=(failures,)) for _ in range(4)]
             for client in clients:
@@ -164,31 +183,42 @@ def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> tuple[float, float,
             assert not failures, failures
             assert alone.post(f"{url}/filter", data=bodies[COSTLIEST][0], headers=JSON, timeout=60).status_code == 200
             time.sleep(0.3)  # the answer's after-work: memory given back
-            return _rss_mb(worker)
-
-        first = round_then_alone()
-        for _ in range(rounds - 1):
-            end = round_then_alone()
-        return first, end, _rss_mb(worker, "VmHWM")
+            after_rounds.append(_rss_mb(worker))
+        return started, after_rounds, _rss_mb(worker, "VmHWM")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc")
-def test_the_worst_accepted_bodies_served_over_and_over_stay_within_their_budget_and_give_memory_back():
-    """Python's own allocator keeps an arena (1 MiB) while any object in it lives, and objects that outlive a
-    request (each thread's context, caches) land among what a costly decoding built: some of that memory stays
-    until they go. Most of it comes back."""
-    first, end, peak = serve_worst_bodies_in_rounds(4)
-    assert peak < 256, f"peak {peak:.0f} MB"
-    assert end - first < (peak - first) / 2, f"{first:.0f} MB after the first round, {end:.0f} MB at the end, peak {peak:.0f} MB"
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc")
-def test_with_glibc_s_allocator_for_every_object_the_memory_of_the_worst_bodies_comes_back_whole():
-    """With PYTHONMALLOC=malloc every object comes from glibc, whose free pages the function gives back once the
-    last costly request is answered: RSS returns to within 20 % of what it was after the first round."""
-    first, end, peak = serve_worst_bodies_in_rounds(4, PYTHONMALLOC="malloc")
+def test_the_memory_of_the_worst_accepted_bodies_comes_back_after_every_round():
+    """Served as deployed (PYTHONMALLOC=malloc: every object from glibc, which returns free pages by the page), the
+    worst bodies stay within their budget and the worker's RSS comes back to within 20 % of where it started once
+    the last costly request is answered, round after round."""
+    started, after_rounds, peak = serve_worst_bodies_in_rounds(4)
     assert peak < 384, f"peak {peak:.0f} MB"
-    assert end <= 1.2 * first, f"{first:.0f} MB after the first round, {end:.0f} MB at the end"
+    assert max(after_rounds) <= 1.2 * started, f"{started:.0f} MB at the start, then {after_rounds} MB"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc")
+def test_what_large_requests_leave_behind_goes_back_once_no_request_comes_for_a_second():
+    """Full-node requests keep their nodes' decodings and the heap's top for the requests that follow (a burst of
+    pods); once the instance is quiet they go back."""
+    from bench.workload import Workload
+
+    nodes = 200
+    workload = Workload(nodes)
+    bodies = [workload.body(nodes, full_nodes=True, pod=pod) for pod in range(4)]
+    assert len(bodies[0]) > LARGE_BODY_BYTES
+    with served_process(EXTENDER_PROCESS_TUNING="on") as (url, process), requests.Session() as session:
+        worker = int(Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()[0])
+        _warm(url, session)
+        time.sleep(0.5)
+        started = _rss_mb(worker)
+        for body in bodies * 3:
+            assert session.post(f"{url}/filter", data=body, headers=JSON, timeout=30).status_code == 200
+        busy = _rss_mb(worker)
+        time.sleep(IDLE_SECONDS + 0.6)
+        quiet = _rss_mb(worker)
+    assert busy > started + 5, f"{started:.0f} MB at the start, {busy:.0f} MB while busy"
+    assert quiet <= 1.2 * started, f"{started:.0f} MB at the start, {busy:.0f} MB while busy, {quiet:.0f} MB quiet"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc")
@@ -199,3 +229,77 @@ def test_the_costliest_body_accepted_by_default_fits_a_512_mib_instance():
         assert requests.post(f"{url}/filter", data=body, headers=JSON, timeout=60).status_code == status
         peak = _rss_mb(worker, "VmHWM")
     assert peak < 400, f"peak {peak:.0f} MB"
+
+
+# --- when memory is given back ---------------------------------------------------------------------------------
+
+
+class _Quiet:
+    """What a ``Release`` sees of an extender: whether a request is in flight, and each time it forgets."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.busy = False
+        self.forgotten = threading.Event()
+        self.times: list[float] = []
+
+    def idle(self) -> bool:
+        return not self.busy
+
+    def forget(self) -> None:
+        self.times.append(time.monotonic())
+        self.forgotten.set()
+
+
+def test_a_small_request_leaves_nothing_to_give_back():
+    from extender.http.memory import Release
+
+    quiet = _Quiet()
+    Release(quiet.forget, quiet.idle, seconds=0.1).after(LARGE_BODY_BYTES - 1, costly=False)
+    assert not quiet.forgotten.wait(0.4)
+
+
+def test_a_large_request_s_memory_goes_back_once_no_request_came_for_the_quiet_time():
+    from extender.http.memory import Release
+
+    quiet = _Quiet()
+    release = Release(quiet.forget, quiet.idle, seconds=0.3)
+    started = time.monotonic()
+    for _ in range(4):  # a burst: each request moves the quiet time on
+        release.after(LARGE_BODY_BYTES, costly=False)
+        time.sleep(0.15)
+    last = time.monotonic() - 0.15
+    assert quiet.forgotten.wait(2)
+    assert quiet.times[0] - last >= 0.3, "given back before the instance was quiet"
+    assert quiet.times[0] - started < 0.3 * 2 + 0.45 + 0.5, "given back long after"
+    time.sleep(0.5)
+    assert len(quiet.times) == 1, "given back once"
+
+
+def test_nothing_goes_back_while_a_request_is_in_flight():
+    from extender.http.memory import Release
+
+    quiet = _Quiet()
+    release = Release(quiet.forget, quiet.idle, seconds=0.1)
+    quiet.busy = True
+    release.after(LARGE_BODY_BYTES, costly=False)
+    assert not quiet.forgotten.wait(0.5)
+    quiet.busy = False
+    assert quiet.forgotten.wait(1)
+
+
+def test_a_costly_request_s_memory_goes_back_after_its_answer_when_no_other_is_in_flight():
+    from extender.http.memory import Release
+
+    quiet = _Quiet()
+    # Outside a request, "after the answer" is at once.
+    Release(quiet.forget, quiet.idle, seconds=60).after(0, costly=True)
+    assert quiet.forgotten.is_set()
+    # With another request in flight, once the instance is quiet.
+    quiet = _Quiet()
+    quiet.busy = True
+    Release(quiet.forget, quiet.idle, seconds=0.1).after(0, costly=True)
+    assert not quiet.forgotten.is_set()
+    quiet.busy = False
+    assert quiet.forgotten.wait(1)

@@ -29,6 +29,7 @@ EVERY_VARIABLE = {
     "K_REVISION": "my-extender-00001-abc",
     "FUNCTION_TARGET": "extender",
     "GOOGLE_CLOUD_PROJECT": "my-project",
+    "PYTHONMALLOC": "malloc",
     "HOME": "/root",
 }
 
@@ -59,6 +60,7 @@ def test_every_variable_is_read():
         function_names=frozenset({"my-extender", "extender"}),
         on_google_cloud=True,
         project="my-project",
+        objects_from_malloc=True,
     )
 
 

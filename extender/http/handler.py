@@ -12,9 +12,8 @@ from flask import Request, Response
 from extender import __version__
 from extender.decision_log import log_decision
 from extender.errors import ConfigError, RequestError, bounded
-from extender.http.after_answer import after_this_answer, answered
 from extender.http.body_budget import BodyBudget
-from extender.http.memory import give_back_owed, owe_memory, owes_memory
+from extender.http.memory import Release
 from extender.http.request_body import check_headers, finish_body, hang_up_after, read_body
 from extender.http.routing import Route, Router
 from extender.kube import client_from_settings
@@ -70,6 +69,9 @@ class Extender:
         self.budget = BodyBudget(settings.max_body_bytes_in_flight)
         # Full-node requests' decoded nodes, by their bytes, unless nothing may be kept across requests.
         self.kept_nodes = KeptNodes(settings.max_body_bytes) if settings.result_cache else None
+        # What requests leave behind goes back when the instance is quiet (process tuning on: not in tests' apps).
+        forget = self.kept_nodes.forget if self.kept_nodes is not None else _nothing
+        self.release = Release(forget, self.budget.idle) if settings.process_tuning else None
 
     def __repr__(self) -> str:
         return f"Extender(profiles={sorted(self.policy.profiles)!r}, source={self.source!r})"
@@ -94,7 +96,6 @@ class Extender:
         headers = {name: _header_value(value) for name, value in answer.headers.items()}
         response = Response(body, status=answer.status, headers=headers, mimetype="application/json")
         hang_up_after(request, response)
-        answered(response)
         return response
 
     def decide(self, request: Request) -> tuple[Route | None, Answer]:
@@ -116,21 +117,18 @@ class Extender:
             return self.health()
         settings = self.settings
         check_headers(request, settings.max_body_bytes)
+        size, meter = 0, None
         try:
             with self.budget.hold(wait_seconds=settings.http_timeout / 2) as holding:
                 # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
                 body = read_body(request, settings.max_body_bytes, settings.http_timeout, holding)
-                meter = Meter(settings.max_body_bytes, holding.take)
-                try:
-                    payload = decoder_for(where.verb, settings.full_decoder, self.kept_nodes)(body, meter)
-                finally:
-                    if settings.process_tuning and GIVE_BACK_SHARE * meter.objects >= meter.limit:
-                        owe_memory()
+                size, meter = len(body), Meter(settings.max_body_bytes, holding.take)
+                payload = decoder_for(where.verb, settings.full_decoder, self.kept_nodes)(body, meter)
                 return self._verb(where, payload)
         finally:
-            # Once no request is in flight, after this answer: what decoding built is gone (extender.http.memory).
-            if owes_memory() and self.budget.idle():
-                after_this_answer(give_back_owed)
+            if self.release is not None:
+                costly = meter is not None and GIVE_BACK_SHARE * meter.objects >= meter.limit
+                self.release.after(size, costly)
 
     def _verb(self, where: Route, payload: Any) -> Answer:
         # Verb modules other than filter are imported when first called: a cold start's first answer is a filter.
@@ -184,6 +182,10 @@ class Extender:
         }
         problem = "" if source.healthy else f"node source unhealthy: {source.last_error or 'no recent node list'}"
         return Answer(body, status=200 if source.healthy else 503, error=problem)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _header_value(text: str) -> str:

@@ -10,45 +10,51 @@ served one, so that an instance's memory grows with the threads that served
 large requests, past a 512 MiB instance with THREADS large requests at once.
 
 The serving threads hold the GIL while they allocate, so they gain nothing from
-heaps of their own: once the first answer is sent, no new heap is made and new
-threads share the heaps that exist (the process's own, and the one the first
-request's thread made before the setting was held, whose memory glibc gives
-back whenever it empties). Buffers up to ``MMAP_THRESHOLD_BYTES`` (every request
-the 32 MiB Cloud Functions limit lets through) come from these heaps, and a
-request reuses the memory the one before it freed instead of faulting fresh
-pages in; at most ``TRIM_THRESHOLD_BYTES`` stay free at a heap's top between
-requests. Larger bodies (``EXTENDER_MAX_BODY_BYTES`` raised) are mapped and
-given back when freed. docs/performance.md gives the measured effect.
+heaps of their own: the process is held to one heap before any thread serves
+(``extender.startup``; glibc never gives back the top of another thread's
+heap). Buffers up to ``MMAP_THRESHOLD_BYTES`` (every request the 32 MiB Cloud
+Functions limit lets through) come from it, and a request reuses the memory
+the one before it freed instead of faulting fresh pages in; at most
+``TRIM_THRESHOLD_BYTES`` stay free at the heap's top between requests. Larger
+bodies (``EXTENDER_MAX_BODY_BYTES`` raised) are mapped and given back when
+freed. docs/performance.md gives the measured effect.
 
-A request that decodes a body of millions of small values
-(``extender.wire.decode_cost`` knows what its decoding may build) leaves its
-memory held where it cannot go back: Python's allocator returns an arena (1
-MiB) only once every object in it is gone, and the interpreter keeps the last
-few lists, dicts, tuples and floats freed (its free lists) for reuse, each
-holding one of the arenas that decoding filled; glibc returns a heap's free
-memory only at its top, and keeps ``TRIM_THRESHOLD_BYTES`` of that. So a
-request whose decoding may have built a quarter of what a decoding may build
-or more (``extender.wire.limits.GIVE_BACK_SHARE``) owes memory
-(``owe_memory``); once no request holds any of the body budget, the last
-one's answer is followed by ``give_back_owed``: a full collection empties the
-free lists and glibc returns every free page of every heap (``malloc_trim``).
-Waiting for the last request matters: what requests in flight build and free
-would fill the free lists and heaps again. Requests of the scheduler's own
-build far less (the decoders count what a body holds before they estimate it
-that high) and are not followed by it: their heap keeps its top for the
-next, and a full collection does not walk a large node source's objects
-after each.
+What requests leave behind goes back when the instance is quiet
+(``Release``). A request whose decoding may have built a large share of what
+a decoding may build (``extender.wire.limits.GIVE_BACK_SHARE``: a body of
+millions of small values, never one of the scheduler's own) is followed, once
+no request holds any of the body budget, by giving memory back after its
+answer. A request with a large body (``LARGE_BODY_BYTES``: full-node
+requests) leaves its heap's top and its nodes' decodings (``KeptNodes``) for
+the next request; they go back once no request has come for
+``IDLE_SECONDS``: kube-scheduler sends a burst of requests while pods wait,
+and those find them. Giving back forgets the kept request data, empties the
+interpreter's free lists (a full collection) and has glibc return every free
+page of every heap (``malloc_trim``). Waiting for the last request matters:
+what requests in flight build and free would fill them again.
 
-What stays is what Python's allocator cannot return: arenas that objects
-outliving a request (each thread's context, caches) keep alive among what a
-costly decoding built (docs/performance.md gives the measured figures).
+Python's own allocator (pymalloc, for objects up to 512 bytes) returns an
+arena of 1 MiB only once every object in it is gone: any object that outlives
+a large request and was made during it (a thread's state, a grown dict, a
+cache entry) keeps its whole arena, and the instance keeps tens of MB after
+the worst bodies. glibc returns memory by the 4 KiB page, so the function is
+served with ``PYTHONMALLOC=malloc`` (Terraform sets it, and so does the
+README's command): then RSS comes back to within a few MB of where it started
+(tests/test_memory.py; docs/performance.md gives what it costs). Start-up says
+so when it is not set.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
+import time
+from collections.abc import Callable
 from functools import cache
 from typing import Any
+
+from extender.http import read_deadline
+from extender.http.after_answer import after_this_answer
 
 # mallopt's parameter numbers (malloc.h), and the values held.
 M_TRIM_THRESHOLD = -1
@@ -59,6 +65,10 @@ MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
 # body, the nodes' bytes and its answer: about 60 MB).
 TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
 ARENA_MAX = 1
+# A request body from which on what the request leaves behind is given back once the instance is quiet (full-node
+# requests of some fifty nodes and more), and how long quiet is.
+LARGE_BODY_BYTES = 1024 * 1024
+IDLE_SECONDS = 1.0
 
 
 def hold_malloc_thresholds() -> bool:
@@ -75,37 +85,55 @@ def hold_malloc_thresholds() -> bool:
     return all(held)
 
 
-# Whether a request built enough that memory is to be given back once none is in flight. Requests set and clear it
-# from several threads: at worst memory is given back once more, or with the next request.
-_owed = False
+class Release:
+    """When the memory requests leave behind goes back (see above), for one extender.
 
+    ``forget`` drops the request data kept across requests; ``idle`` says whether no request is in flight. A quiet
+    instance's check runs on the read-deadline watchdog (no thread of its own), and gives memory back on a thread
+    that ends when it is done: the watchdog's actions must be quick.
+    """
 
-def owe_memory() -> None:
-    global _owed
-    _owed = True
+    def __init__(self, forget: Callable[[], None], idle: Callable[[], bool], seconds: float = IDLE_SECONDS) -> None:
+        self._forget = forget
+        self._idle = idle
+        self._seconds = seconds
+        self._lock = threading.Lock()
+        # When the last request that left memory behind ended, and whether a check is armed for it.
+        self._last = 0.0
+        self._armed = False
 
+    def after(self, body_bytes: int, costly: bool) -> None:
+        """At the end of a request (before its answer is written): what it leaves behind, and when it goes back."""
+        if costly and self._idle():
+            after_this_answer(self.give_back)
+        elif costly or body_bytes >= LARGE_BODY_BYTES:
+            self._last = time.monotonic()
+            with self._lock:
+                if not self._armed:
+                    self._armed = True
+                    read_deadline.arm_action(self._check, self._seconds)
 
-def owes_memory() -> bool:
-    return _owed
+    def _check(self) -> None:
+        waited = time.monotonic() - self._last
+        with self._lock:
+            if waited < self._seconds or not self._idle():
+                # A request came since, or is in flight: look again once it could have been quiet long enough.
+                again = self._seconds - waited if waited < self._seconds else self._seconds
+                read_deadline.arm_action(self._check, again)
+                return
+            self._armed = False
+        threading.Thread(target=self.give_back, name="memory-release", daemon=True).start()
 
-
-def give_back_owed() -> None:
-    """``give_back``, if memory is still owed."""
-    global _owed
-    if _owed:
-        _owed = False
-        give_back()
-
-
-def give_back() -> bool:
-    """Let go of the interpreter's free lists, then return every free page of every heap to the system; False
-    without glibc (the free lists are let go of all the same)."""
-    gc.collect()
-    libc = _glibc()
-    if libc is None:
-        return False
-    libc.malloc_trim(0)
-    return True
+    def give_back(self) -> bool:
+        """Forget the kept request data, let go of the interpreter's free lists, then return every free page of
+        every heap to the system; False without glibc (the rest is done all the same)."""
+        self._forget()
+        gc.collect()
+        libc = _glibc()
+        if libc is None:
+            return False
+        libc.malloc_trim(0)
+        return True
 
 
 @cache

@@ -54,6 +54,10 @@ class KeptNodes:
         kept = self._known[0].get(bytes(memoryview(raw)[:KEY_BYTES]))
         return kept[1] if kept is not None and len(kept[0]) == len(raw) and kept[0].startswith(raw) else None
 
+    def forget(self) -> None:
+        """Keep nothing (the instance gives its memory back: ``extender.http.memory.Release``)."""
+        self._known = ({}, 0)
+
     def keep(self, fresh: Iterable[Kept]) -> None:
         """Add a request's newly decoded nodes; past the limit, they alone are kept."""
         known, size = self._known

@@ -86,6 +86,8 @@ def test_function_timeout_follows_the_schedulers_http_timeout() -> None:
         "KUBERNETES_API_URL = var.kubernetes_api_url",
         "KUBERNETES_CA_DATA = var.kubernetes_ca_data",
         "GOOGLE_CLOUD_PROJECT = var.project_id",
+        # Memory comes back after large requests (extender/http/memory.py): served as the README's command serves.
+        'PYTHONMALLOC = "malloc"',
     ],
 )
 def test_environment_variables(setting: str) -> None:
