@@ -10,6 +10,7 @@
     EXTENDER_RESULT_CACHE    on | off   results kept across requests (extender.framework.kept)
     EXTENDER_DECODER      fast | full   full-node bodies decoded in part, or all by the full decoder
     EXTENDER_PROCESS_TUNING  on | off   collector and allocator tuned at start-up (extender.startup)
+    EXTENDER_MEMORY_IDLE                quiet time before large requests' memory goes back, a Go duration (default 30s)
     KUBERNETES_*                        the API server and its credentials (extender.kube.config checks them)
 
 and what the platform sets: K_SERVICE, FUNCTION_NAME and FUNCTION_TARGET (names that may prefix the URL path),
@@ -39,6 +40,7 @@ HTTP_TIMEOUT_ENV = "EXTENDER_HTTP_TIMEOUT"
 MAX_BODY_ENV = "EXTENDER_MAX_BODY_BYTES"
 BUDGET_ENV = "EXTENDER_MAX_BODY_BYTES_IN_FLIGHT"
 MAX_AGE_ENV = "EXTENDER_NODE_SOURCE_MAX_AGE"
+MEMORY_IDLE_ENV = "EXTENDER_MEMORY_IDLE"
 RESULT_CACHE_ENV = "EXTENDER_RESULT_CACHE"
 DECODER_ENV = "EXTENDER_DECODER"
 TUNING_ENV = "EXTENDER_PROCESS_TUNING"
@@ -59,6 +61,9 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 # With 512 MiB, room for ~100 MB of baseline (modules, google-cloud-logging, a 5000-node cache) and the peaks.
 DEFAULT_BUDGET_BYTES = 96 * 1024 * 1024
 DEFAULT_MAX_AGE = 300.0
+# Longer than the gaps between the requests of one burst of pending pods (and the bench's rounds), so a burst keeps
+# what the first request decoded; an instance that is not scheduling needs none of it.
+DEFAULT_MEMORY_IDLE = 30.0
 
 
 class Settings(NamedTuple):
@@ -74,6 +79,7 @@ class Settings(NamedTuple):
     result_cache: bool = True
     full_decoder: bool = False
     process_tuning: bool = True
+    memory_idle: float = DEFAULT_MEMORY_IDLE
     # The KUBERNETES_* variables that are set, as given: extender.kube.config checks and reads them.
     kubernetes: Mapping[str, str] = MappingProxyType({})
     function_names: frozenset[str] = frozenset()
@@ -98,6 +104,7 @@ class Settings(NamedTuple):
             result_cache=_choice(environ, RESULT_CACHE_ENV, {"on": True, "off": False}, "on"),
             full_decoder=_choice(environ, DECODER_ENV, {"fast": False, "full": True}, "fast"),
             process_tuning=_choice(environ, TUNING_ENV, {"on": True, "off": False}, "on"),
+            memory_idle=_duration(environ, MEMORY_IDLE_ENV, DEFAULT_MEMORY_IDLE, "30s"),
             kubernetes=MappingProxyType(
                 {name: value for name, value in environ.items() if name.startswith(KUBERNETES_PREFIX) and value}
             ),

@@ -37,7 +37,10 @@ def vector(*samples: tuple[str, Any], time_: float | None = None) -> dict[str, A
     at = time.time() if time_ is None else time_
     return {
         "status": "success",
-        "data": {"resultType": "vector", "result": [{"metric": {"node": name}, "value": [at, value]} for name, value in samples]},
+        "data": {
+            "resultType": "vector",
+            "result": [{"metric": {"node": name}, "value": [at, value]} for name, value in samples],
+        },
     }
 
 
@@ -128,21 +131,40 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
         (
             {"status": "error", "errorType": "execution", "error": "query timed out in expression evaluation"},
             422,
-            f"answered 422 {HTTPStatus(422).phrase}: execution: query timed out in expression evaluation",  # phrase differs by Python
+            # The reason phrase as this Python's http.server writes it (3.13 says Unprocessable Content).
+            f"answered 422 {HTTPStatus(422).phrase}: execution: query timed out in expression evaluation",
         ),
-        ({"status": "error", "errorType": "bad_data", "error": "parse error"}, 200, "the query failed: bad_data: parse error"),
-        ({"status": "success", "data": {"resultType": "matrix", "result": []}}, 200, "returns a matrix, not an instant vector"),
+        (
+            {"status": "error", "errorType": "bad_data", "error": "parse error"},
+            200,
+            "the query failed: bad_data: parse error",
+        ),
+        (
+            {"status": "success", "data": {"resultType": "matrix", "result": []}},
+            200,
+            "returns a matrix, not an instant vector",
+        ),
         ({"status": "success", "data": {"resultType": "vector"}}, 200, "the answer has no data.result list"),
-        ({"status": "success", "data": {"resultType": "vector", "result": [{"value": [1, "0.5"]}]}}, 200, "a series has no metric labels"),
+        (
+            {"status": "success", "data": {"resultType": "vector", "result": [{"value": [1, "0.5"]}]}},
+            200,
+            "a series has no metric labels",
+        ),
         (vector(("a", 0.5)), 200, "a sample's value is not a string as Prometheus writes them: 0.5"),
         (vector(("a", "half")), 200, "a sample's value is not a number: half"),
         (
-            {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"node": "a"}, "value": ["now", "0.5"]}]}},
+            {
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": {"node": "a"}, "value": ["now", "0.5"]}]},
+            },
             200,
             "a sample's time is not a number: now",
         ),
         (
-            {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {"node": "a"}, "value": [1]}]}},
+            {
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": {"node": "a"}, "value": [1]}]},
+            },
             200,
             "a series has no [time, value] sample",
         ),
@@ -257,7 +279,10 @@ def _answer(status: str, body: bytes, content_type: str = "application/json") ->
             ),
             "answered 403 Forbidden: Bearer <redacted> <redacted> <redacted>",
         ),
-        (lambda said: _answer("200 OK", f"<html>{said}</html>".encode(), "text/html"), "with the request's bearer token"),
+        (
+            lambda said: _answer("200 OK", f"<html>{said}</html>".encode(), "text/html"),
+            "with the request's bearer token",
+        ),
         (
             lambda said: _answer("200 OK", json.dumps(vector((said, "0.5"))).encode()),
             "with the request's bearer token",

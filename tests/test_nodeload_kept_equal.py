@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from extender.http.handler import Extender
 from extender.framework.kept import KeptProfile
 from extender.framework.profile import Profile
+from extender.http.handler import Extender
 from extender.nodesource.base import NamesOnly
 from extender.plugins import nodeload
 from extender.plugins.nodeload import NodeLoad, Saved

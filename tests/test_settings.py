@@ -22,6 +22,7 @@ EVERY_VARIABLE = {
     "EXTENDER_RESULT_CACHE": "off",
     "EXTENDER_DECODER": "full",
     "EXTENDER_PROCESS_TUNING": "off",
+    "EXTENDER_MEMORY_IDLE": "2m",
     "KUBERNETES_API_URL": "https://10.0.0.1",
     "KUBERNETES_TOKEN_FILE": "/var/run/token",
     "KUBERNETES_CA_DATA": "",
@@ -41,6 +42,7 @@ def test_an_empty_environment_gives_the_documented_defaults():
     assert settings.max_body_bytes == DEFAULT_MAX_BODY_BYTES == 32 * 1024 * 1024
     assert settings.max_body_bytes_in_flight == DEFAULT_BUDGET_BYTES == 96 * 1024 * 1024
     assert (settings.node_source_max_age, settings.result_cache, settings.full_decoder) == (300.0, True, False)
+    assert (settings.process_tuning, settings.memory_idle) == (True, 30.0)
     assert (settings.kubernetes, settings.function_names, settings.on_google_cloud) == ({}, frozenset(), False)
 
 
@@ -56,6 +58,7 @@ def test_every_variable_is_read():
         result_cache=False,
         full_decoder=True,
         process_tuning=False,
+        memory_idle=120.0,
         kubernetes={"KUBERNETES_API_URL": "https://10.0.0.1", "KUBERNETES_TOKEN_FILE": "/var/run/token"},
         function_names=frozenset({"my-extender", "extender"}),
         on_google_cloud=True,
@@ -76,6 +79,7 @@ def test_a_function_name_alone_is_not_google_cloud():
         ("EXTENDER_HTTP_TIMEOUT", "5", 'EXTENDER_HTTP_TIMEOUT: time: invalid duration "5" (e.g. 5s)'),
         ("EXTENDER_HTTP_TIMEOUT", "-1s", "EXTENDER_HTTP_TIMEOUT must be positive, got '-1s'"),
         ("EXTENDER_NODE_SOURCE_MAX_AGE", "five minutes", "EXTENDER_NODE_SOURCE_MAX_AGE: time: invalid duration"),
+        ("EXTENDER_MEMORY_IDLE", "0s", "EXTENDER_MEMORY_IDLE must be positive, got '0s'"),
         ("EXTENDER_RESULT_CACHE", "no", "EXTENDER_RESULT_CACHE must be on or off, got 'no'"),
     ],
 )

@@ -36,7 +36,11 @@ DEFAULTS = Settings()
 # What each verb answers for a failure the scheduler must see as a reason (HTTP 200), not as its URL (any other status).
 FAILED = {
     "filter": lambda message: {
-        "Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message
+        "Nodes": None,
+        "NodeNames": None,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+        "Error": message,
     },
     "bind": lambda message: {"Error": message},
     # No Error field in the preemption result: no candidate (evicting nothing) is the safe side; Error is for people.
@@ -71,7 +75,7 @@ class Extender:
         self.kept_nodes = KeptNodes(settings.max_body_bytes) if settings.result_cache else None
         # What requests leave behind goes back when the instance is quiet (process tuning on: not in tests' apps).
         forget = self.kept_nodes.forget if self.kept_nodes is not None else _nothing
-        self.release = Release(forget, self.budget.idle) if settings.process_tuning else None
+        self.release = Release(forget, self.budget.idle, settings.memory_idle) if settings.process_tuning else None
 
     def __repr__(self) -> str:
         return f"Extender(profiles={sorted(self.policy.profiles)!r}, source={self.source!r})"

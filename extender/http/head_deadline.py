@@ -41,7 +41,7 @@ from typing import Any
 from functions_framework._http.gunicorn import GThreadWorkerWithTimeoutSupport
 from gunicorn import http
 from gunicorn import sock as gunicorn_sock
-from gunicorn.workers.gthread import ThreadWorker, TConn
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 HEAD_SECONDS = 5.0
 # The request line and headers together; gunicorn's own limits (extender.http.server_limits) refuse less within this.

@@ -27,8 +27,9 @@ no request holds any of the body budget, by giving memory back after its
 answer. A request with a large body (``LARGE_BODY_BYTES``: full-node
 requests) leaves its heap's top and its nodes' decodings (``KeptNodes``) for
 the next request; they go back once no request has come for
-``IDLE_SECONDS``: kube-scheduler sends a burst of requests while pods wait,
-and those find them. Giving back forgets the kept request data, empties the
+``EXTENDER_MEMORY_IDLE`` (extender.settings): kube-scheduler sends a burst of
+requests while pods wait, and those find them. A request after a quiet time
+decodes its nodes afresh and faults its buffers' pages in again. Giving back forgets the kept request data, empties the
 interpreter's free lists (a full collection) and has glibc return every free
 page of every heap (``malloc_trim``). Waiting for the last request matters:
 what requests in flight build and free would fill them again.
@@ -66,9 +67,8 @@ MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
 TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
 ARENA_MAX = 1
 # A request body from which on what the request leaves behind is given back once the instance is quiet (full-node
-# requests of some fifty nodes and more), and how long quiet is.
+# requests of some fifty nodes and more).
 LARGE_BODY_BYTES = 1024 * 1024
-IDLE_SECONDS = 1.0
 
 
 def hold_malloc_thresholds() -> bool:
@@ -93,7 +93,7 @@ class Release:
     that ends when it is done: the watchdog's actions must be quick.
     """
 
-    def __init__(self, forget: Callable[[], None], idle: Callable[[], bool], seconds: float = IDLE_SECONDS) -> None:
+    def __init__(self, forget: Callable[[], None], idle: Callable[[], bool], seconds: float) -> None:
         self._forget = forget
         self._idle = idle
         self._seconds = seconds
@@ -138,8 +138,8 @@ class Release:
 
 @cache
 def _glibc() -> Any:
-    """The C library, with glibc's allocator calls (ctypes is loaded here, after the first answer); None without
-    them (musl, macOS), whose allocators differ."""
+    """The C library, with glibc's allocator calls (ctypes is loaded here, at start-up with process tuning on); None
+    without them (musl, macOS), whose allocators differ."""
     import ctypes
 
     libc = ctypes.CDLL(None)

@@ -19,7 +19,7 @@ from extender.framework.plugin import FilterPlugin, Plugin, PreemptPlugin, Score
 from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
 from extender.nodesource.spec import NodeSourceSpec
-from extender.protocol import DEFAULT_PROFILE, ENTRY_POINT, VERBS
+from extender.protocol import ENTRY_POINT, VERBS
 from extender.wire.errors import entries_as_written, flatten_errors
 
 API_VERSION = "extender.scheduling.gcf/v1alpha1"

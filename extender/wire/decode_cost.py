@@ -31,7 +31,7 @@ MIB = 1024 * 1024
 class Meter:
     """One body's decoding: what it has been charged so far, within its limit."""
 
-    __slots__ = ("_charge", "limit", "charged", "objects")
+    __slots__ = ("_charge", "charged", "limit", "objects")
 
     def __init__(self, max_body_bytes: int, charge: Callable[[int], None] | None = None) -> None:
         self._charge = charge

@@ -18,7 +18,16 @@ from extender.http.routing import Route, Router
 from extender.policy.loader import load_policy
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer
-from tests.terraform.support import REPO, ROOT_MODULE, SCHEDULER_CONFIG, load_module, local_source, named, resources, run_terraform
+from tests.terraform.support import (
+    REPO,
+    ROOT_MODULE,
+    SCHEDULER_CONFIG,
+    load_module,
+    local_source,
+    named,
+    resources,
+    run_terraform,
+)
 
 ROOT = load_module(ROOT_MODULE)
 SUBMODULE = load_module(SCHEDULER_CONFIG)
