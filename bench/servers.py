@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from extender.settings import ALLOCATOR_ENVIRONMENT
 from testkit.loopback import Loopback, QuietHandler
 from testkit.ports import free_port
 
@@ -43,8 +44,8 @@ class ServerSpec:
 # What Cloud Run sets in every instance (Terraform names the project): the extender then logs as it does there,
 # through Cloud Logging's handler.
 ON_CLOUD_RUN = {"K_SERVICE": "extender", "K_REVISION": "extender-00001-ben", "GOOGLE_CLOUD_PROJECT": "bench"}
-# What Terraform sets beside them for the function (and the README's command): every object from glibc's allocator.
-AS_DEPLOYED = {"PYTHONMALLOC": "malloc"}
+# What Terraform sets beside them for the function (and the README's command): the allocator as deployed.
+AS_DEPLOYED = dict(ALLOCATOR_ENVIRONMENT)
 
 
 def function_spec(name: str, source: str, root: Path = ROOT, **env: str) -> ServerSpec:

@@ -15,8 +15,8 @@
 
 and what the platform sets: K_SERVICE, FUNCTION_NAME and FUNCTION_TARGET (names that may prefix the URL path),
 K_SERVICE with K_REVISION (running on Cloud Run, so logging as Cloud Logging reads it), GOOGLE_CLOUD_PROJECT; and
-PYTHONMALLOC, which the interpreter itself reads when it starts (malloc: memory comes back after large requests,
-extender.http.memory), only to say so when it is not set.
+PYTHONMALLOC and GLIBC_TUNABLES, which the interpreter and the C library read when the process starts
+(ALLOCATOR_ENVIRONMENT: memory comes back after large requests), only to say so when they are not set so.
 
 A value that is not one of a setting's words, not a positive number or not a duration is a ConfigError naming
 the variable, which stops start-up. Nothing else in the package reads the environment: the settings are passed
@@ -51,8 +51,11 @@ FUNCTION_NAME_ENVS = ("K_SERVICE", "FUNCTION_NAME", "FUNCTION_TARGET")
 # Cloud Run by them too. K_SERVICE alone may be set elsewhere, to name the function in front of the path.
 CLOUD_RUN_ENVS = ("K_SERVICE", "K_REVISION")
 PROJECT_ENV = "GOOGLE_CLOUD_PROJECT"
-# Read by the interpreter at its start; "malloc" makes every object come from glibc's allocator.
-ALLOCATOR_ENV = "PYTHONMALLOC"
+# How the function is served (Terraform sets these, and so do the README's command, the tests and the bench), read
+# by the interpreter and the C library when the process starts: every object from glibc's allocator, which returns
+# memory by the page, and no per-thread cache of freed chunks, which would keep pages of the shared heap in use after
+# large requests (extender.http.memory).
+ALLOCATOR_ENVIRONMENT = MappingProxyType({"PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"})
 
 # kube-scheduler's default httpTimeout.
 DEFAULT_HTTP_TIMEOUT = 5.0
@@ -85,8 +88,8 @@ class Settings(NamedTuple):
     function_names: frozenset[str] = frozenset()
     on_google_cloud: bool = False
     project: str | None = None
-    # PYTHONMALLOC=malloc: the interpreter takes every object from glibc's allocator, which gives pages back.
-    objects_from_malloc: bool = False
+    # The allocator is set up as deployed (ALLOCATOR_ENVIRONMENT): the memory of large requests comes back.
+    allocator_as_deployed: bool = False
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -111,7 +114,7 @@ class Settings(NamedTuple):
             function_names=frozenset(name for name in map(environ.get, FUNCTION_NAME_ENVS) if name),
             on_google_cloud=all(environ.get(name) for name in CLOUD_RUN_ENVS),
             project=environ.get(PROJECT_ENV) or None,
-            objects_from_malloc=environ.get(ALLOCATOR_ENV) == "malloc",
+            allocator_as_deployed=_allocator_as_deployed(environ),
         )
 
     @property
@@ -168,3 +171,8 @@ def _duration(environ: Mapping[str, str], name: str, default: float, example: st
     if seconds <= 0:
         raise ConfigError(f"{name} must be positive, got {raw!r}")
     return seconds
+
+
+def _allocator_as_deployed(environ: Mapping[str, str]) -> bool:
+    """Whether each variable of ALLOCATOR_ENVIRONMENT holds its value (GLIBC_TUNABLES may hold other tunables too)."""
+    return all(value in environ.get(name, "").split(":") for name, value in ALLOCATOR_ENVIRONMENT.items())

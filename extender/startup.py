@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def start(environ: Mapping[str, str] | None = None) -> Extender:
     """The extender the function serves; SystemExit with the problems, one per line, when it cannot start."""
     from extender.errors import ConfigError
-    from extender.settings import Settings
+    from extender.settings import ALLOCATOR_ENVIRONMENT, Settings
 
     try:
         settings = Settings.from_environment(environ)
@@ -63,10 +63,11 @@ def start(environ: Mapping[str, str] | None = None) -> Extender:
             # never gives back (extender.http.memory).
             hold_malloc_thresholds()
             gc.freeze()
-            if not settings.objects_from_malloc:
+            if not settings.allocator_as_deployed:
                 logging.getLogger("extender").info(
-                    "PYTHONMALLOC is not malloc: the memory of large requests will come back only in part "
-                    "(docs/architecture.md, extender/http/memory.py)"
+                    "the allocator is not set up as deployed (%s): the memory of large requests will come back "
+                    "only in part (docs/architecture.md, extender/http/memory.py)",
+                    " ".join(f"{name}={value}" for name, value in ALLOCATOR_ENVIRONMENT.items()),
                 )
         return extender
     finally:

@@ -18,6 +18,7 @@ import pytest
 import requests
 from flask.testing import FlaskClient
 
+from extender.settings import ALLOCATOR_ENVIRONMENT
 from testkit.ports import free_port
 from tests.token_leaks import TOKEN_VARIABLES, WATCHED, RecordKeeper, assert_no_leak, watch_environment
 
@@ -97,9 +98,9 @@ def serving(log_path: Path | None = None, **env: str) -> Iterator[str]:
 def served_process(log_path: Path | None = None, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``serving``, with the process (gunicorn's master, whose one child is the worker that answers)."""
     port = free_port()
-    # Served as the README's command and Terraform serve it: every object from glibc's allocator (PYTHONMALLOC).
+    # Served as the README's command and Terraform serve it: the allocator set up as deployed.
     environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"}
-    environment |= {"PYTHONMALLOC": "malloc"} | env
+    environment |= dict(ALLOCATOR_ENVIRONMENT) | env
     with logged_process(
         [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
         environment,

@@ -189,7 +189,7 @@ def serve_worst_bodies_in_rounds(rounds: int, **env: str) -> tuple[float, list[f
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc")
 def test_the_memory_of_the_worst_accepted_bodies_comes_back_after_every_round():
-    """Served as deployed (PYTHONMALLOC=malloc: every object from glibc, which returns free pages by the page), the
+    """Served as deployed (every object from glibc, which returns free pages by the page, no per-thread cache), the
     worst bodies stay within their budget and the worker's RSS comes back to within 20 % of where it started once
     the last costly request is answered, round after round."""
     started, after_rounds, peak = serve_worst_bodies_in_rounds(4)

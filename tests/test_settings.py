@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from extender.errors import ConfigError
-from extender.settings import DEFAULT_BUDGET_BYTES, DEFAULT_MAX_BODY_BYTES, Settings
+from extender.settings import ALLOCATOR_ENVIRONMENT, DEFAULT_BUDGET_BYTES, DEFAULT_MAX_BODY_BYTES, Settings
 from tests.conftest import ROOT
 
 EVERY_VARIABLE = {
@@ -31,6 +31,7 @@ EVERY_VARIABLE = {
     "FUNCTION_TARGET": "extender",
     "GOOGLE_CLOUD_PROJECT": "my-project",
     "PYTHONMALLOC": "malloc",
+    "GLIBC_TUNABLES": "glibc.malloc.check=0:glibc.malloc.tcache_count=0",
     "HOME": "/root",
 }
 
@@ -63,7 +64,7 @@ def test_every_variable_is_read():
         function_names=frozenset({"my-extender", "extender"}),
         on_google_cloud=True,
         project="my-project",
-        objects_from_malloc=True,
+        allocator_as_deployed=True,
     )
 
 
@@ -133,3 +134,9 @@ def test_nothing_else_in_the_package_reads_the_environment():
     }
     assert readers == {}
     assert _reads_the_environment(ast.parse((package / "settings.py").read_text()))  # the check sees a reader
+
+
+def test_the_allocator_is_as_deployed_only_with_every_variable_set_so():
+    assert not Settings.from_environment({"PYTHONMALLOC": "malloc"}).allocator_as_deployed
+    assert not Settings.from_environment({"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}).allocator_as_deployed
+    assert Settings.from_environment(dict(ALLOCATOR_ENVIRONMENT)).allocator_as_deployed

@@ -166,3 +166,17 @@ def test_the_allocator_is_tuned_once_before_any_request_is_served():
     # Held at start-up, before gunicorn forks the worker and its threads serve (a thread that allocated first would
     # keep a heap of its own); answers change nothing.
     assert served_process(TUNED) == [1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("as_deployed", [True, False])
+def test_start_up_says_when_the_allocator_is_not_set_up_as_deployed(as_deployed):
+    """The memory of large requests comes back only in part otherwise (extender.http.memory): the log says so."""
+    from extender.settings import ALLOCATOR_ENVIRONMENT
+
+    environment = {key: value for key, value in os.environ.items() if key not in ALLOCATOR_ENVIRONMENT}
+    environment |= dict(ALLOCATOR_ENVIRONMENT) if as_deployed else {"PYTHONMALLOC": "malloc"}
+    probe = "import logging; logging.basicConfig(level=logging.INFO); from extender.startup import start; start()"
+    finished = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=environment, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr
+    said = "the allocator is not set up as deployed (PYTHONMALLOC=malloc GLIBC_TUNABLES=glibc.malloc.tcache_count=0)"
+    assert (said in finished.stderr) is not as_deployed, finished.stderr

@@ -39,10 +39,15 @@ arena of 1 MiB only once every object in it is gone: any object that outlives
 a large request and was made during it (a thread's state, a grown dict, a
 cache entry) keeps its whole arena, and the instance keeps tens of MB after
 the worst bodies. glibc returns memory by the 4 KiB page, so the function is
-served with ``PYTHONMALLOC=malloc`` (Terraform sets it, and so does the
-README's command): then RSS comes back to within a few MB of where it started
-(tests/test_memory.py; docs/performance.md gives what it costs). Start-up says
-so when it is not set.
+served with ``PYTHONMALLOC=malloc``. glibc in turn keeps, per thread, a cache
+of freed small chunks (tcache) that only that thread reuses and that
+``malloc_trim`` cannot reach: a few hundred chunks per serving thread, each
+keeping its page of the shared heap in use, so it is turned off
+(``GLIBC_TUNABLES=glibc.malloc.tcache_count=0``). Both are
+``extender.settings.ALLOCATOR_ENVIRONMENT``, which Terraform sets and so does
+the README's command: then RSS comes back to within a few MB of where it
+started (tests/test_memory.py; docs/performance.md gives what it costs).
+Start-up says so when they are not set.
 """
 
 from __future__ import annotations
