@@ -48,11 +48,12 @@ locals {
   cluster_project_id   = coalesce(var.cluster_project_id, var.project_id)
 
   # PYTHONMALLOC: objects from glibc's allocator, which returns memory by the page once a large request is done
-  # (Python's own keeps a whole 1 MiB arena for any object that outlives the request); GLIBC_TUNABLES: no per-thread
-  # cache of freed chunks, whose chunks would keep pages of the shared heap in use (docs/architecture.md).
+  # (Python's own keeps a whole 1 MiB arena for any object that outlives the request); GLIBC_TUNABLES: per-thread
+  # caches of one freed chunk per size, not seven, as their chunks keep pages of the shared heap in use
+  # (docs/architecture.md).
   environment_variables = { for name, value in {
     PYTHONMALLOC          = "malloc"
-    GLIBC_TUNABLES        = "glibc.malloc.tcache_count=0"
+    GLIBC_TUNABLES        = "glibc.malloc.tcache_count=1"
     EXTENDER_HTTP_TIMEOUT = var.http_timeout
     THREADS               = tostring(var.concurrency)
     EXTENDER_POLICY       = var.policy_file == null ? null : "policy.yaml"

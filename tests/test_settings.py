@@ -31,7 +31,7 @@ EVERY_VARIABLE = {
     "FUNCTION_TARGET": "extender",
     "GOOGLE_CLOUD_PROJECT": "my-project",
     "PYTHONMALLOC": "malloc",
-    "GLIBC_TUNABLES": "glibc.malloc.check=0:glibc.malloc.tcache_count=0",
+    "GLIBC_TUNABLES": "glibc.malloc.check=0:glibc.malloc.tcache_count=1",
     "HOME": "/root",
 }
 
@@ -138,5 +138,5 @@ def test_nothing_else_in_the_package_reads_the_environment():
 
 def test_the_allocator_is_as_deployed_only_with_every_variable_set_so():
     assert not Settings.from_environment({"PYTHONMALLOC": "malloc"}).allocator_as_deployed
-    assert not Settings.from_environment({"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}).allocator_as_deployed
+    assert not Settings.from_environment({"GLIBC_TUNABLES": "glibc.malloc.tcache_count=1"}).allocator_as_deployed
     assert Settings.from_environment(dict(ALLOCATOR_ENVIRONMENT)).allocator_as_deployed

@@ -178,5 +178,5 @@ def test_start_up_says_when_the_allocator_is_not_set_up_as_deployed(as_deployed)
     probe = "import logging; logging.basicConfig(level=logging.INFO); from extender.startup import start; start()"
     finished = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=environment, capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr
-    said = "the allocator is not set up as deployed (PYTHONMALLOC=malloc GLIBC_TUNABLES=glibc.malloc.tcache_count=0)"
+    said = "the allocator is not set up as deployed (PYTHONMALLOC=malloc GLIBC_TUNABLES=glibc.malloc.tcache_count=1)"
     assert (said in finished.stderr) is not as_deployed, finished.stderr

@@ -41,9 +41,11 @@ cache entry) keeps its whole arena, and the instance keeps tens of MB after
 the worst bodies. glibc returns memory by the 4 KiB page, so the function is
 served with ``PYTHONMALLOC=malloc``. glibc in turn keeps, per thread, a cache
 of freed small chunks (tcache) that only that thread reuses and that
-``malloc_trim`` cannot reach: a few hundred chunks per serving thread, each
-keeping its page of the shared heap in use, so it is turned off
-(``GLIBC_TUNABLES=glibc.malloc.tcache_count=0``). Both are
+``malloc_trim`` cannot reach: up to seven chunks of each of 64 sizes per
+serving thread, each keeping its page of the shared heap in use. One chunk per
+size keeps the cache's fast path for the allocations that follow a free of
+the same size, and starts up faster than none
+(``GLIBC_TUNABLES=glibc.malloc.tcache_count=1``). Both are
 ``extender.settings.ALLOCATOR_ENVIRONMENT``, which Terraform sets and so does
 the README's command: then RSS comes back to within a few MB of where it
 started (tests/test_memory.py; docs/performance.md gives what it costs).

@@ -97,7 +97,7 @@ def test_function_timeout_follows_the_schedulers_http_timeout() -> None:
         "GOOGLE_CLOUD_PROJECT = var.project_id",
         # Memory comes back after large requests (extender/http/memory.py): served as the README's command serves.
         'PYTHONMALLOC = "malloc"',
-        'GLIBC_TUNABLES = "glibc.malloc.tcache_count=0"',
+        'GLIBC_TUNABLES = "glibc.malloc.tcache_count=1"',
     ],
 )
 def test_environment_variables(setting: str) -> None:
