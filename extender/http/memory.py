@@ -26,7 +26,7 @@ millions of small values, never one of the scheduler's own) is followed, once
 no request holds any of the body budget, by giving memory back after its
 answer. A request with a large body (``LARGE_BODY_BYTES``: full-node
 requests) leaves its heap's top and its nodes' decodings (``KeptNodes``) for
-the next request; they go back once no request has come for
+the next request; they go back once no large request has come for
 ``EXTENDER_MEMORY_IDLE`` (extender.settings): kube-scheduler sends a burst of
 requests while pods wait, and those find them. A request after a quiet time
 decodes its nodes afresh and faults its buffers' pages in again. Giving back forgets the kept request data, empties the
