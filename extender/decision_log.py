@@ -27,7 +27,7 @@ from extender.framework.plugin import Observed
 from extender.framework.profile import FilterResult, Notes, PreemptResult, ScoreResult
 from extender.framework.status import Code, Status
 from extender.framework.types import Pod
-from extender.http.routing import Route
+from extender.protocol import Route
 from extender.verbs import Answer
 
 EVENT = "extender.decision"

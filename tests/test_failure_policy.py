@@ -179,7 +179,7 @@ def test_the_decision_entry_shows_no_score_for_a_plugin_left_out_of_a_node():
     from extender.decision_log import decision_fields, severity
     from extender.framework.profile import Profile, ScorePluginEntry
     from extender.framework.types import Node, Pod
-    from extender.http.routing import Route
+    from extender.protocol import Route
     from extender.verbs import Answer
     from tests.test_framework import FixedScore, LabelScore
 

@@ -1,9 +1,14 @@
-"""The package's import graph has no circles: each module can be read after what it imports.
+"""The package's import graph has no circles, and a request's way through it runs downhill.
+
+Each module can be read after what it imports, and each package sits in a
+layer (``LAYERS``, top to bottom) that imports only from the layers below it:
+the inbound HTTP boundary above the verbs it calls, the verbs above the
+framework, the outbound client and the leaf modules at the bottom.
 
 Imports inside functions count too: a lazy import (to keep a cold start short)
-that closes a circle only hides it, and the two modules still cannot be
-understood, or moved, one without the other. Imports under ``TYPE_CHECKING``
-are for annotations and never run.
+that closes a circle or climbs a layer only hides it, and the modules still
+cannot be understood, or moved, one without the other. Imports under
+``TYPE_CHECKING`` are for annotations and never run.
 """
 
 from __future__ import annotations
@@ -12,6 +17,25 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "extender"
+
+# Top to bottom; a module belongs to the first entry that is its name or a package above it. Packages in one layer
+# do not import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("extender.__main__", "extender.cli"),
+    ("extender.startup",),
+    ("extender.logs",),
+    ("extender.http",),
+    ("extender.decision_log",),
+    ("extender.verbs",),
+    ("extender.policy",),
+    ("extender.plugins", "extender.nodesource", "extender.proxy"),
+    ("extender.kube",),
+    ("extender.wire",),
+    ("extender.framework",),
+    ("extender.outbound",),
+    ("extender.settings", "extender.urls", "extender.read_deadline"),
+    ("extender.duration", "extender.errors", "extender.protocol", "extender"),
+)
 
 
 def _module_name(path: Path) -> str:
@@ -84,6 +108,50 @@ def test_no_import_circles() -> None:
     graph = _import_graph()
     assert graph.get("extender.http.handler"), "the graph was not read"
     assert _circles(graph) == []
+
+
+def _place(module: str) -> tuple[int, str]:
+    """(layer, entry) of a module: the longest entry naming it or a package above it."""
+    places = [
+        (len(entry), index, entry)
+        for index, layer in enumerate(LAYERS)
+        for entry in layer
+        if module == entry or module.startswith(entry + ".")
+    ]
+    assert places, f"{module} is in no layer of LAYERS"
+    _, index, entry = max(places)
+    return index, entry
+
+
+def _uphill(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that does not go down a layer (within one entry of LAYERS, anything goes)."""
+    found = []
+    for module in sorted(graph):
+        layer, entry = _place(module)
+        for imported in sorted(graph[module]):
+            imported_layer, imported_entry = _place(imported)
+            if imported_entry != entry and imported_layer <= layer:
+                found.append(f"{module} ({entry}) imports {imported} ({imported_entry})")
+    return found
+
+
+def test_imports_run_downhill() -> None:
+    assert _uphill(_import_graph()) == []
+
+
+def test_the_layer_check_finds_imports_that_climb_or_cross() -> None:
+    graph = {
+        "extender.http.handler": {"extender.verbs.filtering", "extender.http.routing"},
+        "extender.http.routing": set(),
+        "extender.verbs.filtering": {"extender.http.routing", "extender.errors"},
+        "extender.errors": set(),
+        "extender.plugins.nodeload": {"extender.nodesource.base"},
+        "extender.nodesource.base": set(),
+    }
+    assert _uphill(graph) == [
+        "extender.plugins.nodeload (extender.plugins) imports extender.nodesource.base (extender.nodesource)",
+        "extender.verbs.filtering (extender.verbs) imports extender.http.routing (extender.http)",
+    ]
 
 
 def test_the_circle_finder_finds_circles() -> None:

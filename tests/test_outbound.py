@@ -1,4 +1,4 @@
-"""Outbound calls (extender.http.outbound) against a raw server: one deadline in all, capped bytes, kept connections."""
+"""Outbound calls (extender.outbound) against a raw server: one deadline in all, capped bytes, kept connections."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from extender.http import outbound, read_deadline
+from extender import outbound, read_deadline
 
 # Scheduling on a loaded 2-core machine: how much later than its deadline a call may be seen to end.
 MARGIN = 0.5

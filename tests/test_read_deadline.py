@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from extender.http import read_deadline
+from extender import read_deadline
 from tests.conftest import ROOT
 
 # Scheduling on a loaded 2-core machine: how much later than its promise an alarm may be seen to go off.
@@ -53,7 +53,7 @@ def test_an_earlier_deadline_armed_after_later_ones_wakes_the_watchdog():
 # kube-scheduler sends requests, each armed for the scheduler's 5 s and disarmed when its body has arrived.
 COUNT_WAKES = """
 import json, threading, time
-from extender.http import read_deadline
+from extender import read_deadline
 
 class Counting(threading.Condition):
     wakes = 0

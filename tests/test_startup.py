@@ -80,7 +80,7 @@ LAZY_AT_START_UP = (
     "urllib3",
     "extender.kube.client",  # the Kubernetes API client, only with KUBERNETES_API_URL
     "extender.kube.lists",
-    "extender.http.outbound",
+    "extender.outbound",
     "extender.nodesource.kubernetes",  # node sources: only the one a policy chooses
     "extender.nodesource.static",
     "extender.nodesource.gke_names",

@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 from extender.cli.check_policy import add_function_name, deployed_settings
 from extender.errors import ConfigError, RequestError
 from extender.framework.types import Facts
-from extender.http.routing import NOT_FOUND, Route, Router
+from extender.http.routing import NOT_FOUND, Router
+from extender.protocol import Route
 from extender.policy.loader import Policy, PolicyError, load_policy
 from extender.settings import CALLER_TOKEN_ENV, Settings
 

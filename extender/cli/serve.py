@@ -9,7 +9,7 @@ serving thread (``extender.http.head_deadline``).
 
 A connection whose body stalls is answered (408) at the read deadline as over
 plain HTTP: the deadline shuts the socket's reading side
-(``extender.http.read_deadline``), and OpenSSL 3 takes the end of stream that
+(``extender.read_deadline``), and OpenSSL 3 takes the end of stream that
 follows, without the client's close_notify, for a fatal error after which
 nothing can be sent; ``OP_IGNORE_UNEXPECTED_EOF`` makes it an ordinary end of
 the stream. Truncation cannot pass unnoticed for that: a body shorter than its

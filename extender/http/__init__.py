@@ -22,14 +22,15 @@ A request then goes through it in one direction (``handler.Extender.handle``):
 - ``body_budget``: bodies served at once never hold more memory than the
   budget, charged by the bytes received and by what decoding them may build
   (``extender.wire.decode_cost``).
-- ``read_deadline``: one watchdog thread ends reads that stall (request
-  bodies, Kubernetes API answers).
+- ``extender.read_deadline`` (below this package): one watchdog thread ends
+  reads that stall, request bodies here and outbound answers alike.
 - ``handler``: decode, hand to the verb, encode, log one decision entry;
   every failure is an answer, never a traceback.
 - ``memory`` and ``after_answer``: large buffers go back to the system, the
   memory a costly decoding left behind once no request is in flight, and
   work the answer does not need runs after it is sent.
 
-And the other way, ``outbound``: calls this function makes (the Kubernetes
-API), each bounded in total by one deadline and in the bytes it keeps.
+Calls this function makes the other way (the Kubernetes API, Prometheus) go
+through ``extender.outbound``, a layer below the verbs and plugins that make
+them: this package sits above everything a request reaches.
 """

@@ -15,7 +15,8 @@ from extender.errors import ConfigError, RequestError, bounded
 from extender.http.body_budget import BodyBudget
 from extender.http.memory import Release
 from extender.http.request_body import check_headers, finish_body, hang_up_after, read_body
-from extender.http.routing import Route, Router
+from extender.http.routing import Router
+from extender.protocol import Route
 from extender.kube import client_from_settings
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy

@@ -21,7 +21,7 @@ that never finish one hold neither a thread nor more than
 ``MAX_HEADS * HEAD_BYTES`` of memory.
 
 The body is another matter: it is read by the serving thread, within
-``EXTENDER_HTTP_TIMEOUT`` (``extender.http.read_deadline``).
+``EXTENDER_HTTP_TIMEOUT`` (``extender.read_deadline``).
 
 Built on gunicorn's ``ThreadWorker`` (requirements.txt pins the gunicorn
 releases it is written for): every connection it would hand to its pool goes

@@ -61,7 +61,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from extender.http import read_deadline
+from extender import read_deadline
 from extender.http.after_answer import after_this_answer
 
 # mallopt's parameter numbers (malloc.h), and the values held.

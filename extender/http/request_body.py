@@ -16,7 +16,7 @@ from typing import IO
 from flask import Request, Response
 
 from extender.errors import RequestError
-from extender.http import read_deadline
+from extender import read_deadline
 from extender.http.body_budget import Holding
 
 # The body is read, and charged to the budget, a piece of this size at a time. gunicorn (functions-framework's

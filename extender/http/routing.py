@@ -19,7 +19,7 @@ import re
 from collections.abc import Collection, Sequence
 
 from extender.errors import ConfigError, RequestError
-from extender.protocol import DEFAULT_PROFILE, VERBS
+from extender.protocol import DEFAULT_PROFILE, VERBS, Route
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV
 
 # URL-unreserved characters only, so the token needs no escaping in urlPrefix; 16 of them carry ~96 bits.
@@ -30,14 +30,6 @@ NOT_FOUND = "not found"
 REDACTED = "<redacted>"
 # Longest path segment quoted back in an error: paths come from the caller and may be huge.
 _QUOTED_MAX = 64
-
-
-class Route:
-    __slots__ = ("profile", "verb")
-
-    def __init__(self, verb: str, profile: str) -> None:
-        self.verb = verb
-        self.profile = profile
 
 
 class Router:

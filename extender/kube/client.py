@@ -2,7 +2,7 @@
 
 The API server is trusted with the cluster, not with this process. Every
 call has one deadline for the whole exchange (connect, TLS handshake, head
-and body: ``extender.http.outbound``), so an answer that drips ends there and
+and body: ``extender.outbound``), so an answer that drips ends there and
 frees its thread; a bounded answer size; and, for lists, bounded items and
 pages. The pod lists of one request share a byte budget too. Lists are
 decoded into what the plugins read only (``lists``), with their types and
@@ -30,7 +30,7 @@ import orjson
 from extender import __version__
 from extender.errors import ConfigError, bounded, redacted
 from extender.framework.types import Pod
-from extender.http import outbound
+from extender import outbound
 from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
 from extender.kube.lists import NodeFacts, TooLong, decode_node_page, decode_pods

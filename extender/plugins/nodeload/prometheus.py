@@ -1,7 +1,7 @@
 """Instant queries over the Prometheus HTTP API (``GET <url>/api/v1/query``): a self-run Prometheus, or Cloud
 Monitoring's (Google Cloud Managed Service for Prometheus) with the function's own Google identity.
 
-Prometheus is trusted with the load figures, not with this process: every query is one ``extender.http.outbound``
+Prometheus is trusted with the load figures, not with this process: every query is one ``extender.outbound``
 call, whose deadline covers the whole exchange (connect, TLS handshake, status line, headers, body) and whose answer
 is capped, so a server that drips or floods holds a refresh no longer than its deadline. Redirects are not followed:
 they would carry the bearer token elsewhere. No message quotes the token, even where the server echoes it. TLS
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from google.auth.credentials import Credentials
 
-    from extender.http.outbound import Endpoint
+    from extender.outbound import Endpoint
 
 # Largest answer read: a series of Cloud Monitoring's node metrics is about 300 bytes, so 5,000 nodes take 1.5 MB.
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
@@ -68,7 +68,7 @@ class Prometheus:
         return f"Prometheus({self.url!r}, auth={'google' if self.auth else 'none'})"
 
     def query(self, promql: str, seconds: float) -> bytes:
-        from extender.http import outbound
+        from extender import outbound
 
         until = time.monotonic() + seconds
         headers = {"Accept": "application/json"}
@@ -100,7 +100,7 @@ class Prometheus:
         and the next one tries again."""
         with self._making:
             if self._endpoint is None:
-                from extender.http import outbound
+                from extender import outbound
 
                 context = _trusted(self.url) if self.url.startswith("https:") else None
                 user_agent = {"User-Agent": f"gcf-scheduler-extender/{__version__}"}

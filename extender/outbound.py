@@ -40,7 +40,7 @@ import time
 from collections.abc import Mapping
 from urllib.parse import quote, urlsplit
 
-from extender.http import read_deadline
+from extender import read_deadline
 
 # Pieces the body is read in: few calls for answers of megabytes, and the cap checked between them.
 _PIECE = 1 << 20
