@@ -14,6 +14,18 @@ locals {
   metric_label_extractors = { for label, _ in local.metric_labels : label => "EXTRACT(jsonPayload.${label})" }
   latency_threshold_ms    = module.scheduler_config.http_timeout_ms * var.alert_latency_ratio
 
+  # What enforced plugins rejected (filter) or vetoed (preempt): one entry per plugin and rule of a request, next to its
+  # decision entry, as for the audited ones below.
+  rejection_log_filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${var.function_name}\"",
+    "jsonPayload.event=\"extender.rejection\"",
+  ])
+  rejection_metric_labels = {
+    plugin = "Plugin that rejected nodes (filter) or vetoed candidates (preempt)."
+    rule   = "Rule its reason names (NodeLabelPolicy, NodeLoad and ProtectedVictims rules, NodeNameFilter maintenance entries), empty when none."
+  }
+
   # What audited plugins (enforcement: Audit) would have rejected or vetoed: one entry per plugin and rule of a
   # request, next to its decision entry (a log-based metric counts entries and cannot look into the decision entry's
   # wouldReject / wouldVeto lists).
@@ -199,6 +211,38 @@ resource "google_logging_metric" "latency" {
       scale              = 1
     }
   }
+
+  depends_on = [time_sleep.apis]
+}
+
+# What the policy keeps pods off: each count is one scheduling call in which a plugin's rule rejected (or vetoed) at
+# least one node.
+resource "google_logging_metric" "rejections" {
+  count = var.monitoring_enabled ? 1 : 0
+
+  project     = var.project_id
+  name        = "${var.function_name}/rejections"
+  description = "Calls in which an enforced plugin rejected nodes (filter) or vetoed candidates (preempt), by plugin, rule, verb and profile."
+  filter      = local.rejection_log_filter
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+
+    dynamic "labels" {
+      for_each = merge(local.metric_labels, local.rejection_metric_labels)
+      content {
+        key         = labels.key
+        value_type  = "STRING"
+        description = labels.value
+      }
+    }
+  }
+  label_extractors = merge(
+    local.metric_label_extractors,
+    { for label, _ in local.rejection_metric_labels : label => "EXTRACT(jsonPayload.${label})" },
+  )
 
   depends_on = [time_sleep.apis]
 }
