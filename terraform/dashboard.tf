@@ -194,7 +194,6 @@ resource "google_monitoring_dashboard" "extender" {
     google_logging_metric.unauthenticated,
     google_logging_metric.iam_refused,
     google_logging_metric.latency,
-    google_logging_metric.rejections,
-    google_logging_metric.would_reject,
+    google_logging_metric.by_rule,
   ]
 }

@@ -67,16 +67,17 @@ output "proxy_service_account" {
 
 output "metric_types" {
   description = "Cloud Monitoring metric types of the log-based metrics (requests, errors, unauthenticated, latency, rejections, would_reject)."
-  value = var.monitoring_enabled ? {
-    for name, metric in {
-      requests        = google_logging_metric.requests
-      errors          = google_logging_metric.errors
-      unauthenticated = google_logging_metric.unauthenticated
-      latency         = google_logging_metric.latency
-      rejections      = google_logging_metric.rejections
-      would_reject    = google_logging_metric.would_reject
-    } : name => "logging.googleapis.com/user/${metric[0].name}"
-  } : null
+  value = var.monitoring_enabled ? merge(
+    {
+      for name, metric in {
+        requests        = google_logging_metric.requests
+        errors          = google_logging_metric.errors
+        unauthenticated = google_logging_metric.unauthenticated
+        latency         = google_logging_metric.latency
+      } : name => "logging.googleapis.com/user/${metric[0].name}"
+    },
+    { for name, metric in google_logging_metric.by_rule : name => "logging.googleapis.com/user/${metric.name}" },
+  ) : null
 }
 
 output "dashboard_url" {

@@ -171,22 +171,37 @@ def _locals_source(timeout_ms: int) -> str:
 
 def _metrics_output() -> str:
     """Each log-based metric as monitoring.tf defines it: name, count, kind, value type, and the keys of its label
-    extractors and of its descriptor's labels."""
+    extractors and of its descriptor's labels; a resource with ``for_each``, by key (``each`` made a loop's)."""
     entries = []
-    for name, body in LOG_METRICS.items():
+    for resource, body in LOG_METRICS.items():
         descriptor = body["metric_descriptor"][0]
         dynamic = [block["labels"]["for_each"] for block in descriptor.get("dynamic", [])]
-        descriptor_labels = (
-            f"keys({_hcl(dynamic[0])})" if dynamic else _hcl([label["key"] for label in descriptor.get("labels", [])])
-        )
+        static = [label["key"] for label in descriptor.get("labels", [])]
         extractors = body.get("label_extractors", {})
-        extractor_labels = _hcl(sorted(extractors)) if isinstance(extractors, dict) else f"keys({_hcl(extractors)})"
-        entries.append(
-            f"    {name} = {{\n      name = {_hcl(body['name'])}\n      count = {_hcl(body['count'])}\n"
-            f"      kind = {_hcl(descriptor['metric_kind'])}\n      value_type = {_hcl(descriptor['value_type'])}\n"
-            f"      labels = sort({extractor_labels})\n      descriptor_labels = sort({descriptor_labels})\n    }}\n"
-        )
+        extracted = _hcl(sorted(extractors)) if isinstance(extractors, dict) else f"keys({_hcl(extractors)})"
+        fields = {
+            "name": _hcl(body["name"]),
+            "count": _hcl(body.get("count", 1)),
+            "kind": _hcl(descriptor["metric_kind"]),
+            "value_type": _hcl(descriptor["value_type"]),
+            "labels": f"sort({extracted})",
+            "descriptor_labels": f"sort({f'keys({_hcl(dynamic[0])})' if dynamic else _hcl(static)})",
+        }
+        metric = "{\n" + "".join(f"      {key} = {value}\n" for key, value in fields.items()) + "    }"
+        if "for_each" in body:
+            metric = f"{{ for each_key, each_value in {_hcl(body['for_each'])} : each_key => {metric} }}"
+            metric = metric.replace("each.key", "each_key").replace("each.value", "each_value")
+        entries.append(f"    {resource} = {metric}\n")
     return 'output "log_metrics" {\n  value = {\n' + "".join(entries) + "  }\n}\n"
+
+
+def _created(outputs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The log-based metrics by resource address: ``name`` of a counted resource, ``name[key]`` of one per key."""
+    found = {}
+    for resource, value in outputs.items():
+        keyed = {resource: value} if "name" in value else {f"{resource}[{key}]": entry for key, entry in value.items()}
+        found.update(keyed)
+    return found
 
 
 @pytest.fixture(scope="module", params=sorted(SCENARIOS))
@@ -217,7 +232,7 @@ def rendered(
     outputs = json.loads(run_terraform(terraform, "output", "-json", cwd=module, env=env).stdout)
     return {
         "dashboard": json.loads(outputs["dashboard"]["value"]),
-        "metrics": outputs["log_metrics"]["value"],
+        "metrics": _created(outputs["log_metrics"]["value"]),
         "threshold_ms": outputs["latency_threshold_ms"]["value"],
         "variables": variables,
     }
