@@ -228,8 +228,8 @@ def _rejections(rejected: Iterable[tuple[str, Status]], by_rule: bool = False) -
 
 
 def _rule_counts(groups: Mapping[tuple[str, Code, str], list[str]]) -> list[dict[str, Any]]:
-    """Nodes per plugin and the rule its reasons name ("" if none), the most first; a plugin's reasons are few (they
-    name the rule, not the node), so this looks at each once."""
+    """Nodes per plugin and the rule its reasons name ("" if none), the most first. Each distinct reason is read once:
+    filter's name the rule, not the node, so they are few."""
     counts: defaultdict[tuple[str, str], int] = defaultdict(int)
     for (plugin, _, reason), nodes in groups.items():
         counts[plugin, _rule_named(reason)] += len(nodes)
