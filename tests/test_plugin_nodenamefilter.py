@@ -9,10 +9,11 @@ import pytest
 import yaml
 from marshmallow import ValidationError
 
+from extender.framework.clock import utc_now
 from extender.framework.profile import Profile
 from extender.framework.status import Code
 from extender.framework.types import Node
-from extender.plugins.nodenamefilter import NodeNameFilter, utc_now
+from extender.plugins.nodenamefilter import NodeNameFilter
 from extender.wire.errors import flatten_errors
 from tests.plugin_helpers import build, pod
 
