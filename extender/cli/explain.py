@@ -43,6 +43,7 @@ from werkzeug.test import EnvironBuilder
 
 from extender.decision_log import plugin_ms
 from extender.framework.clock import judged_at, parse_instant
+from extender.framework.plugin import Plugin
 from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
 from extender.framework.status import Code
 from extender.framework.types import Node, VictimFacts
@@ -50,7 +51,7 @@ from extender.http.handler import Extender
 from extender.nodesource.base import NodeSource, PerNameSource, unavailable
 from extender.policy.loader import PolicyError, load_policy
 from extender.protocol import DEFAULT_PROFILE
-from extender.settings import Settings
+from extender.settings import Settings, unmet
 from extender.verbs import Answer
 
 if TYPE_CHECKING:
@@ -133,14 +134,19 @@ def run(args: argparse.Namespace) -> int:
         at: dt.datetime | None = args.at
         if args.metrics:
             newest = judge_on_saved_metrics(extender, args.profile, args.metrics)
-            at = at or dt.datetime.fromtimestamp(newest, dt.UTC)
-            when = "--at" if args.at else "their newest sample's time"
+            if at is None and newest is not None:
+                at = dt.datetime.fromtimestamp(newest, dt.UTC)
+            when = "their newest sample's time" if newest is not None else "now (they hold no sample)"
+            when = "--at" if args.at else when
             print(
                 f"explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at {when}",
                 file=sys.stderr,
             )
         elif args.at is not None:
             refuse_live_metrics_at(extender, args.profile)
+        if nodes is not None:  # built offline: what stands in for the node source and the metrics needs nothing set
+            stood_in = _node_loads(extender, args.profile) if args.metrics else []
+            check_plugin_needs(extender, args.profile, stood_in)
     except (InputError, PolicyError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -224,8 +230,16 @@ def _node_loads(extender: Extender, profile_name: str) -> list[NodeLoad]:
     from extender.plugins.nodeload import NodeLoad
 
     profile = extender.policy.profiles.get(profile_name)
-    plugins = [*profile.filters, *(entry.plugin for entry in profile.scores)] if profile is not None else []
-    return list({id(plugin): plugin for plugin in plugins if isinstance(plugin, NodeLoad)}.values())
+    return [plugin for plugin in profile.plugins if isinstance(plugin, NodeLoad)] if profile is not None else []
+
+
+def check_plugin_needs(extender: Extender, profile_name: str, stood_in: Sequence[Plugin]) -> None:
+    """ConfigError for a variable a plugin of the profile asks with, unless what it asks is stood in for."""
+    profile = extender.policy.profiles.get(profile_name)
+    plugins = [plugin for plugin in profile.plugins if plugin not in stood_in] if profile is not None else []
+    problem = unmet([need for plugin in plugins for need in plugin.needs()], extender.settings)
+    if problem is not None:
+        raise problem
 
 
 def refuse_live_metrics_at(extender: Extender, profile_name: str) -> None:
@@ -237,9 +251,9 @@ def refuse_live_metrics_at(extender: Extender, profile_name: str) -> None:
         )
 
 
-def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequence[str]) -> float:
+def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequence[str]) -> float | None:
     """--metrics: each NodeLoad of the profile judges on the saved answers (``[METRIC=]FILE``), asking no Prometheus.
-    Returns the newest saved sample's time."""
+    Returns the newest saved sample's time (None: they hold no sample)."""
     from extender.plugins.nodeload.answers import AnswerError
 
     loads = _node_loads(extender, profile_name)
@@ -252,7 +266,7 @@ def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequenc
         if metric in files:
             raise InputError(f"--metrics: two answers for {'one unnamed metric' if metric is None else metric}")
         files[metric] = path
-    newest = 0.0
+    times: list[float] = []
     for plugin in loads:
         metrics = [metric.name for metric in plugin.config.metrics]
         if None in files and len(metrics) > 1:
@@ -271,10 +285,11 @@ def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequenc
             except OSError as exc:
                 raise InputError(f"{path}: cannot read: {exc.strerror}") from None
         try:
-            newest = max(newest, plugin.judge_offline(answers))
+            newest = plugin.judge_offline(answers)
         except AnswerError as exc:
             raise InputError(f"--metrics: not a usable Prometheus /api/v1/query answer: {exc}") from None
-    return newest
+        times += [] if newest is None else [newest]
+    return max(times, default=None)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from marshmallow import ValidationError
 from extender.framework.args import loading_for
 from extender.framework.kept import ServedProfile, keeping_results
 from extender.nodesource.spec import NodeSourceSpec
-from extender.settings import Settings
+from extender.settings import Need, Settings, unmet
 from extender.wire.errors import flatten_errors
 
 EMBEDDED = "embedded default"
@@ -52,6 +52,21 @@ class Policy:
         self.node_source = node_source
         self.node_cache_capable = node_cache_capable
         self.preempt_trusts_scheduler_filter = preempt_trusts_scheduler_filter
+
+    def needs(self) -> list[Need]:
+        """The variables the function cannot start without, with this policy: its node source's, then its plugins',
+        each variable once."""
+        plugins = [plugin for profile in self.profiles.values() for plugin in profile.plugins]
+        unique: dict[tuple[str, ...], Need] = {}
+        for need in [*self.node_source.needs(), *(need for plugin in plugins for need in plugin.needs())]:
+            unique.setdefault(need.names, need)
+        return list(unique.values())
+
+    def check_needs(self, settings: Settings) -> None:
+        """ConfigError naming each of ``needs`` that ``settings`` leave unmet: start-up refuses to start then."""
+        problem = unmet(self.needs(), settings)
+        if problem is not None:
+            raise problem
 
 
 def load_policy(path: str | os.PathLike[str] | None = None, settings: Settings | None = None) -> Policy:

@@ -35,7 +35,7 @@ target at most that, down to 0 at full load. Loads are clamped to 0..1.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from extender.framework import clock as request_clock
@@ -47,6 +47,7 @@ from extender.plugins.nodeload.answers import parse_answer
 from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, NodeLoadArgs, NodeLoadConfig
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
 from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
+from extender.settings import PROJECT_ENV, Need
 
 
 class NodeLoad(FilterPlugin, ScorePlugin):
@@ -75,6 +76,10 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         }
         target = args.score.target
         self._scale = least_loaded if args.score.strategy == LEAST_LOADED else lambda load: target_load(load, target)
+
+    def needs(self) -> Iterable[Need]:
+        if self.config.in_function_project:
+            yield Need((PROJECT_ENV,), "NodeLoad's preset queries Cloud Monitoring in the function's project")
 
     def prepare(self, pod: Pod) -> LoadView:
         """The answers this request judges on, at one instant: refreshed first when due (``Loads``)."""
@@ -114,17 +119,17 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     def observations(self, view: LoadView) -> Observed:
         return view.facts
 
-    def judge_offline(self, answers: Mapping[str, bytes]) -> float:
+    def judge_offline(self, answers: Mapping[str, bytes]) -> float | None:
         """Judge on saved ``/api/v1/query`` answers (by metric name), as ``explain --metrics`` does: no Prometheus is
-        asked. Returns the newest sample's time, the instant ``explain`` judges them at unless told another
-        (``extender.framework.clock``); AnswerError when an answer cannot be read."""
-        newest = 0.0
+        asked. Returns the newest sample's time (None: the answers hold none), the instant ``explain`` judges them at
+        unless told another (``extender.framework.clock``); AnswerError when an answer cannot be read."""
+        times: list[float] = []
         for metric in self.config.metrics:
             answer, _ = parse_answer(answers[metric.name], metric.node_label)
-            newest = max(newest, *answer.sorted_times[-1:])
+            times += answer.sorted_times[-1:]
         saved = {metric.query: answers[metric.name] for metric in self.config.metrics}
         self.loads = Loads(self.config.metrics, Saved(saved), refresh_interval=math.inf, query_seconds=1.0, keep=True)
-        return newest
+        return max(times, default=None)
 
 
 class Saved:
