@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from extender.errors import ConfigError
@@ -40,7 +41,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m extender") -> int
 
 
 def command() -> int:
-    """The ``gcf-extender`` console script."""
+    """The ``gcf-extender`` console script. The directory it runs in comes first on the import path, as with
+    ``python -m extender``: a policy's ``pluginModules`` live beside it, as beside main.py where it is deployed."""
+    sys.path.insert(0, os.getcwd())
     return main(prog=SCRIPT)
 
 

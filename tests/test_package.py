@@ -85,6 +85,19 @@ def test_the_console_script_checks_and_explains_from_any_directory(installed: Pa
     assert usage.returncode == 2 and usage.stderr.startswith("usage: gcf-extender check-policy")
 
 
+def test_custom_plugin_modules_import_from_the_working_directory(installed: Path, tmp_path: Path) -> None:
+    """As in a policy repository with its own plugin beside its policy (docs/policy.md, "Writing your own plugin")."""
+    from tests.policy_doc import code_blocks
+
+    (module,) = code_blocks("python", "Writing your own plugin")
+    policy = next(block for block in code_blocks("yaml", "Writing your own plugin") if "pluginModules" in block)
+    (tmp_path / "lucky.py").write_text(module)
+    (tmp_path / "policy.yaml").write_text(policy)
+    checked = run(installed, "check-policy", "policy.yaml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout == "policy.yaml: ok\n  profile default: score LuckyNumber (weight 1)\n"
+
+
 def test_serve_says_it_runs_in_a_checkout(installed: Path, tmp_path: Path) -> None:
     served = run(installed, "serve", "--cert", "cert.pem", "--key", "key.pem", cwd=tmp_path)
     assert served.returncode == 2 and "serve runs the function of a checkout" in served.stderr

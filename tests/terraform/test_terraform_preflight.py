@@ -35,7 +35,8 @@ def readme_example() -> tuple[str, str]:
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     """The repository as a newcomer has it: the Terraform tree copied (its links kept), the package beside it."""
-    shutil.copytree(ROOT_MODULE, tmp_path / "terraform", symlinks=True, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
+    ignore = shutil.ignore_patterns(".terraform*", "*.tfstate*")
+    shutil.copytree(ROOT_MODULE, tmp_path / "terraform", symlinks=True, ignore=ignore)
     (tmp_path / "extender").symlink_to(REPO / "extender")
     return tmp_path
 
@@ -43,10 +44,14 @@ def checkout(tmp_path: Path) -> Path:
 def run(checkout: Path, terraform_env: dict[str, str], command: str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in terraform_env.items() if key != "TF_DATA_DIR"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    return subprocess.run(["bash", "-c", command], cwd=checkout, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        ["bash", "-c", command], cwd=checkout, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
-def test_the_three_commands_pass_the_readme_s_example(terraform: str, terraform_env: dict[str, str], checkout: Path) -> None:
+def test_the_three_commands_pass_the_readme_s_example(
+    terraform: str, terraform_env: dict[str, str], checkout: Path
+) -> None:
     tfvars, policy = readme_example()
     (checkout / "terraform" / "terraform.tfvars").write_text(tfvars)
     (checkout / "my-policy.yaml").write_text(policy)
@@ -57,7 +62,8 @@ def test_the_three_commands_pass_the_readme_s_example(terraform: str, terraform_
         result = run(checkout, terraform_env, command)
         assert result.returncode == 0, f"{command}\n{result.stdout}{result.stderr}"
         outputs.append(result.stdout)
-    assert re.search(r"^scheduler-config\.yaml: ok for kube-scheduler 1\.\d+ with policy my-policy\.yaml$", outputs[2], re.M)
+    ok = r"^scheduler-config\.yaml: ok for kube-scheduler 1\.\d+ with policy my-policy\.yaml$"
+    assert re.search(ok, outputs[2], re.MULTILINE), outputs[2]
     rendered = (checkout / "scheduler-config.yaml").read_text()
     assert "kind" in rendered and "https://scheduler-extender-preflight.a.run.app/" in rendered
 
