@@ -59,7 +59,7 @@ def test_no_node_source_knows_names_only():
 @pytest.mark.parametrize(
     ("node_source", "expected"),
     [
-        ("  kubernetes: {cacheTtl: 5s}\n", ["nodeSource.kubernetes.cacheTtl: Unknown field."]),
+        ("  kubernetes: {cacheTtl: 5s}\n", ["nodeSource.kubernetes.cacheTtl: Unknown field. Did you mean cacheTTL?"]),
         ("  kubernetes: {maxWait: 5}\n", ["nodeSource.kubernetes.maxWait: Not a duration: write it like 500ms, 5s or 1m30s."]),
         ("  kubernetes: {cacheTTL: 100ms}\n", ["nodeSource.kubernetes.cacheTTL: Must be at least 1s."]),
         ("  names: {cluster: prod}\n  static: {nodes: [{names: ['*'], labels: {}}]}\n",
@@ -95,7 +95,7 @@ def test_kubernetes_without_the_api_stops_start_up(tmp_path, monkeypatch):
     path.write_text(policy("  kubernetes: {}\n"))
     monkeypatch.delenv("KUBERNETES_API_URL", raising=False)
     monkeypatch.delenv("KUBERNETES_TOKEN", raising=False)
-    with pytest.raises(ValueError, match="^the policy needs variables the environment does not set:") as raised:
+    with pytest.raises(ValueError, match=r"^the policy needs variables the environment does not set:") as raised:
         Extender.from_environment(str(path))
     assert str(raised.value).splitlines()[1:] == [
         "  KUBERNETES_API_URL: the policy's kubernetes nodeSource lists the nodes from the API server",

@@ -272,7 +272,7 @@ def test_yaml_timestamps_load_like_strings():
         (maintenance({"from": "22:00"}), "maintenance[0].windows[0].to: Missing data for required field."),
         (
             maintenance({"from": 1320, "to": "04:00"}),
-            'maintenance[0].windows[0].from: must be a quoted "HH:MM" string (unquoted, YAML reads 22:00 as a number)',
+            'maintenance[0].windows[0].from: Not a valid string: a time of day is a quoted "HH:MM".',
         ),
         (
             maintenance({"from": "7:00", "to": "08:00"}),

@@ -107,8 +107,8 @@ class ClockTime(fields.Field):
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         if not isinstance(value, str):
-            # YAML 1.1 reads an unquoted 22:00 as the number 1320.
-            raise ValidationError('must be a quoted "HH:MM" string (unquoted, YAML reads 22:00 as a number)')
+            # YAML 1.1 reads an unquoted 22:00 as the number 1320: the policy's loader says so (policy/yaml_hints.py).
+            raise ValidationError('Not a valid string: a time of day is a quoted "HH:MM".')
         match = _CLOCK_TIME.match(value)
         if match is None:
             raise ValidationError(f'{value!r} is not a time of day "HH:MM" (00:00..23:59, or 24:00 as an end)')
