@@ -114,25 +114,22 @@ def _policy_reading_runs() -> str:
         profile = "null" if "default" in policy.profiles else json.dumps(min(policy.profiles))
         run = f"{path.stem.replace('-', '_')}_{path.suffix[1:]}"
         needs_api = any(API_URL_ENV in need.names for need in policy.needs())
-        if needs_api:
-            runs.append(f"""
-run "{run}_without_the_kubernetes_api" {{
-  command = plan
+        variables = f"""
   variables {{
     policy_file        = "policies/{path.name}"
     node_cache_capable = {json.dumps(policy.node_cache_capable is not False)}
-    profile            = {profile}
+    profile            = {profile}"""
+        if needs_api:
+            runs.append(f"""
+run "{run}_without_the_kubernetes_api" {{
+  command = plan{variables}
   }}
   expect_failures = [var.policy_file]
 }}
 """)
         runs.append(f"""
 run "{run}" {{
-  command = plan
-  variables {{
-    policy_file        = "policies/{path.name}"
-    node_cache_capable = {json.dumps(policy.node_cache_capable is not False)}
-    profile            = {profile}{KUBERNETES_API if needs_api else ""}
+  command = plan{variables}{KUBERNETES_API if needs_api else ""}
   }}
   assert {{
     condition     = local.policy_node_cache_capable == {declared}

@@ -277,7 +277,8 @@ def test_invocation_is_an_explicit_choice() -> None:
 
 def test_scheduler_config_gets_the_cloud_run_url() -> None:
     assert _expression(MODULE_CALL["url"]) == _code("local.function_uri")
-    assert _expression(LOCALS["function_uri"]) == _code("google_cloudfunctions2_function.extender.service_config[0].uri")
+    uri = "google_cloudfunctions2_function.extender.service_config[0].uri"
+    assert _expression(LOCALS["function_uri"]) == _code(uri)
     assert MODULE_CALL["source"] == "./modules/scheduler-config"
 
 
