@@ -276,3 +276,31 @@ def test_a_file_of_the_wrong_kind_is_named(policy, tmp_path, capsys, option, kin
     code, out, err = run_explain(capsys, pod, *arguments, "--policy", str(policy))
     assert (code, out) == (1, "")
     assert err == f"{wrong}: expected {kind} manifests or a List of them, found ConfigMap\n"
+
+
+GKE_LOAD_POLICY = """
+profiles:
+- name: default
+  plugins: {filter: {enabled: [{name: NodeLoad}]}}
+  pluginConfig: [{name: NodeLoad, args: {preset: gke, filter: [{metric: cpu, above: 0.9}]}}]
+"""
+
+
+def test_offline_explain_needs_only_what_nothing_stands_in_for(tmp_path, capsys, monkeypatch):
+    """NodeLoad's gke preset queries the function's project: explain needs GOOGLE_CLOUD_PROJECT to ask it, and nothing
+    when --metrics answers stand in for the query."""
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(GKE_LOAD_POLICY)
+    pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
+    code, out, err = run_explain(capsys, pod, *nodes, "--policy", str(policy))
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        "the policy needs variables the environment does not set:",
+        "  GOOGLE_CLOUD_PROJECT: NodeLoad's preset queries Cloud Monitoring in the function's project",
+    ]
+    saved = tmp_path / "cpu.json"
+    saved.write_text(json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}))
+    code, out, err = run_explain(capsys, pod, *nodes, "--policy", str(policy), "--metrics", f"cpu={saved}", "--json")
+    assert "GOOGLE_CLOUD_PROJECT" not in err
+    assert json.loads(out)["filter"]["status"] == 200

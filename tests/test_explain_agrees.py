@@ -49,6 +49,9 @@ def documented_policies() -> list[tuple[str, str]]:
             except PolicyError:
                 continue  # shown as invalid on purpose (its shown run says so; tests/test_policy_cli.py runs it)
             found.append((f"{path.relative_to(ROOT)}[{index}]", block))
+    from tests.test_readme import readme_files
+
+    found += [(f"README.md:{name}", text) for name, text in readme_files().items() if name.endswith(".yaml")]
     files = [
         *sorted(ROOT.glob("terraform/examples/*/policy*.yaml")),
         ROOT / "bench" / "policy-all.yaml",

@@ -59,7 +59,7 @@ def test_no_node_source_knows_names_only():
 @pytest.mark.parametrize(
     ("node_source", "expected"),
     [
-        ("  kubernetes: {cacheTtl: 5s}\n", ["nodeSource.kubernetes.cacheTtl: Unknown field."]),
+        ("  kubernetes: {cacheTtl: 5s}\n", ["nodeSource.kubernetes.cacheTtl: Unknown field. Did you mean cacheTTL?"]),
         ("  kubernetes: {maxWait: 5}\n", ["nodeSource.kubernetes.maxWait: Not a duration: write it like 500ms, 5s or 1m30s."]),
         ("  kubernetes: {cacheTTL: 100ms}\n", ["nodeSource.kubernetes.cacheTTL: Must be at least 1s."]),
         ("  names: {cluster: prod}\n  static: {nodes: [{names: ['*'], labels: {}}]}\n",
@@ -94,8 +94,16 @@ def test_kubernetes_without_the_api_stops_start_up(tmp_path, monkeypatch):
     path = tmp_path / "policy.yaml"
     path.write_text(policy("  kubernetes: {}\n"))
     monkeypatch.delenv("KUBERNETES_API_URL", raising=False)
-    with pytest.raises(ValueError, match="nodeSource is kubernetes, but KUBERNETES_API_URL is not set"):
+    monkeypatch.delenv("KUBERNETES_TOKEN", raising=False)
+    with pytest.raises(ValueError, match=r"^the policy needs variables the environment does not set:") as raised:
         Extender.from_environment(str(path))
+    assert str(raised.value).splitlines()[1:] == [
+        "  KUBERNETES_API_URL: the policy's kubernetes nodeSource lists the nodes from the API server",
+        (
+            "  KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE: the API server refuses to list nodes for an anonymous caller "
+            "(only an http:// KUBERNETES_API_URL, kubectl proxy on the loopback, needs none)"
+        ),
+    ]
 
 
 def test_check_policy_needs_no_cluster_access(tmp_path, capsys):

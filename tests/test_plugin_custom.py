@@ -145,6 +145,7 @@ def test_unknown_plugin_messages_list_the_registered_custom_plugins(plugin_dir):
         )
     (problem,) = caught.value.problems
     assert problem.startswith(
-        "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'LicenceSlots'; known plugins: "
+        "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'LicenceSlots': did you mean LicenseSlots? (known "
+        "plugins: "
     )
     assert "LicenseSlots" in problem and "NodeLabelPolicy" in problem

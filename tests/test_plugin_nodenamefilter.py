@@ -9,10 +9,11 @@ import pytest
 import yaml
 from marshmallow import ValidationError
 
+from extender.framework.clock import utc_now
 from extender.framework.profile import Profile
 from extender.framework.status import Code
 from extender.framework.types import Node
-from extender.plugins.nodenamefilter import NodeNameFilter, utc_now
+from extender.plugins.nodenamefilter import NodeNameFilter
 from extender.wire.errors import flatten_errors
 from tests.plugin_helpers import build, pod
 
@@ -271,7 +272,7 @@ def test_yaml_timestamps_load_like_strings():
         (maintenance({"from": "22:00"}), "maintenance[0].windows[0].to: Missing data for required field."),
         (
             maintenance({"from": 1320, "to": "04:00"}),
-            'maintenance[0].windows[0].from: must be a quoted "HH:MM" string (unquoted, YAML reads 22:00 as a number)',
+            'maintenance[0].windows[0].from: Not a valid string: a time of day is a quoted "HH:MM".',
         ),
         (
             maintenance({"from": "7:00", "to": "08:00"}),

@@ -43,7 +43,10 @@ INVALID = {
         ["apiVersion: Must be equal to extender.scheduling.gcf/v1alpha1."],
     ),
     "wrong kind": ("kind: Policy\nprofiles: [{name: default}]", ["kind: Must be equal to ExtenderPolicy."]),
-    "unknown top-level field": ("profile: []\nprofiles: [{name: default}]", ["profile: Unknown field."]),
+    "unknown top-level field": (
+        "profile: []\nprofiles: [{name: default}]",
+        ["profile: Unknown field. Did you mean profiles?"],
+    ),
     "bad failurePolicy": (
         "failurePolicy: Open\nprofiles: [{name: default}]",
         ["failurePolicy: Must be one of: Fail, Ignore."],
@@ -73,11 +76,11 @@ INVALID = {
     "duplicate profile": ("profiles: [{name: a}, {name: a}]", ["profiles[1].name: duplicate profile name 'a'"]),
     "unknown extension point": (
         "profiles: [{name: a, plugins: {bind: {enabled: [{name: NodeNameFilter}]}}}]",
-        ["profiles[0].plugins.bind: Unknown field."],
+        ["profiles[0].plugins.bind: Unknown field. Known fields: filter, score, preempt"],
     ),
     "unknown plugin": (
         "profiles: [{name: a, plugins: {filter: {enabled: [{name: NodeNameFiltr}]}}}]",
-        ["profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NodeNameFiltr'; known plugins: "],
+        ["profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NodeNameFiltr': did you mean NodeNameFilter?"],
     ),
     "plugin at the wrong extension point": (
         "profiles: [{name: a, plugins: {score: {enabled: [{name: NodeNameFilter, weight: 1}]}}}]",
@@ -430,8 +433,10 @@ def test_field_and_cross_field_problems_are_reported_in_one_run():
         [
             "failurePolicy: Must be one of: Fail, Ignore.",
             "profiles[0].name: must be a DNS label (lowercase letters, digits, '-')",
-            "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NoSuchPlugin'; known plugins: InstanceCost, "
-            "NodeLabelPolicy, NodeLoad, NodeNameFilter, ProtectedVictims, TopologyPreference",
+            (
+                "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NoSuchPlugin' (known plugins: "
+                "InstanceCost, NodeLabelPolicy, NodeLoad, NodeNameFilter, ProtectedVictims, TopologyPreference)"
+            ),
             "profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
             f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}",
             "profiles[2].name: duplicate profile name 'b'",
@@ -450,7 +455,10 @@ def test_plugin_config_problems_show_beside_a_broken_plugins_list():
         """
     )
     assert got == [
-        "profiles[0].plugins.filter.enabled[0].typo: Unknown field.",
+        (
+            "profiles[0].plugins.filter.enabled[0].typo: Unknown field. Known fields: name, weight, failurePolicy, "
+            "enforcement"
+        ),
         "profiles[0].pluginConfig[0].args.deny[0]: glob 'Canary-*' can never match a node name: 'C' cannot appear "
         "in one (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])",
     ]
@@ -491,13 +499,16 @@ def test_cross_field_checks_run_beside_the_field_errors_of_the_same_entry():
         "nodeSource.kubernetes.maxWait: Not a duration: write it like 500ms, 5s or 1m30s.",
         "nodeSource: set exactly one of kubernetes, static, names (got kubernetes, static)",
         f"{rule}.pods.priority: min (10) is above max (5)",
-        f"{rule}.pods.priority.mid: Unknown field.",
+        f"{rule}.pods.priority.mid: Unknown field. Did you mean min?",
         f"{rule}.nodeSelector.matchExpressions[0].key: 'bad key!' is not a valid key: the name must be 1-63 letters, "
         "digits, '-', '_' or '.', starting and ending with a letter or digit, optionally after a DNS subdomain prefix "
         "and '/'",
         f"{rule}.nodeSelector.matchExpressions[0].values: In needs at least one value",
-        f"{rule}.nodeSelector.matchExpressions[1].operator: Not a valid string.",
-        f'{windows}[0].from: must be a quoted "HH:MM" string (unquoted, YAML reads 22:00 as a number)',
+        f"{rule}.nodeSelector.matchExpressions[1].operator: Not a valid string. YAML read a number; quote it: '5'",
+        (
+            f'{windows}[0].from: Not a valid string: a time of day is a quoted "HH:MM". '
+            "YAML read a number; quote it: '2200'"
+        ),
         f"{windows}[0].days[0]: unknown day 'Funday': use Mon, Tue, Wed, Thu, Fri, Sat, Sun",
         f"{windows}[1].end: 'nope' is not an RFC 3339 timestamp such as 2026-03-01T22:00:00Z",
         f"{windows}[1]: a window is either one-off (start, end) or weekly (days, from, to, timeZone), not both",
@@ -774,4 +785,5 @@ def test_unknown_keys_are_reported_in_the_same_order_whatever_the_hash_seed(tmp_
     assert len(outputs) == 1, outputs
     (output,) = outputs
     lines = [line.strip() for line in output.splitlines() if "Unknown field" in line]
-    assert lines == [f"profiles[0].{key}: Unknown field." for key in ("alpha", "mid", "zeta")]
+    known = "Unknown field. Known fields: name, plugins, pluginConfig"
+    assert lines == [f"profiles[0].{key}: {known}" for key in ("alpha", "mid", "zeta")]

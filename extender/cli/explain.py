@@ -15,19 +15,26 @@ API's node list. A full-node policy gets the file's nodes; its preempt requests
 (which carry no nodes) read the node source as the function does. Whatever
 stands in for what the function would read is said on stderr. With --metrics,
 NodeLoad judges on saved Prometheus answers (``curl '<url>/api/v1/query?query=...'``)
-at their newest sample's time, and asks no Prometheus.
+and asks no Prometheus.
+
+Every plugin judges at one instant: --at's (an RFC 3339 timestamp), else with
+--metrics the newest saved sample's time, else now. A maintenance window is
+checked at the time it should be open; the instant reaches the plugins as the
+request's (``extender.framework.clock``), as it does in the function.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime as dt
 import os
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import yaml
@@ -35,6 +42,8 @@ from flask import Request
 from werkzeug.test import EnvironBuilder
 
 from extender.decision_log import plugin_ms
+from extender.framework.clock import judged_at, parse_instant
+from extender.framework.plugin import Plugin
 from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
 from extender.framework.status import Code
 from extender.framework.types import Node, VictimFacts
@@ -42,8 +51,11 @@ from extender.http.handler import Extender
 from extender.nodesource.base import NodeSource, PerNameSource, unavailable
 from extender.policy.loader import PolicyError, load_policy
 from extender.protocol import DEFAULT_PROFILE
-from extender.settings import Settings
+from extender.settings import Settings, unmet
 from extender.verbs import Answer
+
+if TYPE_CHECKING:
+    from extender.plugins.nodeload import NodeLoad
 
 STDIN = "-"
 # Where a node is in the filter answer.
@@ -94,8 +106,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--metrics",
         metavar="[METRIC=]FILE",
         action="append",
-        help="a saved Prometheus /api/v1/query answer: NodeLoad judges on it instead of asking Prometheus, at its "
-        "newest sample's time; METRIC= says which of NodeLoad's metrics it answers (needed when it queries several)",
+        help="a saved Prometheus /api/v1/query answer: NodeLoad judges on it instead of asking Prometheus (at its "
+        "newest sample's time, unless --at says); METRIC= says which of NodeLoad's metrics it answers (needed when "
+        "it queries several)",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        type=_instant,
+        help="judge at this RFC 3339 timestamp (2026-03-01T02:30:00Z) instead of now: maintenance windows, and the "
+        "age of --metrics samples",
     )
     parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"policy profile (default: {DEFAULT_PROFILE})")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -111,13 +131,22 @@ def run(args: argparse.Namespace) -> int:
         names = [name.strip() for name in args.node_names.split(",") if name.strip()] if args.nodes is None else None
         victims = read_victims(args.victims) if args.victims else None
         extender = offline(args.policy, nodes) if nodes is not None else Extender.from_environment(args.policy)
+        at: dt.datetime | None = args.at
         if args.metrics:
-            judge_on_saved_metrics(extender, args.profile, args.metrics)
+            newest = judge_on_saved_metrics(extender, args.profile, args.metrics)
+            if at is None and newest is not None:
+                at = dt.datetime.fromtimestamp(newest, dt.UTC)
+            when = "their newest sample's time" if newest is not None else "now (they hold no sample)"
+            when = "--at" if args.at else when
             print(
-                "explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at their "
-                "newest sample's time",
+                f"explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at {when}",
                 file=sys.stderr,
             )
+        elif args.at is not None:
+            refuse_live_metrics_at(extender, args.profile)
+        if nodes is not None:  # built offline: what stands in for the node source and the metrics needs nothing set
+            stood_in = _node_loads(extender, args.profile) if args.metrics else []
+            check_plugin_needs(extender, args.profile, stood_in)
     except (InputError, PolicyError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -126,11 +155,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"explain: {note}", file=sys.stderr)
         if extender.policy.node_cache_capable is not False:  # kube-scheduler sends this policy names only
             nodes, names = None, [_node_name(node) for node in nodes]
-    explanation = explain(extender, args.profile, pod, nodes, names, victims)
+    explanation = explain(extender, args.profile, pod, nodes, names, victims, at)
     _print(
         orjson.dumps(explanation.as_json(), option=orjson.OPT_INDENT_2).decode() if args.json else explanation.table()
     )
     return 1 if explanation.failed else 0
+
+
+def _instant(text: str) -> dt.datetime:
+    try:
+        return parse_instant(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _print(text: str) -> None:
@@ -190,14 +226,37 @@ def stand_ins(extender: Extender, profile_name: str, victims: bool) -> list[str]
     return notes
 
 
-def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequence[str]) -> None:
-    """--metrics: each NodeLoad of the profile judges on the saved answers (``[METRIC=]FILE``), asking no Prometheus."""
+def _node_loads(extender: Extender, profile_name: str) -> list[NodeLoad]:
     from extender.plugins.nodeload import NodeLoad
-    from extender.plugins.nodeload.answers import AnswerError
 
     profile = extender.policy.profiles.get(profile_name)
-    plugins = [*profile.filters, *(entry.plugin for entry in profile.scores)] if profile is not None else []
-    loads = list({id(plugin): plugin for plugin in plugins if isinstance(plugin, NodeLoad)}.values())
+    return [plugin for plugin in profile.plugins if isinstance(plugin, NodeLoad)] if profile is not None else []
+
+
+def check_plugin_needs(extender: Extender, profile_name: str, stood_in: Sequence[Plugin]) -> None:
+    """ConfigError for a variable a plugin of the profile asks with, unless what it asks is stood in for."""
+    profile = extender.policy.profiles.get(profile_name)
+    plugins = [plugin for plugin in profile.plugins if plugin not in stood_in] if profile is not None else []
+    problem = unmet([need for plugin in plugins for need in plugin.needs()], extender.settings)
+    if problem is not None:
+        raise problem
+
+
+def refuse_live_metrics_at(extender: Extender, profile_name: str) -> None:
+    """--at without --metrics: NodeLoad would ask Prometheus for the load of now and judge it as the load of then."""
+    if _node_loads(extender, profile_name):
+        raise InputError(
+            f"--at: profile {profile_name}'s NodeLoad reads the nodes' load now, not at --at: give answers saved at "
+            "that time with --metrics"
+        )
+
+
+def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequence[str]) -> float | None:
+    """--metrics: each NodeLoad of the profile judges on the saved answers (``[METRIC=]FILE``), asking no Prometheus.
+    Returns the newest saved sample's time (None: they hold no sample)."""
+    from extender.plugins.nodeload.answers import AnswerError
+
+    loads = _node_loads(extender, profile_name)
     if not loads:
         raise InputError(f"--metrics: profile {profile_name} has no NodeLoad plugin")
     files: dict[str | None, str] = {}
@@ -207,6 +266,7 @@ def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequenc
         if metric in files:
             raise InputError(f"--metrics: two answers for {'one unnamed metric' if metric is None else metric}")
         files[metric] = path
+    times: list[float] = []
     for plugin in loads:
         metrics = [metric.name for metric in plugin.config.metrics]
         if None in files and len(metrics) > 1:
@@ -225,9 +285,11 @@ def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequenc
             except OSError as exc:
                 raise InputError(f"{path}: cannot read: {exc.strerror}") from None
         try:
-            plugin.judge_offline(answers)
+            newest = plugin.judge_offline(answers)
         except AnswerError as exc:
             raise InputError(f"--metrics: not a usable Prometheus /api/v1/query answer: {exc}") from None
+        times += [] if newest is None else [newest]
+    return max(times, default=None)
 
 
 @dataclass
@@ -257,6 +319,8 @@ class Explanation:
     preempt: Answer | None = None
     # Candidate node -> its victim pods, as given with --victims.
     victims: dict[str, list[dict[str, Any]]] | None = None
+    # The instant every plugin judged at; None: when explain ran.
+    at: dt.datetime | None = None
 
     @property
     def profile(self) -> Profile | None:
@@ -317,6 +381,7 @@ class Explanation:
             "policy": {"source": policy.source, "sha256": policy.sha256},
             "profile": self.profile_name,
             "pod": self.pod_identity(),
+            "at": self.at.isoformat() if self.at is not None else None,
             "filter": _call_json(self.filter),
             "prioritize": _call_json(self.prioritize) if self.prioritize is not None else None,
             "nodes": [asdict(row) for row in self.rows()],
@@ -356,7 +421,10 @@ class Explanation:
         pod = self.pod_identity()
         policy = self.extender.policy
         title = f"pod {pod['namespace']}/{pod['name']} · profile {self.profile_name} · policy {policy.source}"
-        lines = [f"{title} (sha256 {policy.sha256[:12]})", ""]
+        title += f" (sha256 {policy.sha256[:12]})"
+        if self.at is not None:
+            title += f" · at {self.at.isoformat()}"
+        lines = [title, ""]
         if self.failed:
             lines.append(f"filter answered {self.filter.status} with Error: {self.filter.error}")
             lines.append("kube-scheduler fails this scheduling attempt (unless the extender is ignorable: true).")
@@ -434,18 +502,21 @@ def explain(
     nodes: Sequence[dict[str, Any]] | None,
     names: Sequence[str] | None,
     victims: dict[str, list[dict[str, Any]]] | None = None,
+    at: dt.datetime | None = None,
 ) -> Explanation:
-    node_names = [_node_name(node) for node in nodes] if nodes is not None else list(names or ())
-    filtered = call(extender, profile, "filter", extender_args(pod, nodes, names))
-    explanation = Explanation(extender, profile, pod, node_names, filtered, victims=victims)
-    if victims is not None:
-        explanation.preempt = call(extender, profile, "preempt", preemption_args(pod, victims))
-    if explanation.failed or not filtered.nodes_out:
+    """The function's answers for ``pod``, every request judged at ``at`` (None: now)."""
+    with judged_at(at) if at is not None else contextlib.nullcontext():
+        node_names = [_node_name(node) for node in nodes] if nodes is not None else list(names or ())
+        filtered = call(extender, profile, "filter", extender_args(pod, nodes, names))
+        explanation = Explanation(extender, profile, pod, node_names, filtered, victims=victims, at=at)
+        if victims is not None:
+            explanation.preempt = call(extender, profile, "preempt", preemption_args(pod, victims))
+        if explanation.failed or not filtered.nodes_out:
+            return explanation
+        body = filtered.body
+        kept_nodes, kept_names = (body["Nodes"]["items"], None) if "Nodes" in body else (None, body["NodeNames"])
+        explanation.prioritize = call(extender, profile, "prioritize", extender_args(pod, kept_nodes, kept_names))
         return explanation
-    body = filtered.body
-    kept_nodes, kept_names = (body["Nodes"]["items"], None) if "Nodes" in body else (None, body["NodeNames"])
-    explanation.prioritize = call(extender, profile, "prioritize", extender_args(pod, kept_nodes, kept_names))
-    return explanation
 
 
 def extender_args(

@@ -131,6 +131,7 @@ class KeptProfile:
     def __init__(self, plain: Profile) -> None:
         self.plain = plain
         self.name, self.filters, self.scores, self.preempts = plain.name, plain.filters, plain.scores, plain.preempts
+        self.plugins = plain.plugins
         self.fail_open, self.facts, self.victim_facts = plain.fail_open, plain.facts, plain.victim_facts
         self.entry = plain.entry
         self._kept = _Generation(None, {})

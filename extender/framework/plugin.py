@@ -20,6 +20,7 @@ from marshmallow import Schema
 
 from extender.framework.status import Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
+from extender.settings import Need
 
 # Scores live on the scheduling framework's 0..100 scale until the profile
 # combines them into the extender protocol's 0..10.
@@ -105,6 +106,11 @@ class Plugin:
         with the nodes still to judge; the default (no facts of its own) lacks none.
         """
         return {}
+
+    def needs(self) -> Iterable[Need]:
+        """Optional: the variables the plugin, as configured, cannot work without (``extender.settings.Need``).
+        Start-up refuses to start without them and ``check-policy`` lists them; the default needs none."""
+        return ()
 
     def observations(self, *prepared: Any) -> Observed | None:
         """Optional: what this request measured about each node it judged, by node name (``Observed``), for the

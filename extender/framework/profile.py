@@ -250,8 +250,10 @@ class Profile:
         # Filters preempt cannot evaluate (no node source, or one lacking their label keys, in full-node mode), with
         # why: the policy trusts the scheduler's filter there (preemptTrustsSchedulerFilter), and they pass, noted.
         self.preempt_trusted = dict(preempt_trusted or {})
+        # Each plugin instance once (one may serve several extension points), in running order.
         plugins = [*self.filters, *(entry.plugin for entry in self.scores), *self.preempts]
-        self.facts = max((plugin.facts for plugin in plugins), default=Facts.NAME)
+        self.plugins: tuple[Plugin, ...] = tuple({id(plugin): plugin for plugin in plugins}.values())
+        self.facts = max((plugin.facts for plugin in self.plugins), default=Facts.NAME)
         self.filter_facts = max((plugin.facts for plugin in self.filters), default=Facts.NAME)
         self.victim_facts = max((plugin.victim_facts for plugin in self.preempts), default=VictimFacts.UID)
 

@@ -87,6 +87,7 @@ class Extender:
         start-up. ``policy_path`` overrides ``EXTENDER_POLICY``."""
         settings = Settings.from_environment() if settings is None else settings
         policy = load_policy(policy_path, settings)
+        policy.check_needs(settings)
         kube = client_from_settings(settings)
         source = policy.node_source.build(kube, settings.node_source_max_age)
         return cls(policy, source, settings, kube)

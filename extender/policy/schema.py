@@ -20,7 +20,7 @@ from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
 from extender.nodesource.spec import NodeSourceSpec
 from extender.protocol import ENTRY_POINT, VERBS
-from extender.wire.errors import entries_as_written, flatten_errors
+from extender.wire.errors import entries_as_written, flatten_errors, nearest, suggest_fields
 
 API_VERSION = "extender.scheduling.gcf/v1alpha1"
 KIND = "ExtenderPolicy"
@@ -89,10 +89,12 @@ class ProfileSchema(StrictSchema):
         raw = original if isinstance(original, dict) else {}
         errors: dict[str, Any] = {}
         enabled: set[str] = set()
+        # An unknown name is reported where it first appears, once: its other entries cannot be checked either.
+        unknown: set[str] = set()
         for point, interface in EXTENSION_POINTS.items():
             seen: set[str] = set()
             for index, ref in _raw_enabled(raw, point):
-                problem = _check_plugin_ref(point, interface, ref, seen)
+                problem = _check_plugin_ref(point, interface, ref, seen, unknown)
                 if problem:
                     errors.setdefault("plugins", {}).setdefault(point, {}).setdefault("enabled", {})[index] = problem
                 seen.add(ref["name"])
@@ -100,7 +102,7 @@ class ProfileSchema(StrictSchema):
         configured: set[str] = set()
         loaded = data.get("pluginConfig")  # the loaded entries, when every one of them loaded
         for index, config in _raw_configs(raw):
-            problem, args = _check_plugin_config(config, enabled, configured)
+            problem, args = _check_plugin_config(config, enabled, configured, unknown)
             if problem:
                 errors.setdefault("pluginConfig", {})[index] = problem
             elif loaded is not None:
@@ -141,11 +143,13 @@ def _raw_enabled_refs(profile: dict[str, Any]) -> list[tuple[str, int, dict[str,
     return [(point, index, ref) for point in EXTENSION_POINTS for index, ref in _raw_enabled(profile, point)]
 
 
-def _check_plugin_ref(point: str, interface: type[Plugin], ref: dict[str, Any], seen: set[str]) -> dict[str, list[str]]:
+def _check_plugin_ref(
+    point: str, interface: type[Plugin], ref: dict[str, Any], seen: set[str], unknown: set[str]
+) -> dict[str, list[str]]:
     name = ref["name"]
     plugin = registry.lookup(name)
     if plugin is None:
-        return {"name": [_unknown_plugin(name)]}
+        return _unknown_plugin(name, unknown)
     if not issubclass(plugin, interface):
         return {"name": [f"plugin {name} does not implement the {point} extension point"]}
     if name in seen:
@@ -157,24 +161,34 @@ def _check_plugin_ref(point: str, interface: type[Plugin], ref: dict[str, Any], 
     return {}
 
 
-def _check_plugin_config(config: dict[str, Any], enabled: set[str], configured: set[str]) -> tuple[dict[str, Any], Any]:
+def _check_plugin_config(
+    config: dict[str, Any], enabled: set[str], configured: set[str], unknown: set[str]
+) -> tuple[dict[str, Any], Any]:
     """The problems of one pluginConfig entry, else its loaded args."""
     name = config["name"]
+    plugin = registry.lookup(name)
+    if plugin is None:  # its args cannot be checked
+        return _unknown_plugin(name, unknown), None
     if name not in enabled:
         return {"name": [f"plugin {name} is not enabled in this profile"]}, None
     if name in configured:
         return {"name": [f"plugin {name} is configured twice"]}, None
-    plugin = registry.lookup(name)
-    if plugin is None:  # its enabled entries say so too; its args cannot be checked
-        return {"name": [_unknown_plugin(name)]}, None
     try:
         return {}, _load_args(plugin, config.get("args", {}))
     except ValidationError as exc:
         return {"args": exc.messages}, None
 
 
-def _unknown_plugin(name: str) -> str:
-    return f"unknown plugin {name!r}; known plugins: {', '.join(registry.names())}"
+def _unknown_plugin(name: str, reported: set[str]) -> dict[str, list[str]]:
+    """The problem of an unknown plugin name, the first time the profile names it (``reported``), with the nearest
+    known name."""
+    if name in reported:
+        return {}
+    reported.add(name)
+    known = registry.names()
+    close = nearest(name, known)
+    guess = f": did you mean {close}?" if close is not None else ""
+    return {"name": [f"unknown plugin {name!r}{guess} (known plugins: {', '.join(known)})"]}
 
 
 def _check_default_args(name: str, configured: set[str]) -> dict[str, list[str]]:
@@ -195,7 +209,12 @@ def _load_args(plugin: type[Plugin], args: dict[str, Any]) -> Any:
         if args:
             raise ValidationError(f"plugin {plugin.name} takes no args")
         return {}
-    return plugin.args_schema().load(args)
+    schema = plugin.args_schema()
+    try:
+        return schema.load(args)
+    except ValidationError as exc:
+        suggest_fields(schema, exc.messages)  # its own schema knows the args' field names
+        raise
 
 
 class PluginModule(fields.String):

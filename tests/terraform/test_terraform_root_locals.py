@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from extender.kube.variables import API_URL_ENV
 from extender.policy.loader import load_policy
 from tests.terraform.support import (
     POLICIES,
@@ -95,20 +96,40 @@ output "accepted" {{
 """
 
 
+# What the plan needs beside a policy whose node source lists nodes from the Kubernetes API.
+KUBERNETES_API = (
+    '\n    kubernetes_api_url              = "https://203.0.113.10"'
+    '\n    kubernetes_token_secret         = "scheduler-extender-kube-token"'
+    '\n    kubernetes_token_secret_version = "1"'
+)
+
+
 def _policy_reading_runs() -> str:
-    """One run per loadable policy file: the plan reads its profiles and nodeCacheCapable as the function does."""
+    """One run per loadable policy file: the plan reads its profiles and nodeCacheCapable as the function does, and
+    demands the Kubernetes API variables exactly when the function needs the API to start (``Policy.needs``)."""
     runs = []
     for path in LOADABLE:
         policy = load_policy(path)
         declared = "null" if policy.node_cache_capable is None else json.dumps(policy.node_cache_capable)
         profile = "null" if "default" in policy.profiles else json.dumps(min(policy.profiles))
-        runs.append(f"""
-run "{path.stem.replace('-', '_')}_{path.suffix[1:]}" {{
-  command = plan
+        run = f"{path.stem.replace('-', '_')}_{path.suffix[1:]}"
+        needs_api = any(API_URL_ENV in need.names for need in policy.needs())
+        variables = f"""
   variables {{
     policy_file        = "policies/{path.name}"
     node_cache_capable = {json.dumps(policy.node_cache_capable is not False)}
-    profile            = {profile}
+    profile            = {profile}"""
+        if needs_api:
+            runs.append(f"""
+run "{run}_without_the_kubernetes_api" {{
+  command = plan{variables}
+  }}
+  expect_failures = [var.policy_file]
+}}
+""")
+        runs.append(f"""
+run "{run}" {{
+  command = plan{variables}{KUBERNETES_API if needs_api else ""}
   }}
   assert {{
     condition     = local.policy_node_cache_capable == {declared}
@@ -147,4 +168,7 @@ def test_terraform_run_passes(results: dict[tuple[str, str], Any], test_file: st
 
 @pytest.mark.parametrize("policy", LOADABLE, ids=[path.name for path in LOADABLE])
 def test_plan_reads_the_policy_as_the_function_does(results: dict[tuple[str, str], Any], policy: Path) -> None:
-    assert_run_passed(results, f"tests/{POLICY_READING}", f"{policy.stem.replace('-', '_')}_{policy.suffix[1:]}")
+    run = f"{policy.stem.replace('-', '_')}_{policy.suffix[1:]}"
+    assert_run_passed(results, f"tests/{POLICY_READING}", run)
+    if any(API_URL_ENV in need.names for need in load_policy(policy).needs()):
+        assert_run_passed(results, f"tests/{POLICY_READING}", f"{run}_without_the_kubernetes_api")

@@ -23,6 +23,7 @@ from tests.terraform.support import (
     REPO,
     ROOT_MODULE,
     SCHEDULER_CONFIG,
+    load_hcl,
     load_module,
     local_source,
     named,
@@ -275,8 +276,23 @@ def test_invocation_is_an_explicit_choice() -> None:
 
 
 def test_scheduler_config_gets_the_cloud_run_url() -> None:
-    assert _expression(MODULE_CALL["url"]) == _code("google_cloudfunctions2_function.extender.service_config[0].uri")
+    assert _expression(MODULE_CALL["url"]) == _code("local.function_uri")
+    uri = "google_cloudfunctions2_function.extender.service_config[0].uri"
+    assert _expression(LOCALS["function_uri"]) == _code(uri)
     assert MODULE_CALL["source"] == "./modules/scheduler-config"
+
+
+def test_the_preflight_renders_with_the_root_module_s_own_files() -> None:
+    """terraform/preflight plans the root module's variables and renders its scheduler configuration without a
+    provider: the same files (links), with stand-ins for exactly the three locals main.tf takes from resources."""
+    preflight = ROOT_MODULE / "preflight"
+    for name in ("variables.tf", "scheduler_config.tf", "modules"):
+        assert (preflight / name).is_symlink() and (preflight / name).resolve() == (ROOT_MODULE / name).resolve(), name
+    own = [path.name for path in preflight.glob("*.tf") if not path.is_symlink()]
+    assert sorted(own) == ["outputs.tf", "stand_ins.tf", "versions.tf"]
+    stand_ins = {name for block in load_hcl(preflight / "stand_ins.tf")["locals"] for name in block}
+    assert stand_ins == {"function_uri", "caller_token", "proxy_service_account_email"} <= set(LOCALS)
+    assert "resource" not in load_module(preflight) and "data" not in load_module(preflight)
 
 
 def test_every_submodule_variable_is_set_with_the_same_defaults() -> None:

@@ -54,9 +54,9 @@ def test_readme_terraform_example_plans(terraform: str, terraform_env: dict[str,
     [tfvars] = re.findall(r"cat > terraform\.tfvars <<'TFVARS'\n(.*?\n)TFVARS\n", text, re.DOTALL)
     module = variables_module(tmp_path / "terraform", [])
     (module / "terraform.tfvars").write_text(tfvars)
-    policy = re.search(r"^## Policy\n.*?```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.DOTALL | re.MULTILINE)
-    assert policy, "README.md shows a policy under ## Policy"
-    (tmp_path / "my-policy.yaml").write_text(policy.group(1))
+    from tests.test_readme import readme_files
+
+    (tmp_path / "my-policy.yaml").write_text(readme_files()["my-policy.yaml"])
     load_policy(tmp_path / "my-policy.yaml")
     env = {**terraform_env, "TF_DATA_DIR": str(module / ".terraform")}
     result = run_terraform(terraform, "plan", "-input=false", cwd=module, env=env, check=False)

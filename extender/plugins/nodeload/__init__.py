@@ -35,10 +35,10 @@ target at most that, down to 0 at full load. Loads are clamped to 0..1.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
+from extender.framework import clock as request_clock
 from extender.framework import status
 from extender.framework.plugin import MAX_NODE_SCORE, FilterPlugin, Observed, ScorePlugin
 from extender.framework.status import Status
@@ -47,9 +47,7 @@ from extender.plugins.nodeload.answers import parse_answer
 from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, NodeLoadArgs, NodeLoadConfig
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
 from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
-
-# The request's instant, looked up at each request (tests replace it).
-wall_clock: Clock = time.time
+from extender.settings import PROJECT_ENV, Need
 
 
 class NodeLoad(FilterPlugin, ScorePlugin):
@@ -59,7 +57,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     def __init__(self, args: NodeLoadConfig, clock: Clock | None = None) -> None:
         super().__init__(args)
         self.config = args
-        self._clock = clock  # None: ``wall_clock``
+        self._clock = clock  # None: the request's instant (``extender.framework.clock``)
         self.loads = Loads(
             args.metrics,
             Prometheus(args.url, GoogleAuth() if args.auth == GOOGLE else None),
@@ -79,9 +77,13 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         target = args.score.target
         self._scale = least_loaded if args.score.strategy == LEAST_LOADED else lambda load: target_load(load, target)
 
+    def needs(self) -> Iterable[Need]:
+        if self.config.in_function_project:
+            yield Need((PROJECT_ENV,), "NodeLoad's preset queries Cloud Monitoring in the function's project")
+
     def prepare(self, pod: Pod) -> LoadView:
         """The answers this request judges on, at one instant: refreshed first when due (``Loads``)."""
-        now = self._clock() if self._clock is not None else wall_clock()
+        now = self._clock() if self._clock is not None else request_clock.now()
         return LoadView(self.loads.snapshot(now), now, self.config.max_age)
 
     def reuse_key(self, pod: Pod, view: LoadView) -> Hashable:
@@ -117,16 +119,17 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     def observations(self, view: LoadView) -> Observed:
         return view.facts
 
-    def judge_offline(self, answers: Mapping[str, bytes]) -> None:
+    def judge_offline(self, answers: Mapping[str, bytes]) -> float | None:
         """Judge on saved ``/api/v1/query`` answers (by metric name), as ``explain --metrics`` does: no Prometheus is
-        asked, and the clock stands at the newest sample's time. AnswerError when an answer cannot be read."""
-        newest = 0.0
+        asked. Returns the newest sample's time (None: the answers hold none), the instant ``explain`` judges them at
+        unless told another (``extender.framework.clock``); AnswerError when an answer cannot be read."""
+        times: list[float] = []
         for metric in self.config.metrics:
             answer, _ = parse_answer(answers[metric.name], metric.node_label)
-            newest = max(newest, *answer.sorted_times[-1:])
+            times += answer.sorted_times[-1:]
         saved = {metric.query: answers[metric.name] for metric in self.config.metrics}
         self.loads = Loads(self.config.metrics, Saved(saved), refresh_interval=math.inf, query_seconds=1.0, keep=True)
-        self._clock = lambda: newest
+        return max(times, default=None)
 
 
 class Saved:

@@ -17,7 +17,7 @@ from marshmallow.validate import Length, OneOf, Range, Regexp
 from extender.duration import Duration
 from extender.errors import ConfigError
 from extender.framework.args import Number, failed_fields, instance_settings
-from extender.settings import Settings
+from extender.settings import PROJECT_ENV, Settings
 from extender.urls import credential_base_url
 
 LEAST_LOADED, TARGET_LOAD = "LeastLoaded", "TargetLoad"
@@ -116,6 +116,7 @@ class NodeLoadConfig:
 
     __slots__ = (
         "auth",
+        "in_function_project",
         "keep",
         "max_age",
         "metrics",
@@ -137,8 +138,11 @@ class NodeLoadConfig:
         max_age: float,
         query_seconds: float,
         keep: bool,
+        in_function_project: bool = False,
     ) -> None:
         self.url = url
+        # The URL is the preset's in the function's project (GOOGLE_CLOUD_PROJECT), which start-up needs set.
+        self.in_function_project = in_function_project
         self.auth = auth
         # The metrics queried: those the rules and the score name, in the order the args list them.
         self.metrics = metrics
@@ -206,7 +210,7 @@ class NodeLoadArgs(Schema):
         problems: dict[str, Any] = {}
         preset = PRESETS.get(data.get("preset", ""))
         if not broken & {"preset", "prometheus"}:
-            url_problem = _url_problem(data, preset, instance_settings())
+            url_problem = _url_problem(data, preset)
             if url_problem:
                 problems["prometheus"] = {"url": [url_problem]}
         # A list with a broken entry keeps the entries as far as they loaded: only a Metric loaded whole.
@@ -266,6 +270,7 @@ class NodeLoadArgs(Schema):
             max_age=data["maxAge"],
             query_seconds=settings.http_timeout * QUERY_SHARE,
             keep=settings.result_cache,
+            in_function_project="url" not in data["prometheus"],
         )
 
 
@@ -288,23 +293,20 @@ def _auth(data: Mapping[str, Any], preset: Preset | None) -> str:
 
 
 def _url(data: Mapping[str, Any], preset: Preset | None, settings: Settings) -> str:
-    url = data["prometheus"].get("url")
-    if url is None and preset is not None and preset.url is not None and settings.project:
-        url = preset.url.format(project=settings.project)
+    """The URL given, else the preset's in the function's project: without GOOGLE_CLOUD_PROJECT, a URL naming the
+    variable, which is never asked (start-up refuses to start without the project: ``NodeLoad.needs``)."""
+    url: str | None = data["prometheus"].get("url")
+    if url is None and preset is not None and preset.url is not None:
+        url = preset.url.format(project=settings.project or PROJECT_ENV)
     assert url is not None  # checked by ``consistent``
     return url.rstrip("/")
 
 
-def _url_problem(data: Mapping[str, Any], preset: Preset | None, settings: Settings) -> str:
+def _url_problem(data: Mapping[str, Any], preset: Preset | None) -> str:
     url = data.get("prometheus", {}).get("url")
     if url is None:
         if preset is not None and preset.url is not None:
-            if settings.project:
-                return ""
-            return (
-                f"preset {data['preset']} queries Cloud Monitoring in the function's project, which is not known: set "
-                "GOOGLE_CLOUD_PROJECT (the Terraform module does), or prometheus.url"
-            )
+            return ""  # in the function's project, a setting start-up needs (``NodeLoad.needs``)
         return (
             "required: the Prometheus API's base URL, such as http://prometheus.example.internal:9090 "
             "(or preset: gke, which queries Cloud Monitoring)"

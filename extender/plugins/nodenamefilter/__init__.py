@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from marshmallow import Schema, fields, post_load
 from marshmallow.validate import Length
 
+from extender.framework import clock as request_clock
 from extender.framework import status
 from extender.framework.args import unique_names
 from extender.framework.globs import compile_globs, validate_glob
@@ -40,10 +41,6 @@ if TYPE_CHECKING:
 Clock = Callable[[], dt.datetime]
 # The node-name patterns of the maintenance closed at one instant, each with its rejection message.
 Closed = tuple[tuple[re.Pattern[str], str], ...]
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def _window_schema() -> Schema:
@@ -98,10 +95,10 @@ class NodeNameFilter(FilterPlugin):
         self._allow = compile_globs(args["allow"])
         self._deny = compile_globs(args["deny"])
         self._maintenance: tuple[Maintenance, ...] = tuple(args["maintenance"])
-        self._clock = clock  # None: ``utc_now``, looked up at each request
+        self._clock = clock  # None: the request's instant (``extender.framework.clock``)
 
     def prepare(self, pod: Pod) -> Closed | Skip:
-        """The maintenance closed now: the clock is read once per request, so all its nodes are judged at one
+        """The maintenance closed at the request's instant, read once per request, so all its nodes are judged at one
         instant. ``SKIP`` when no list is set and nothing is closed: no node can fail."""
         closed = self._closed_now()
         return SKIP if not closed and self._allow is None and self._deny is None else closed
@@ -125,7 +122,7 @@ class NodeNameFilter(FilterPlugin):
         return status.SUCCESS
 
     def _closed_now(self) -> Closed:
-        return _closed(self._maintenance, self._clock() if self._clock is not None else utc_now())
+        return _closed(self._maintenance, self._clock() if self._clock is not None else request_clock.utc_now())
 
 
 def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime) -> Closed:
