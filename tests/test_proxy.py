@@ -676,8 +676,8 @@ HIGH = "".join(map(chr, range(0x80, 0x100)))  # obs-text: allowed in a value, no
 TOKEN = "!#$%&'*+-.^_`|~abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 SEPARATORS = ' "(),/;<=>?@[\\]{}'
 HEADER_KINDS = [
-    "allowed by HTTP", "control characters in a name", "bytes 0x80-0xFF in a name", "separators in a name", "empty name",
-    "no colon", "control characters in a value", "bytes 0x80-0xFF in a value",
+    "allowed by HTTP", "control characters in a name", "bytes 0x80-0xFF in a name", "separators in a name",
+    "empty name", "no colon", "control characters in a value", "bytes 0x80-0xFF in a value",
     "a value that begins with whitespace other than SP or HTAB", "obs-fold", "urllib3's marker",
 ]  # fmt: skip
 
