@@ -103,7 +103,7 @@ class Server:
         }
         env = {**inherited, "THREADS": THREADS, "PYTHONPATH": str(spec.root), **spec.env}
         # The function logs every decision: to a file, as a pipe nobody drains would block it once full.
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server; closed by stop)
+        self.log = tempfile.TemporaryFile()  # lives as long as the server; closed by stop()
         self.launched = time.perf_counter()
         # In a session of its own: stop() can then take down a worker its master left behind.
         self.process = subprocess.Popen(

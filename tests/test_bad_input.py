@@ -136,8 +136,10 @@ def test_a_served_function_with_a_bad_policy_exits_listing_the_problems(tmp_path
     policy = tmp_path / "policy.yaml"
     policy.write_text("profiles:\n- name: Default\n- name: gpu\n  plugins: {score: {enabled: [{name: NodeNameFilter, weight: 1}]}}\n")
     env = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | {"EXTENDER_POLICY": str(policy)}
-    command = [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--port", str(free_port())]
-    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    command = [
+        sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--port", str(free_port())
+    ]
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert finished.returncode != 0
     assert f"extender cannot start: invalid policy {policy}:" in finished.stderr
     assert "profiles[0].name: must be a DNS label" in finished.stderr

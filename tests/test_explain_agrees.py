@@ -88,7 +88,7 @@ def _generated(kind: str, source: str, full: bool, audit: bool) -> str:
     off = "gpu" if key == POOL else "europe-west1-d"
     filters = ["{name: NodeNameFilter}"] + ([f"{{name: NodeLabelPolicy, enforcement: {mode}}}"] if labels else [])
     scores = [f"{{name: TopologyPreference, weight: 2, enforcement: {mode}}}"] if labels else []
-    if labels and kind in ("none", "static", "kubernetes") or (labels and full):
+    if (labels and kind in ("none", "static", "kubernetes")) or (labels and full):
         scores.append("{name: InstanceCost, weight: 1, failurePolicy: Ignore}")
     preempts = [f"{{name: ProtectedVictims, enforcement: {mode}}}"] if victims else []
     config = [

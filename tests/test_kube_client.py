@@ -265,7 +265,10 @@ def test_a_status_message_that_is_not_text_is_never_shown_as_a_python_repr(apise
     from testkit import fake_apiserver
 
     apiserver.set_pods([pod("p", "u-p", "")])
-    shaped = lambda code, reason, _message: {"kind": "Status", "code": code, "reason": reason, "message": message}
+
+    def shaped(code, reason, _message):
+        return {"kind": "Status", "code": code, "reason": reason, "message": message}
+
     monkeypatch.setattr(fake_apiserver, "status", shaped)
     with pytest.raises(KubeError) as raised:
         client(apiserver).bind("default", "missing", "u-x", "node-a")
@@ -294,7 +297,7 @@ def test_a_head_or_answer_that_drips_costs_at_most_the_call_time_in_all(apiserve
 def test_a_tls_handshake_held_by_the_server_ends_at_the_deadline(apiserver):
     apiserver.stall_handshake = True
     started = time.monotonic()
-    with pytest.raises(KubeError, match="did not answer GET /api/v1/nodes within 0.4 s"):
+    with pytest.raises(KubeError, match=r"did not answer GET /api/v1/nodes within 0\.4 s"):
         client(apiserver, EXTENDER_HTTP_TIMEOUT="800ms").list_nodes()
     assert time.monotonic() - started < 1.0
 

@@ -124,7 +124,10 @@ def test_setup_on_google_cloud_hands_over_to_the_structured_handler_with_the_tra
     logger.warning("the Kubernetes API did not list the nodes within %g s of start-up", 10)
     with flask.Flask(__name__).test_request_context(headers={"X-Cloud-Trace-Context": f"{TRACE_ID}/1;o=1"}):
         logger.info("decision", extra={"json_fields": {"verb": "filter"}})
-    logged = lambda: [entry for entry in map(json.loads, lines_of(stream)) if "message" in entry]
+
+    def logged():
+        return [entry for entry in map(json.loads, lines_of(stream)) if "message" in entry]
+
     wait_for(lambda: len(logged()) == 2)  # (the library adds an entry of its own, on its instrumentation)
     startup, decision = logged()
     assert startup["severity"] == "WARNING" and "within 10 s" in startup["message"]

@@ -91,6 +91,7 @@ def cli(*args, cwd=ROOT):
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
 
 
@@ -130,6 +131,7 @@ def test_the_docs_show_what_the_checks_print(command, tmp_path):
             capture_output=True,
             text=True,
             timeout=60,
+            check=False,
         )
         assert (result.stdout + result.stderr).splitlines() == expected, line
         assert result.returncode == (1 if expected[0].startswith("invalid ") else 0)

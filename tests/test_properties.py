@@ -121,7 +121,7 @@ def test_well_formed_requests_get_answers_the_scheduler_accepts(client, verb, re
     check_answer(verb, request, answer)
     if verb == "filter":
         kept = answer["NodeNames"] if request["NodeNames"] is not None else [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
-        denied = {name for name in answer["FailedAndUnresolvableNodes"]}
+        denied = set(answer["FailedAndUnresolvableNodes"])
         assert all("-x" not in name for name in kept)
         assert all("-x" in name for name in denied)
 

@@ -405,7 +405,7 @@ def test_paths_that_could_leave_the_target_prefix_are_refused(echo, path, proble
 
 
 def test_dots_inside_segments_are_not_dot_segments(echo):
-    target, url = echo
+    _target, url = echo
     assert requests.get(f"{url}/v1.2/..x/healthz", timeout=10).json() == {"path": "/fn-a/v1.2/..x/healthz"}
 
 

@@ -16,10 +16,10 @@ from extender.http.body_budget import BodyBudget
 from extender.http.memory import Release
 from extender.http.request_body import check_headers, finish_body, hang_up_after, read_body
 from extender.http.routing import Router
-from extender.protocol import Route
 from extender.kube import client_from_settings
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
+from extender.protocol import Route
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer, filtering
 from extender.wire.decode import decoder_for

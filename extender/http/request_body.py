@@ -15,8 +15,8 @@ from typing import IO
 
 from flask import Request, Response
 
-from extender.errors import RequestError
 from extender import read_deadline
+from extender.errors import RequestError
 from extender.http.body_budget import Holding
 
 # The body is read, and charged to the budget, a piece of this size at a time. gunicorn (functions-framework's

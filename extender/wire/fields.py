@@ -16,7 +16,7 @@ from marshmallow.validate import Length
 class StringMap(fields.Field):
     """A ``map[string]string`` such as labels or annotations; ``null`` reads as empty."""
 
-    default_error_messages = {
+    default_error_messages = {  # noqa: RUF012 — marshmallow's API: a class attribute (mypy refuses ClassVar here)
         "invalid": "Not a valid map of strings.",
         "invalid_entry": "Not a valid map of strings: the value of {label!r} is {kind}.",
     }

@@ -15,8 +15,8 @@ import pytest
 
 from extender.decision_log import EVENT, decision_fields
 from extender.http.routing import Router
-from extender.protocol import Route
 from extender.policy.loader import load_policy
+from extender.protocol import Route
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer
 from tests.terraform.support import (
