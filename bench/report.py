@@ -77,8 +77,8 @@ def header(load_before: str, load_after: str) -> str:
 
 def table(results: Results) -> str:
     lines = [
-        f"{'mode':<6} {'nodes':>5} {'body':>9} {'verb':<10} {'server':<34} "
-        f"{'median':>9} {'p90':>9} {'max':>9} {'CPU/req':>9} {'peak RSS':>9} {'x echo':>7} {'x empty':>7}",
+        (f"{'mode':<6} {'nodes':>5} {'body':>9} {'verb':<10} {'server':<34} "
+         f"{'median':>9} {'p90':>9} {'max':>9} {'CPU/req':>9} {'peak RSS':>9} {'x echo':>7} {'x empty':>7}"),
     ]
     for row in results.rows:
         cpu = _ms(row.cpu_seconds * 1000) if row.cpu_seconds is not None else "-"

@@ -95,9 +95,9 @@ def _generated(kind: str, source: str, full: bool, audit: bool) -> str:
         "{name: NodeNameFilter, args: {deny: ['*-canary-*']}}",
         *(
             [
-                f"{{name: NodeLabelPolicy, args: {{rules: [{{name: shop-off, pods: {{namespaces: [shop, payments]}}, "
-                f"nodeSelector: {{matchExpressions: [{{key: {key}, operator: NotIn, values: [{off}]}}]}}}}, "
-                f"{{name: \"ml's-pool\", pods: {{namespaces: [ml]}}, nodeSelector: {{matchExpressions: [{{key: {key}, operator: Exists}}]}}}}]}}}}",
+                (f"{{name: NodeLabelPolicy, args: {{rules: [{{name: shop-off, pods: {{namespaces: [shop, payments]}}, "
+                 f"nodeSelector: {{matchExpressions: [{{key: {key}, operator: NotIn, values: [{off}]}}]}}}}, "
+                 f"{{name: \"ml's-pool\", pods: {{namespaces: [ml]}}, nodeSelector: {{matchExpressions: [{{key: {key}, operator: Exists}}]}}}}]}}}}"),
                 f"{{name: TopologyPreference, args: {{preferences: [{{label: {key}, weights: {{gpu: 100, general: 40, europe-west1-b: 100, europe-west1-c: 50}}}}]}}}}",
             ]
             if labels

@@ -211,16 +211,22 @@ def test_yaml_timestamps_load_like_strings():
         ({"allow": [""]}, "allow[0]: a glob cannot be empty"),
         # Globs that can never match a node name (a lowercase RFC 1123 name) would silently deny nothing.
         ({"deny": ["gke-[prod-*"]}, "deny[0]: glob 'gke-[prod-*': the bracket opened at position 4 is never closed"),
-        ({"deny": ["GKE-prod-*"]}, "deny[0]: glob 'GKE-prod-*' can never match a node name: 'E', 'G', 'K' cannot appear in one"
-            " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
-        ({"deny": ["pool_a-*"]}, "deny[0]: glob 'pool_a-*' can never match a node name: '_' cannot appear in one"
-            " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
+        (
+            {"deny": ["GKE-prod-*"]},
+            ("deny[0]: glob 'GKE-prod-*' can never match a node name: 'E', 'G', 'K' cannot appear in one"
+             " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
+        ),
+        (
+            {"deny": ["pool_a-*"]},
+            ("deny[0]: glob 'pool_a-*' can never match a node name: '_' cannot appear in one"
+             " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
+        ),
         ({"allow": ["a]*"]}, "allow[0]: glob 'a]*': ']' at position 1 closes no bracket"),
         ({"allow": ["node-[]"]}, "allow[0]: glob 'node-[]': the bracket at position 5 is empty"),
         (
             {"maintenance": [{"name": "m", "nodes": ["Node-*"], "windows": [{"from": "01:00", "to": "02:00"}]}]},
-            "maintenance[0].nodes[0]: glob 'Node-*' can never match a node name: 'N' cannot appear in one"
-            " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])",
+            ("maintenance[0].nodes[0]: glob 'Node-*' can never match a node name: 'N' cannot appear in one"
+             " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
         ),
         (
             {"maintenance": [{"nodes": ["x"], "windows": [ONE_OFF]}]},

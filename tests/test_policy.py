@@ -119,8 +119,8 @@ INVALID = {
     "required args missing": (
         "nodeCacheCapable: false\nprofiles: [{name: a, plugins: {filter: {enabled: [{name: NodeLabelPolicy}]}}}]",
         [
-            "profiles[0].plugins.filter.enabled[0].name: plugin NodeLabelPolicy needs a pluginConfig entry in this "
-            "profile (args.rules: Missing data for required field.)"
+            ("profiles[0].plugins.filter.enabled[0].name: plugin NodeLabelPolicy needs a pluginConfig entry in this "
+             "profile (args.rules: Missing data for required field.)")
         ],
     ),
     "args of a plugin, deep": (
@@ -157,17 +157,17 @@ INVALID = {
           - {name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}
         """,
         [
-            f"profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
-            f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}",
-            f"profiles[0].plugins.score.enabled[0].name: plugin InstanceCost reads node labels, which node-name "
-            f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}",
+            (f"profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
+             f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}"),
+            (f"profiles[0].plugins.score.enabled[0].name: plugin InstanceCost reads node labels, which node-name "
+             f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}"),
         ],
     ),
     "labels with nodeCacheCapable true": (
         "nodeCacheCapable: true\nprofiles: [{name: a, plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}, pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}]}]",
         [
-            f"profiles[0].plugins.score.enabled[0].name: plugin InstanceCost reads node labels, which node-name "
-            f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}"
+            (f"profiles[0].plugins.score.enabled[0].name: plugin InstanceCost reads node labels, which node-name "
+             f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}")
         ],
     ),
     "victim pods without the kubernetes node source": (
@@ -179,9 +179,9 @@ INVALID = {
           pluginConfig: [{name: ProtectedVictims, args: {protect: [{name: system, pods: {namespaces: [kube-system]}}]}}]
         """,
         [
-            "profiles[0].plugins.preempt.enabled[0].name: plugin ProtectedVictims reads victim pods, which node-name "
-            "preempt requests (nodeCacheCapable: true) name by UID only: configure the kubernetes nodeSource to look "
-            "them up, or set nodeCacheCapable: false if the scheduler sends full nodes"
+            ("profiles[0].plugins.preempt.enabled[0].name: plugin ProtectedVictims reads victim pods, which node-name "
+             "preempt requests (nodeCacheCapable: true) name by UID only: configure the kubernetes nodeSource to look "
+             "them up, or set nodeCacheCapable: false if the scheduler sends full nodes")
         ],
     ),
 }
@@ -430,10 +430,10 @@ def test_field_and_cross_field_problems_are_reported_in_one_run():
         [
             "failurePolicy: Must be one of: Fail, Ignore.",
             "profiles[0].name: must be a DNS label (lowercase letters, digits, '-')",
-            "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NoSuchPlugin'; known plugins: InstanceCost, "
-            "NodeLabelPolicy, NodeLoad, NodeNameFilter, ProtectedVictims, TopologyPreference",
-            "profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
-            f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}",
+            ("profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NoSuchPlugin'; known plugins: InstanceCost, "
+             "NodeLabelPolicy, NodeLoad, NodeNameFilter, ProtectedVictims, TopologyPreference"),
+            ("profiles[0].plugins.filter.enabled[1].name: plugin NodeLabelPolicy reads node labels, which node-name "
+             f"requests (nodeCacheCapable: true) do not carry: {LABELS_FIX}"),
             "profiles[2].name: duplicate profile name 'b'",
             "profiles[4].name: duplicate profile name 'c'",
         ]
@@ -451,8 +451,8 @@ def test_plugin_config_problems_show_beside_a_broken_plugins_list():
     )
     assert got == [
         "profiles[0].plugins.filter.enabled[0].typo: Unknown field.",
-        "profiles[0].pluginConfig[0].args.deny[0]: glob 'Canary-*' can never match a node name: 'C' cannot appear "
-        "in one (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])",
+        ("profiles[0].pluginConfig[0].args.deny[0]: glob 'Canary-*' can never match a node name: 'C' cannot appear "
+         "in one (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
     ]
 
 
@@ -492,17 +492,17 @@ def test_cross_field_checks_run_beside_the_field_errors_of_the_same_entry():
         "nodeSource: set exactly one of kubernetes, static, names (got kubernetes, static)",
         f"{rule}.pods.priority: min (10) is above max (5)",
         f"{rule}.pods.priority.mid: Unknown field.",
-        f"{rule}.nodeSelector.matchExpressions[0].key: 'bad key!' is not a valid key: the name must be 1-63 letters, "
-        "digits, '-', '_' or '.', starting and ending with a letter or digit, optionally after a DNS subdomain prefix "
-        "and '/'",
+        (f"{rule}.nodeSelector.matchExpressions[0].key: 'bad key!' is not a valid key: the name must be 1-63 letters, "
+         "digits, '-', '_' or '.', starting and ending with a letter or digit, optionally after a DNS subdomain prefix "
+         "and '/'"),
         f"{rule}.nodeSelector.matchExpressions[0].values: In needs at least one value",
         f"{rule}.nodeSelector.matchExpressions[1].operator: Not a valid string.",
         f'{windows}[0].from: must be a quoted "HH:MM" string (unquoted, YAML reads 22:00 as a number)',
         f"{windows}[0].days[0]: unknown day 'Funday': use Mon, Tue, Wed, Thu, Fri, Sat, Sun",
         f"{windows}[1].end: 'nope' is not an RFC 3339 timestamp such as 2026-03-01T22:00:00Z",
         f"{windows}[1]: a window is either one-off (start, end) or weekly (days, from, to, timeZone), not both",
-        "profiles[0].pluginConfig[2].args.prices.e2: must be a number (a price such as 0.134), not a string or a "
-        "boolean",
+        ("profiles[0].pluginConfig[2].args.prices.e2: must be a number (a price such as 0.134), not a string or a "
+         "boolean"),
         "profiles[0].pluginConfig[2].args.ceiling: scale: absolute needs a ceiling, the price that scores 0",
     ]
 
@@ -553,23 +553,23 @@ def test_every_cross_field_check_of_a_policy_runs_beside_field_errors():
 @pytest.mark.parametrize("name", ["filter", "prioritize", "preempt", "bind", "healthz"])
 def test_a_profile_named_like_a_verb_is_rejected(name):
     assert problems(f"profiles: [{{name: {name}}}]") == [
-        f"profiles[0].name: {name!r} is a verb of the extender's URLs (filter, prioritize, preempt, bind, healthz): "
-        "choose another name"
+        (f"profiles[0].name: {name!r} is a verb of the extender's URLs (filter, prioritize, preempt, bind, healthz): "
+         "choose another name")
     ]
 
 
 def test_a_profile_named_like_the_function_is_rejected(monkeypatch):
     monkeypatch.setenv("K_SERVICE", "scheduler-extender")
     assert problems("profiles: [{name: scheduler-extender}, {name: default}]") == [
-        "profiles[0].name: 'scheduler-extender' is the function's own name, which may prefix its URLs: choose "
-        "another name"
+        ("profiles[0].name: 'scheduler-extender' is the function's own name, which may prefix its URLs: choose "
+         "another name")
     ]
 
 
 def test_static_inventory_globs_are_checked():
     assert problems("nodeSource: {static: {nodes: [{names: ['gke_pool_*'], labels: {a: b}}]}}\nprofiles: [{name: a}]") == [
-        "nodeSource.static.nodes[0].names[0]: glob 'gke_pool_*' can never match a node name: '_' cannot appear in "
-        "one (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"
+        ("nodeSource.static.nodes[0].names[0]: glob 'gke_pool_*' can never match a node name: '_' cannot appear in "
+         "one (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])")
     ]
 
 
@@ -597,10 +597,10 @@ def test_a_rule_on_a_label_the_names_source_cannot_supply_is_rejected_with_its_f
     got = problems("nodeSource: {names: {cluster: prod}}" + _rules(POOL_IS_GPU, SPOT_ABSENT, REGION))
     supplies = "(it supplies: cloud.google.com/gke-nodepool), so the rule would judge every node as lacking it"
     assert got == [
-        "profiles[0].pluginConfig[0].args.rules[1].nodeSelector.matchExpressions[0].key: plugin NodeLabelPolicy "
-        f"reads node label cloud.google.com/gke-spot: the names nodeSource does not supply it {supplies}",
-        "profiles[0].pluginConfig[0].args.rules[2].nodeSelector.matchLabels.topology.kubernetes.io/region: plugin "
-        f"NodeLabelPolicy reads node label topology.kubernetes.io/region: the names nodeSource does not supply it {supplies}",
+        ("profiles[0].pluginConfig[0].args.rules[1].nodeSelector.matchExpressions[0].key: plugin NodeLabelPolicy "
+         f"reads node label cloud.google.com/gke-spot: the names nodeSource does not supply it {supplies}"),
+        ("profiles[0].pluginConfig[0].args.rules[2].nodeSelector.matchLabels.topology.kubernetes.io/region: plugin "
+         f"NodeLabelPolicy reads node label topology.kubernetes.io/region: the names nodeSource does not supply it {supplies}"),
     ]
     parse_policy("nodeSource: {names: {cluster: prod}}" + _rules(POOL_IS_GPU), "test.yaml")
 
@@ -660,10 +660,10 @@ def test_a_label_filter_in_a_preempting_full_node_profile_needs_a_node_source_or
     """Preempt requests never carry Node objects: in full-node mode without a node source the label filter used to be
     skipped silently during preempt."""
     assert problems("nodeCacheCapable: false" + PREEMPTING) == [
-        "profiles[0].plugins.filter.enabled[0].name: plugin NodeLabelPolicy reads node labels, which preempt requests "
-        "never carry (they hold victims, not Node objects), so preempt could not evaluate it: configure a nodeSource, "
-        "or set preemptTrustsSchedulerFilter: true to rely on the scheduler having excluded the nodes this filter "
-        "rejected (see docs/policy.md)"
+        ("profiles[0].plugins.filter.enabled[0].name: plugin NodeLabelPolicy reads node labels, which preempt requests "
+         "never carry (they hold victims, not Node objects), so preempt could not evaluate it: configure a nodeSource, "
+         "or set preemptTrustsSchedulerFilter: true to rely on the scheduler having excluded the nodes this filter "
+         "rejected (see docs/policy.md)")
     ]
     parse_policy("nodeCacheCapable: false\npreemptTrustsSchedulerFilter: true" + PREEMPTING, "test.yaml")
     parse_policy("nodeCacheCapable: false\nnodeSource: {names: {cluster: prod}}" + PREEMPTING, "test.yaml")

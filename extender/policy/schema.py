@@ -366,10 +366,11 @@ class _FactsAvailable:
                     ": add it to the nodeSource, or set preemptTrustsSchedulerFilter: true to rely on the scheduler's "
                     "own filter there (see docs/policy.md)"
                 )
-            missing.append(
-                (where, f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
-                 f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it{remedy}")
+            problem = (
+                f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
+                f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it{remedy}"
             )
+            missing.append((where, problem))
         return missing
 
 
