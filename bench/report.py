@@ -210,7 +210,7 @@ def _cold_start_detail(results: Results) -> list[str]:
         for server, runs in results.cold_starts.items():
             if server in (TYPICAL, *FLOORS) or not runs:
                 continue
-            ratios = [ours / theirs for ours, theirs in zip(runs, typical)]
+            ratios = [ours / theirs for ours, theirs in zip(runs, typical, strict=True)]
             quicker = sum(ratio < 1 for ratio in ratios)
             lines.append(f"  {server:<30} {_median(ratios):>9.2f}   quicker in {quicker} of {len(ratios)}")
     return lines

@@ -56,6 +56,6 @@ def extender(request: Request):  # type: ignore[no-untyped-def]
     return jsonify(
         [
             {"Host": node["metadata"]["name"], "Score": round(10 * (dearest - price) / spread)}
-            for node, price in zip(nodes, prices)
+            for node, price in zip(nodes, prices, strict=True)
         ]
     )

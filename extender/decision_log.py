@@ -298,7 +298,7 @@ def _same_objects(
 ) -> bool:
     return len(by_plugin) == len(other) and all(
         name == other_name and scores is other_scores
-        for (name, scores), (other_name, other_scores) in zip(by_plugin, other)
+        for (name, scores), (other_name, other_scores) in zip(by_plugin, other, strict=True)
     )
 
 

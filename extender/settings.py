@@ -127,7 +127,7 @@ class Settings(NamedTuple):
         # The tokens are secrets, and the Kubernetes variables may hold one: neither is ever shown.
         shown = {
             name: ("<set>" if value else None) if name in _SECRET_FIELDS else value
-            for name, value in zip(self._fields, self)
+            for name, value in zip(self._fields, self, strict=True)
         }
         shown["kubernetes"] = sorted(self.kubernetes)
         return "Settings(" + ", ".join(f"{name}={value!r}" for name, value in shown.items()) + ")"

@@ -122,7 +122,7 @@ def test_a_number_too_large_in_a_field_nothing_reads_never_changes_a_decision(bo
         kept = [node["metadata"]["name"] for node in fast_answer["Nodes"]["items"]]
         assert kept == [node["metadata"]["name"] for node in answer["Nodes"]["items"]]
         changed = request["Nodes"]["items"][index]["metadata"]["name"]
-        for name, node in zip(kept, fast_answer["Nodes"]["items"]):
+        for name, node in zip(kept, fast_answer["Nodes"]["items"], strict=True):
             assert node == (json.loads(malformed)["Nodes"]["items"][index] if name == changed else sent[name])
 
 

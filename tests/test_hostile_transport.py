@@ -438,7 +438,7 @@ def draw_case(rng: random.Random) -> tuple[str, list[bytes], float, str]:
     elif kind == "slow pieces":
         raw = post(path, f"Content-Length: {len(body)}") + body
         cuts = sorted(rng.sample(range(1, len(raw)), min(4, len(raw) - 1)))
-        pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)])]
+        pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
         pause = rng.uniform(0.0, 0.3)
     elif kind == "head cut":
         start = post(path, f"Content-Length: {len(body)}")

@@ -133,7 +133,7 @@ def test_node_name_requests_decide_like_their_full_node_twins(
     client = client_factory(policy, **apiserver.environment())
 
     decisions = []
-    for full_exchange, names_exchange in zip(full, names):
+    for full_exchange, names_exchange in zip(full, names, strict=True):
         if offered(full_exchange) != offered(names_exchange):
             # The two runs placed an earlier pod differently, a tie the scheduler broke its own way in each (v1.35.4
             # put low-1 on node-a in one run and on node-b in the other): from here on they are not twins.

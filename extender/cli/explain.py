@@ -380,7 +380,8 @@ class Explanation:
             table.append([row.name, *verdicts, *plugin_scores, score, *measured, answer])
         widths = [max(len(line[column]) for line in table) for column in range(len(header) - 1)]
         for line in table:
-            lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1])
+            cells = (cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True))
+            lines.append("  ".join(cells) + "  " + line[-1])
         return "\n".join([*lines, "", *self._summary(), *self._preempt_lines()])
 
     def _score_cell(self, row: NodeRow, plugin: str) -> str:

@@ -283,7 +283,7 @@ class Profile:
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
         if False in passed:
-            for name, verdict in compress(zip(names, verdicts), map(not_, passed)):
+            for name, verdict in compress(zip(names, verdicts, strict=True), map(not_, passed)):
                 if verdict.code is Code.ERROR:
                     return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds, observed=result.observed)
                 result.rejected[name] = verdict
@@ -329,7 +329,7 @@ class Profile:
             passed = list(map(is_, map(_code, outcomes), repeat(Code.SUCCESS)))
             failed = False
             if False in passed:
-                for index, outcome in compress(zip(at, outcomes), map(not_, passed)):
+                for index, outcome in compress(zip(at, outcomes, strict=True), map(not_, passed)):
                     verdicts[index] = outcome
                     failed = outcome.code is Code.ERROR
                     if failed:

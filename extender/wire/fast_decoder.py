@@ -119,7 +119,7 @@ def _nodes(items: list[msgspec.Raw], kept: KeptNodes | None, meter: Meter) -> li
     nodes: list[EncodedNode | None] = list(map(kept.get, items)) if kept is not None else [None] * len(items)
     if None not in nodes:
         return nodes  # type: ignore[return-value]
-    unknown = [raw for raw, node in zip(items, nodes) if node is None]
+    unknown = [raw for raw, node in zip(items, nodes, strict=True) if node is None]
     largest = max(map(len, unknown))
     if largest > PART_BYTES or not meter.afford_more(RENDER_BYTES_PER_BYTE * largest):
         return None

@@ -101,7 +101,7 @@ class NodeItems(fields.Field):
         loaded = self._schema.load(value)
         return [
             Node(name=facts["metadata"]["name"], labels=facts["metadata"]["labels"], raw=_as_received(raw))
-            for facts, raw in zip(loaded, value)
+            for facts, raw in zip(loaded, value, strict=True)
         ]
 
 
