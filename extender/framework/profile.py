@@ -310,8 +310,8 @@ class Profile:
             if observes(plugin):
                 try:
                     found = plugin.observations(*cycle.extra(plugin))
-                except Exception:  # its prepare failed: the plugin reported that where it ran
-                    continue
+                except Exception:  # noqa: BLE001 — plugin code (custom plugins too): reported where it ran
+                    found = None
                 if found is not None:
                     observed[plugin.name] = found
         return observed
@@ -474,7 +474,7 @@ class Profile:
                     judging.ran.add(name)
                 try:
                     outcome = failure if failure is not None else check(pod, node, *cycle.extra(plugin))
-                except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
+                except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
                     outcome = _crashed(name, "filter", node.name, exc)
                 if outcome.code is Code.SUCCESS:
                     yield outcome  # most nodes: no copy
@@ -521,7 +521,7 @@ class Profile:
             extra = cycle.extra(plugin)
             scores = {node.name: score(pod, node, *extra) for node in nodes}
             plugin.normalize_scores(pod, scores, *extra)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
             return {}, [], _crashed(plugin.name, "score", "", exc)
         scores.update(dict.fromkeys(zeros, MIN_NODE_SCORE))
         if not _all_in_range(scores.values()):
@@ -559,7 +559,7 @@ def _own_missing(plugin: Plugin, point: str, cycle: CycleState, nodes: Sequence[
         return _NONE_MISSING
     try:
         return plugin.missing_facts(point, nodes, *cycle.extra(plugin))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
         return _crashed(plugin.name, point, "", exc)
 
 
@@ -595,7 +595,7 @@ def _trusted(plugin: str, blind: str) -> Status:
 def _run_preempt(plugin: PreemptPlugin, pod: Pod, node_name: str, victims: Victims) -> Status:
     try:
         outcome = plugin.select_victims(pod, node_name, victims)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
         return _crashed(plugin.name, "preempt", node_name, exc)
     return outcome.with_plugin(plugin.name)
 

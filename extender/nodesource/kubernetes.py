@@ -190,7 +190,7 @@ class KubernetesNodes:
         try:
             listed = self._client.list_nodes(total=self._settings.list_timeout)
             snapshot = _Snapshot(_index(listed, snapshot.nodes), listed_at=started)
-        except Exception as exc:  # KubeError, or a bug: either way the cache must not stay "refreshing" forever
+        except Exception as exc:  # noqa: BLE001 — KubeError, or a bug: either way the list's error, said to requests
             reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             snapshot = snapshot._replace(error=f"listing nodes failed: {reason}")
             served = f"still serving the list from {started - snapshot.listed_at:.0f} s ago" if snapshot.listed_at else "no list yet"
