@@ -247,7 +247,8 @@ class PrometheusAPI:
                     return
                 now = time.time()
                 result = [{"metric": {"node": name}, "value": [now, repr(load)]} for name, load in loads.items()]
-                self.answer(200, orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}))
+                data = {"resultType": "vector", "result": result}
+                self.answer(200, orjson.dumps({"status": "success", "data": data}))
 
         self._served = Loopback(Handler)
         self.url = self._served.url

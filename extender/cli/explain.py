@@ -210,7 +210,9 @@ def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequenc
     for plugin in loads:
         metrics = [metric.name for metric in plugin.config.metrics]
         if None in files and len(metrics) > 1:
-            raise InputError(f"--metrics: NodeLoad queries {', '.join(metrics)}: name each answer's metric, {metrics[0]}=FILE")
+            raise InputError(
+                f"--metrics: NodeLoad queries {', '.join(metrics)}: name each answer's metric, {metrics[0]}=FILE"
+            )
         paths = {metric: files.get(metric) or files.get(None) for metric in metrics}
         missing = [metric for metric, path in paths.items() if path is None]
         if missing:
@@ -366,7 +368,9 @@ class Explanation:
         filters = [plugin.name for plugin in profile.filters]
         scores = [(entry.plugin.name, entry.weight) for entry in profile.scores]
         audited = {entry.plugin.name for entry in profile.scores if profile.entry("score", entry.plugin).audit}
-        weights = [f"{name} ×{weight}" + (" (audit: not counted)" if name in audited else "") for name, weight in scores]
+        weights = [
+            f"{name} ×{weight}" + (" (audit: not counted)" if name in audited else "") for name, weight in scores
+        ]
         rows = self.rows()
         measuring = any(row.measured for row in rows)
         header = ["NODE", *filters, *weights, "SCORE", *(["MEASURED"] if measuring else []), "ANSWER"]
@@ -561,7 +565,9 @@ def read_victims(path: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def _manifests(path: str, kind: str) -> list[dict[str, Any]]:
-    """The ``kind`` objects of a file: manifests, Lists of them, or YAML sequences of them (a kind left out is taken)."""
+    """The ``kind`` objects of a file: manifests, Lists of them, or YAML sequences of them.
+
+    An object that leaves its kind out is taken as one."""
     manifests: list[dict[str, Any]] = []
     for document in _documents(path):
         items = document.get("items") if isinstance(document, dict) and "items" in document else document

@@ -435,7 +435,8 @@ class Profile:
         for preempt_plugin in self.preempts:
             entry = self.entry("preempt", preempt_plugin)
             if preempt_plugin.victim_facts > VictimFacts.UID and any(victim.labels is None for victim in victims.pods):
-                cause = st.error(_missing_victim_details(preempt_plugin.name, node.name)).with_plugin(preempt_plugin.name)
+                missing = _missing_victim_details(preempt_plugin.name, node.name)
+                cause = st.error(missing).with_plugin(preempt_plugin.name)
                 outcome = _unknown_facts(preempt_plugin.name, cause, entry.fail_open)
                 judging.skip(node.name, outcome)
                 if not outcome.is_success and not entry.audit:
@@ -575,7 +576,8 @@ def _unknown_facts(plugin: str, cause: Status, fail_open: bool) -> Status:
         return cause
     if fail_open:
         return Status(Code.SUCCESS, f"not evaluated (failurePolicy Ignore): {cause.reason}", plugin)
-    return st.unschedulable(f"plugin {plugin} could not judge the node (failurePolicy Fail): {cause.reason}").with_plugin(plugin)
+    judged = f"plugin {plugin} could not judge the node (failurePolicy Fail): {cause.reason}"
+    return st.unschedulable(judged).with_plugin(plugin)
 
 
 def _score_skipped(plugin: str, outcome: Status) -> Status:

@@ -194,5 +194,5 @@ def _nothing() -> None:
 
 
 def _header_value(text: str) -> str:
-    """Printable ASCII, bounded: messages quote node names, which may hold newlines or any Unicode (a header may not)."""
+    """Printable ASCII, bounded: messages quote node names, which may hold newlines or any Unicode; a header may not."""
     return bounded(text).encode("unicode_escape").decode("ascii")

@@ -113,7 +113,12 @@ class DeferredCloudHandler(logging.Handler):
             target = logging.StreamHandler()
             target.handle(
                 logging.makeLogRecord(
-                    {"name": __name__, "levelno": logging.ERROR, "levelname": "ERROR", "msg": f"google-cloud-logging unavailable: {exc!r}"}
+                    {
+                        "name": __name__,
+                        "levelno": logging.ERROR,
+                        "levelname": "ERROR",
+                        "msg": f"google-cloud-logging unavailable: {exc!r}",
+                    }
                 )
             )
         self._hand_over(target)

@@ -121,7 +121,9 @@ def build_policy(document: object, text: str, source: str, settings: Settings | 
     except ValidationError as exc:
         raise PolicyError(source, flatten_errors(exc.messages)) from None
     return Policy(
-        profiles={name: keeping_results(profile, settings.result_cache) for name, profile in loaded["profiles"].items()},
+        profiles={
+            name: keeping_results(profile, settings.result_cache) for name, profile in loaded["profiles"].items()
+        },
         source=source,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
         node_source=loaded["node_source"],

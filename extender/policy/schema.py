@@ -33,7 +33,9 @@ EXTENSION_POINTS: dict[str, type[Plugin]] = {
 }
 
 # A profile name is a URL path segment.
-_PROFILE_NAME = Regexp(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", error="must be a DNS label (lowercase letters, digits, '-')")
+_PROFILE_NAME = Regexp(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", error="must be a DNS label (lowercase letters, digits, '-')"
+)
 # Compiled on first use (re caches it): only a policy that names plugin modules needs it.
 _MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
@@ -122,7 +124,9 @@ def _enabled(profile: dict[str, Any], point: str) -> list[dict[str, Any]]:
 
 
 def _raw_named(value: Any) -> list[tuple[int, dict[str, Any]]]:
-    return [(index, item) for index, item in entries_as_written(value) if isinstance(item.get("name"), str) and item["name"]]
+    return [
+        (index, item) for index, item in entries_as_written(value) if isinstance(item.get("name"), str) and item["name"]
+    ]
 
 
 def _raw_enabled(profile: dict[str, Any], point: str) -> list[tuple[int, dict[str, Any]]]:
@@ -274,7 +278,9 @@ class PolicySchema(StrictSchema):
         if wrong or not isinstance(data.get("nodeSource", NodeSourceSpec()), NodeSourceSpec):
             return  # what the facts depend on is itself wrong: its own errors say so
         facts = _FactsAvailable(
-            data.get("nodeCacheCapable") is False, data.get("nodeSource"), data.get("preemptTrustsSchedulerFilter", False)
+            data.get("nodeCacheCapable") is False,
+            data.get("nodeSource"),
+            data.get("preemptTrustsSchedulerFilter", False),
         )
         errors: dict[int, Any] = {}
         for profile_index, profile in entries_as_written(raw.get("profiles")):

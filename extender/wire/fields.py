@@ -21,7 +21,9 @@ class StringMap(fields.Field):
         "invalid_entry": "Not a valid map of strings: the value of {label!r} is {kind}.",
     }
 
-    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> dict[str, str]:
+    def _deserialize(
+        self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any
+    ) -> dict[str, str]:
         if value is None:
             return {}
         if not isinstance(value, dict):

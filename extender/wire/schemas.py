@@ -73,7 +73,7 @@ class NodeSchema(WireSchema):
 
 
 class EncodedNode(dict):  # type: ignore[type-arg]
-    """A node item as ``wire.fast_decoder`` decodes it: the fields NodeSchema reads, and the whole node still encoded."""
+    """A node item as ``wire.fast_decoder`` decodes it: the fields NodeSchema reads, and the whole node, encoded."""
 
     __slots__ = ("encoded",)
 
