@@ -26,7 +26,9 @@ def both(monkeypatch):
     (status, answer) each."""
     clients = [make_client(monkeypatch, **{DECODER_ENV: decoder}) for decoder in ("fast", "full")]
 
-    def answer(verb: str, body: bytes, headers: dict[str, str] | None = None, loads=orjson.loads) -> list[tuple[int, Any]]:
+    def answer(
+        verb: str, body: bytes, headers: dict[str, str] | None = None, loads=orjson.loads
+    ) -> list[tuple[int, Any]]:
         answers = []
         for client in clients:
             response = client.post(f"/{verb}", data=body, headers=headers or {"Content-Type": "application/json"})

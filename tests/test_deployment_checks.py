@@ -73,7 +73,9 @@ def test_a_key_set_twice_or_an_unknown_top_level_field_is_refused_as_kube_schedu
         '  strict decoding error: yaml: unmarshal errors: line 9: key "weight" already set in map',
         '  strict decoding error: unknown field "percentageOfNodeToScore"',
     ]
-    fixed = config.read_text().replace("  weight: 0\n", "").replace("percentageOfNodeToScore", "percentageOfNodesToScore")
+    fixed = (
+        config.read_text().replace("  weight: 0\n", "").replace("percentageOfNodeToScore", "percentageOfNodesToScore")
+    )
     config.write_text(fixed)
     code, out, err = run(capsys, "check-scheduler-config", config)
     assert (code, err) == (0, [])
@@ -119,7 +121,9 @@ def test_full_node_filters_on_kube_scheduler_1_33_and_later_are_refused_naming_t
         f"  extenders[0].nodeCacheCapable: Invalid value: false: kube-scheduler {version} scores every node this "
         "extender's filter returns as idle (kubernetes/kubernetes#141781, since 1.33)"
     )
-    assert "Set nodeCacheCapable: true" in problem and problem.endswith("or accept it with --allow-blind-resource-scoring")
+    assert "Set nodeCacheCapable: true" in problem and problem.endswith(
+        "or accept it with --allow-blind-resource-scoring"
+    )
 
     assert run(capsys, "check-scheduler-config", config, "--kubernetes-version", "1.32")[0] == 0
     code, out, err = run(

@@ -227,7 +227,11 @@ def test_explain_shows_what_preempt_answers_per_candidate(tmp_path, capsys, monk
     victims = tmp_path / "victims.yaml"
     victims.write_text(
         yaml.safe_dump_all(
-            [victim("batch-1", "batch", "node-a"), victim("dns", "kube-system", "node-b"), victim("batch-2", "batch", "node-d")]
+            [
+                victim("batch-1", "batch", "node-a"),
+                victim("dns", "kube-system", "node-b"),
+                victim("batch-2", "batch", "node-d"),
+            ]
         )
     )
     code, out, _ = run_explain(capsys, pod, *nodes, "--victims", str(victims), "--policy", str(policy), "--json")

@@ -169,7 +169,9 @@ handler.flush()
 
 def run_fork_probe(import_seconds: float, before_fork: str) -> tuple[list[str], dict[str, str]]:
     code = textwrap.dedent(FORK_PROBE.format(import_seconds=import_seconds, before_fork=before_fork))
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
     lines = done.stdout.splitlines()
     pids = {line.split()[0]: line.split()[1] for line in lines if line.startswith(("child ", "parent "))}
     return lines, pids
@@ -202,7 +204,7 @@ def test_a_fork_waits_for_an_import_under_way():
 
 
 def test_a_served_instance_writes_start_up_and_request_entries_once_each_request_in_its_trace(apiserver, tmp_path):
-    """gunicorn's master lists the nodes and logs it, its forked worker serves: every entry written once, by the worker."""
+    """gunicorn's master lists the nodes and logs it; its forked worker serves and writes each entry once."""
     import requests
 
     from tests.conftest import serving

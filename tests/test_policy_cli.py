@@ -42,8 +42,11 @@ def test_a_valid_policy_exits_0_and_lists_its_profiles(capsys, tmp_path):
     assert out.splitlines() == [
         f"{tmp_path / 'policy.yaml'}: ok",
         "  profile batch: score InstanceCost (weight 1)",
-        ("  profile default: filter NodeNameFilter, NodeLabelPolicy; score InstanceCost (weight 3, failurePolicy Ignore), "
-         "TopologyPreference (weight 1); preempt ProtectedVictims"),
+        (
+            "  profile default: filter NodeNameFilter, NodeLabelPolicy; "
+            "score InstanceCost (weight 3, failurePolicy Ignore), TopologyPreference (weight 1); "
+            "preempt ProtectedVictims"
+        ),
     ]
 
 
