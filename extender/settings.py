@@ -125,7 +125,7 @@ class Settings(NamedTuple):
 
     def __repr__(self) -> str:
         # The tokens are secrets, and the Kubernetes variables may hold one: neither is ever shown.
-        shown = {
+        shown: dict[str, object] = {
             name: ("<set>" if value else None) if name in _SECRET_FIELDS else value
             for name, value in zip(self._fields, self, strict=True)
         }

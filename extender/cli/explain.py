@@ -35,7 +35,8 @@ from flask import Request
 from werkzeug.test import EnvironBuilder
 
 from extender.decision_log import plugin_ms
-from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
+from extender.framework.kept import ServedProfile
+from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
 from extender.framework.status import Code
 from extender.framework.types import Node, VictimFacts
 from extender.http.handler import Extender
@@ -125,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
         for note in stand_ins(extender, args.profile, victims is not None):
             print(f"explain: {note}", file=sys.stderr)
         if extender.policy.node_cache_capable is not False:  # kube-scheduler sends this policy names only
-            nodes, names = None, [_node_name(node) for node in nodes]
+            names = [_node_name(node) for node in nodes]
+            nodes = None
     explanation = explain(extender, args.profile, pod, nodes, names, victims)
     _print(
         orjson.dumps(explanation.as_json(), option=orjson.OPT_INDENT_2).decode() if args.json else explanation.table()
@@ -261,7 +263,7 @@ class Explanation:
     victims: dict[str, list[dict[str, Any]]] | None = None
 
     @property
-    def profile(self) -> Profile | None:
+    def profile(self) -> ServedProfile | None:
         return self.extender.policy.profiles.get(self.profile_name)
 
     @property
@@ -282,9 +284,9 @@ class Explanation:
                 rows[name].answer, rows[name].reason = answer, reason
         if isinstance(self.filter.result, FilterResult) and self.profile is not None:
             self._add_filter_verdicts(rows, self.filter.result, [plugin.name for plugin in self.profile.filters])
-        for answer in (self.filter, self.prioritize):
-            if answer is not None and isinstance(answer.result, (FilterResult, ScoreResult)):
-                for plugin, facts in answer.result.observed.items():
+        for answered in (self.filter, self.prioritize):
+            if answered is not None and isinstance(answered.result, (FilterResult, ScoreResult)):
+                for plugin, facts in answered.result.observed.items():
                     for row in rows.values():
                         row.measured.setdefault(plugin, facts(row.name))
         if self.prioritize is not None:
@@ -552,7 +554,7 @@ def read_victims(path: str) -> dict[str, list[dict[str, Any]]]:
     """Victim pods by the node they run on (spec.nodeName); a pod without a UID gets namespace/name as one."""
     victims: dict[str, list[dict[str, Any]]] = {}
     for pod in _manifests(path, "Pod"):
-        metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+        metadata = given if isinstance(given := pod.get("metadata"), dict) else {}
         node = (pod.get("spec") or {}).get("nodeName") if isinstance(pod.get("spec"), dict) else None
         if not node:
             raise InputError(f"{path}: victim pod {metadata.get('name', '?')} has no spec.nodeName")

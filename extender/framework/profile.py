@@ -29,10 +29,10 @@ failure is in the result's ``skipped``, ``would_reject`` / ``would_veto`` and
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, is_, not_
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, TypeVarTuple
 
 from extender.framework import status as st
 from extender.framework.cycle import CycleState
@@ -63,6 +63,7 @@ Notes = dict[str, tuple[Status, ...]]
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+_Args = TypeVarTuple("_Args")
 
 
 class EntryPolicy(NamedTuple):
@@ -526,10 +527,10 @@ class Profile:
             return {}, [], _crashed(plugin.name, "score", "", exc)
         scores.update(dict.fromkeys(zeros, MIN_NODE_SCORE))
         if not _all_in_range(scores.values()):
-            for name, score in scores.items():
-                if type(score) is not int or not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
+            for name, value in scores.items():
+                if type(value) is not int or not MIN_NODE_SCORE <= value <= MAX_NODE_SCORE:
                     return {}, [], st.error(
-                        f"plugin {plugin.name} scored node {name} {score!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
+                        f"plugin {plugin.name} scored node {name} {value!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
                     ).with_plugin(plugin.name)
         return scores, left_out, None
 
@@ -602,7 +603,7 @@ def _run_preempt(plugin: PreemptPlugin, pod: Pod, node_name: str, victims: Victi
     return outcome.with_plugin(plugin.name)
 
 
-def _timed(seconds: dict[str, float], name: str, run, *args) -> Status:  # type: ignore[no-untyped-def]
+def _timed(seconds: dict[str, float], name: str, run: Callable[[*_Args], Status], *args: *_Args) -> Status:
     started = time.perf_counter()
     try:
         return run(*args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -35,7 +36,7 @@ logger = logging.getLogger("extender")
 # An empty environment's settings.
 DEFAULTS = Settings()
 # What each verb answers for a failure the scheduler must see as a reason (HTTP 200), not as its URL (any other status).
-FAILED = {
+FAILED: dict[str, Callable[[str], dict[str, Any] | list[Any]]] = {
     "filter": lambda message: {
         "Nodes": None,
         "NodeNames": None,

@@ -120,7 +120,8 @@ class ProfileSchema(StrictSchema):
 
 
 def _enabled(profile: dict[str, Any], point: str) -> list[dict[str, Any]]:
-    return profile.get("plugins", {}).get(point, {}).get("enabled", [])
+    enabled: list[dict[str, Any]] = profile.get("plugins", {}).get(point, {}).get("enabled", [])
+    return enabled
 
 
 def _raw_named(value: Any) -> list[tuple[int, dict[str, Any]]]:

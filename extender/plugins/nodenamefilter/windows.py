@@ -91,7 +91,7 @@ def first_instant(wall: dt.datetime, zone: ZoneInfo) -> dt.datetime:
 Window = OneOffWindow | WeeklyWindow
 
 
-class Instant(fields.Field):
+class Instant(fields.Field[dt.datetime]):
     """An RFC 3339 timestamp with a UTC offset; YAML may already have parsed it into a datetime."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> dt.datetime:
@@ -107,7 +107,7 @@ class Instant(fields.Field):
         return value
 
 
-class ClockTime(fields.Field):
+class ClockTime(fields.Field[int]):
     """A wall-clock time ``HH:MM``; ``24:00`` ends a window at midnight."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
