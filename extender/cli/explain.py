@@ -556,7 +556,7 @@ def read_victims(path: str) -> dict[str, list[dict[str, Any]]]:
     for pod in _manifests(path, "Pod"):
         metadata = given if isinstance(given := pod.get("metadata"), dict) else {}
         node = (pod.get("spec") or {}).get("nodeName") if isinstance(pod.get("spec"), dict) else None
-        if not node:
+        if not node or not isinstance(node, str):
             raise InputError(f"{path}: victim pod {metadata.get('name', '?')} has no spec.nodeName")
         namespace = metadata.get("namespace") or "default"
         uid = metadata.get("uid") or f"{namespace}/{metadata.get('name', '')}"
