@@ -18,9 +18,7 @@ import extender.logs
 from extender.logs import deferred
 from extender.logs.deferred import DeferredCloudHandler
 from tests.conftest import ROOT
-
-# restore_logging: test_logging's autouse fixture, here too.
-from tests.test_logging import CLOUD_RUN, PROJECT, TRACE_ID, restore_logging  # noqa: F401
+from tests.test_logging import CLOUD_RUN, PROJECT, TRACE_ID, restore_logging  # noqa: F401 — restore_logging: autouse here too
 
 
 def lines_of(stream: io.StringIO) -> list[str]:

@@ -63,7 +63,7 @@ class InputError(Exception):
     """A manifest explain cannot read; the message names the file and the problem."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "explain",
         help="show what filter and prioritize answer for a pod, per node and per plugin",

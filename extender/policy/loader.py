@@ -99,7 +99,7 @@ def _policy_loader() -> type:
     ``2e-6`` and ``1e303`` as strings, so that a JSON policy's prices would be rejected as text."""
     import yaml
 
-    class PolicyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    class PolicyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # libyaml's, if built
         pass
 
     exponent = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")

@@ -73,7 +73,7 @@ class NodeSchema(WireSchema):
     metadata = fields.Nested(NodeMetaSchema, required=True)
 
 
-class EncodedNode(dict):  # type: ignore[type-arg]
+class EncodedNode(dict[str, Any]):
     """A node item as ``wire.fast_decoder`` decodes it: the fields NodeSchema reads, and the whole node, encoded."""
 
     __slots__ = ("encoded",)

@@ -158,7 +158,7 @@ class WindowSchema(Schema):
             if not broken and data["end"] <= data["start"]:
                 raise ValidationError(f"must be after start ({data['start'].isoformat()})", "end")
             return
-        errors: dict[str, list[str]] = {}
+        errors: dict[str, list[str] | dict[int, list[str]]] = {}
         for key, name in (("from_", "from"), ("to", "to")):
             if key not in given:
                 errors[name] = ["Missing data for required field."]
@@ -172,7 +172,7 @@ class WindowSchema(Schema):
             if day not in DAYS
         }
         if unknown:
-            errors["days"] = unknown  # type: ignore[assignment]
+            errors["days"] = unknown
         if errors:
             raise ValidationError(errors)
 
