@@ -45,8 +45,6 @@ def check(
         config, loaded.written, loaded.broken, version, allow_blind_scoring, blind_also_in_policy
     )
     if loaded.api_version == V1BETA3:
-        later.append(
-            note("", f"{V1BETA3} is deprecated, and kube-scheduler 1.29 and later refuse it: use {V1}")
-        )
+        later.append(note("", f"{V1BETA3} is deprecated, and kube-scheduler 1.29 and later refuse it: use {V1}"))
     findings = loaded.findings + [finding for finding in later if not under(finding.path, loaded.broken)]
     return Verdict(list(dict.fromkeys(findings)), config["extenders"])

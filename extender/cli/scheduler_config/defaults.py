@@ -16,26 +16,12 @@ from typing import Any
 from extender.cli.scheduler_config import registry
 from extender.cli.scheduler_config.godecode import zero
 from extender.cli.scheduler_config.loading import Loaded
+from extender.cli.scheduler_config.registry import PLUGIN_SETS
 from extender.cli.scheduler_config.types import args_types
 from extender.cli.scheduler_config.versions import Version
 
 SECOND = 10**9
 _DEFAULT_RESOURCES = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
-POINTS = (
-    "multiPoint",
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
-)
 
 
 def defaulted(loaded: Loaded, version: Version) -> dict[str, Any]:
@@ -102,13 +88,15 @@ def _profile(profile: dict[str, Any], index: int, loaded: Loaded, version: Versi
 def merge_plugins(version: Version, custom: dict[str, Any] | None) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """mergePlugins of the version's defaults and a profile's ``plugins`` (None: the defaults alone); weights as
     internal int32 (nil is 0), disabled entries by name only."""
-    defaults: dict[str, dict[str, list[dict[str, Any]]]] = {point: {"enabled": [], "disabled": []} for point in POINTS}
+    defaults: dict[str, dict[str, list[dict[str, Any]]]] = {
+        point: {"enabled": [], "disabled": []} for point in PLUGIN_SETS
+    }
     defaults["multiPoint"]["enabled"] = [
         {"name": name, "weight": weight or 0} for name, weight in registry.default_plugins(version)
     ]
     if custom is None:
         return defaults
-    return {point: _merge_set(defaults[point], custom[point]) for point in POINTS}
+    return {point: _merge_set(defaults[point], custom[point]) for point in PLUGIN_SETS}
 
 
 def _merge_set(default: dict[str, list[dict[str, Any]]], custom: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -134,7 +122,7 @@ def _merge_set(default: dict[str, list[dict[str, Any]]], custom: dict[str, Any])
 
 def enabled_names(plugins: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
     """pluginsNames: every plugin enabled at some extension point, multiPoint included, sorted."""
-    return sorted({plugin["name"] for point in POINTS for plugin in plugins[point]["enabled"]})
+    return sorted({plugin["name"] for point in PLUGIN_SETS for plugin in plugins[point]["enabled"]})
 
 
 def default_args(kind: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -113,7 +113,7 @@ def _tls(path: str, extender: dict[str, Any]) -> list[Finding]:
     tls = extender["tlsConfig"] or {}
     findings = []
     verified = bool(tls.get("caData") or tls.get("caFile")) or bool(tls.get("insecure"))
-    if extender["enableHTTPS"] and not verified:
+    if extender["enableHTTPS"] and not verified and urlsplit(extender["urlPrefix"]).scheme == "https":
         findings.append(
             stricter(
                 f"{path}.enableHTTPS",

@@ -50,6 +50,8 @@ def decode(text: str) -> Decoded:
     loader = _Loader(text)
     try:
         node = loader.get_node() if loader.check_node() else None
+        if loader.yaml_version not in (None, (1, 1)):  # go-yaml v2 reads %YAML 1.1 documents only
+            raise yaml.YAMLError("found incompatible YAML document")
     except yaml.YAMLError as exc:
         raise YAMLError(f"error converting YAML to JSON: yaml: {_problem(exc)}") from None
     finally:

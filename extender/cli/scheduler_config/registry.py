@@ -11,6 +11,9 @@ from typing import NamedTuple
 
 from extender.cli.scheduler_config.versions import V1, V1BETA3, Version
 
+# The plugin sets of a profile's ``plugins``, as KubeSchedulerConfiguration names them.
+PLUGIN_SETS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score", "reserve", "permit",
+               "preBind", "bind", "postBind", "multiPoint")  # fmt: skip
 # A profile's extension points, as kube-scheduler's framework walks them, and the Go interface each asks for.
 EXTENSION_POINTS = {
     "preFilter": "PreFilterPlugin",

@@ -27,6 +27,7 @@ from extender.cli.scheduler_config.godecode import (
     Slice,
     Struct,
 )
+from extender.cli.scheduler_config.registry import PLUGIN_SETS
 from extender.cli.scheduler_config.versions import V1, V1BETA3, Version
 
 DYNAMIC_RESOURCES_ARGS_SINCE: Version = (1, 34)
@@ -163,22 +164,7 @@ def configuration_type(api_version: str, version: Version) -> Struct:
     package = {V1: "v1", V1BETA3: "v1beta3"}[api_version]
     plugin = _struct("Plugin", package, name=STRING, weight=Pointer(INT32))
     plugin_set = _struct("PluginSet", package, enabled=_slice(plugin), disabled=_slice(plugin))
-    points = (
-        "preEnqueue",
-        "queueSort",
-        "preFilter",
-        "filter",
-        "postFilter",
-        "preScore",
-        "score",
-        "reserve",
-        "permit",
-        "preBind",
-        "bind",
-        "postBind",
-        "multiPoint",
-    )
-    plugins = _struct("Plugins", package, **dict.fromkeys(points, plugin_set))
+    plugins = _struct("Plugins", package, **dict.fromkeys(PLUGIN_SETS, plugin_set))
     profile_fields: dict[str, GoType | Field] = {
         "schedulerName": Pointer(STRING),
         "plugins": Pointer(plugins),

@@ -11,6 +11,7 @@ from extender.cli.scheduler_config import registry
 from extender.cli.scheduler_config.findings import Finding, refused
 from extender.cli.scheduler_config.names import is_extended_resource_name, qualified_name_errors
 from extender.cli.scheduler_config.plugin_args import AT_VALIDATION
+from extender.cli.scheduler_config.registry import PLUGIN_SETS
 from extender.cli.scheduler_config.versions import Version
 
 _JITTER_FACTOR = 1.2  # client-go's leaderelection.JitterFactor
@@ -19,21 +20,6 @@ _QUEUE_SORT_WORDING: tuple[tuple[Version, str], ...] = (
     ((1, 35), "must be the same for all profiles"),
     ((1, 31), "queueSort must be the same for all profiles"),
     ((1, 28), "has to match for all profiles"),
-)
-# Validated point by point (multiPoint is not: removed plugins there fail when the profile is built).
-_VALIDATED_POINTS = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
 )
 
 
@@ -144,7 +130,9 @@ def _profile(path: str, profile: dict[str, Any], api_version: str, version: Vers
     if not profile["schedulerName"]:
         errors.append(fe.required(f"{path}.schedulerName"))
     errors += _percentage(f"{path}.percentageOfNodesToScore", profile["percentageOfNodesToScore"], version)
-    for point in _VALIDATED_POINTS:
+    for point in PLUGIN_SETS:
+        if point == "multiPoint":
+            continue  # not validated: a removed plugin there fails when the profile is built
         for index, plugin in enumerate(profile["plugins"][point]["enabled"]):
             errors += _invalid_plugin(f"{path}.plugins.{point}.enabled[{index}]", plugin["name"], api_version, version)
     seen: set[str] = set()
