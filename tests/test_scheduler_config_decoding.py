@@ -68,6 +68,15 @@ def test_a_merge_key_sets_keys_over_those_before_and_under_those_after_it() -> N
     )
 
 
+def test_an_anchor_name_may_be_used_again_and_the_later_counts() -> None:
+    assert goyaml.decode("a: &x 1\nb: *x\nc: &x 2\nd: *x\n").value == {
+        "a": Number("1"),
+        "b": Number("1"),
+        "c": Number("2"),
+        "d": Number("2"),
+    }
+
+
 def test_a_merge_of_a_list_takes_the_earlier_mapping_first() -> None:
     decoded = goyaml.decode("one: &one {a: 1}\ntwo: &two {a: 2, b: 2}\nx:\n  <<: [*one, *two]\n")
     assert decoded.value["x"] == {"a": Number("1"), "b": Number("2")}

@@ -196,6 +196,8 @@ class _Decoder:
             out = dict(current)
             for key, item in items:
                 child = _Context(f"{context.path}.{key}", context.struct, context.stack)
+                if key in out and isinstance(value, Pairs):
+                    self.result.strict.append(f'duplicate field "{child.path}"')
                 out[key] = self.value(item, go_type.elem, zero(go_type.elem), child)
             return out
         return self.struct(value, go_type, current, context)

@@ -108,6 +108,12 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml
         yaml.composer.Composer.__init__(self)
         _Resolver.__init__(self)
 
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.NodeEvent) and not isinstance(event, yaml.AliasEvent) and event.anchor:
+            self.anchors.pop(event.anchor, None)  # go-yaml lets an anchor name be used again; the later one counts
+        return super().compose_node(parent, index)
+
 
 def _problem(exc: yaml.YAMLError) -> str:
     if isinstance(exc, yaml.MarkedYAMLError):
