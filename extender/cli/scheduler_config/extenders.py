@@ -21,7 +21,7 @@ def build_extenders(config: dict[str, Any]) -> list[Finding]:
         path = f"extenders[{index}]"
         checked = tls.check(f"{path}.tlsConfig", extender["tlsConfig"], extender["enableHTTPS"])
         findings += [refused(where, _PREFIX + message) for where, message in checked.errors]
-        findings += [note("", message) for message in checked.notes]
+        findings += [note(where, message) for where, message in checked.notes]
         ignored += [resource["name"] for resource in extender["managedResources"] if resource["ignoredByScheduler"]]
     if ignored:
         for index, profile in enumerate(config["profiles"]):

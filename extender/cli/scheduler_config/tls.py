@@ -16,7 +16,7 @@ from extender.cli.scheduler_config import gopem
 
 class TLSFindings(NamedTuple):
     errors: list[tuple[str, str]]  # (field path, kube-scheduler's words), each stops it
-    notes: list[str]  # what could not be checked here
+    notes: list[tuple[str, str]]  # (field path, what could not be checked here)
 
 
 def check(path: str, tls: dict[str, Any] | None, enable_https: bool) -> TLSFindings:
@@ -24,7 +24,7 @@ def check(path: str, tls: dict[str, Any] | None, enable_https: bool) -> TLSFindi
     if tls is None:
         return TLSFindings([], [])
     errors: list[tuple[str, str]] = []
-    notes: list[str] = []
+    notes: list[tuple[str, str]] = []
     has_ca = bool(tls["caData"] or tls["caFile"])
     has_cert_auth = bool(tls["certData"] or tls["certFile"]) and bool(tls["keyData"] or tls["keyFile"])
     insecure = tls["insecure"] or (enable_https and not has_ca)
@@ -36,7 +36,9 @@ def check(path: str, tls: dict[str, Any] | None, enable_https: bool) -> TLSFindi
     for name in ("caFile", "certFile", "keyFile"):
         data = name.replace("File", "Data")
         if tls[name] and not tls[data] and (name == "caFile" or has_cert_auth):
-            notes.append(f"{path}.{name}: read on the scheduler's host as it starts, which exits if it cannot read it")
+            notes.append(
+                (f"{path}.{name}", "read on the scheduler's host as it starts, which exits if it cannot read it")
+            )
     try:
         if tls["caData"]:
             problem = _root_pool_error(tls["caData"])
@@ -47,7 +49,7 @@ def check(path: str, tls: dict[str, Any] | None, enable_https: bool) -> TLSFindi
             if problem:
                 errors.append((f"{path}.keyData", problem))
     except ImportError:
-        notes.append(f"{path}: certificates and keys not checked: the cryptography package is not installed")
+        notes.append((path, "certificates and keys not checked: the cryptography package is not installed"))
     return TLSFindings(errors, notes)
 
 
