@@ -234,16 +234,16 @@ def test_as_a_real_command_exit_codes_and_streams(tmp_path):
     )
     usage = cli()
     assert usage.returncode == 2 and "usage:" in usage.stderr
-    for version in ("1.31", "1.31.4", "v1.31.4"):
+    for version in ("1.31", "v1.31", "1.31.4", "v1.31.4", "1.31.4-gke.1200"):
         right = cli(RECORDED[0], "--kubernetes-version", version)
         assert (right.returncode, right.stderr) == (0, "")
         assert right.stdout.startswith(f"{RECORDED[0]}: ok for kube-scheduler 1.31\n")
-    for version in ("v1.35", "latest", "1.35.4-gke.1200", "1.35.x"):
+    for version in ("1.35-gke.1200", "latest", "1.35.4-", "1.35.x"):
         wrong = cli(RECORDED[0], "--kubernetes-version", version)
         assert (wrong.returncode, wrong.stdout) == (2, "")
         assert (
-            f"argument --kubernetes-version: {version!r} is not a Kubernetes version: write X.Y, X.Y.Z or vX.Y.Z, "
-            "such as 1.35, 1.35.4 or v1.35.4"
+            f"argument --kubernetes-version: {version!r} is not a Kubernetes version: write X.Y, X.Y.Z, vX.Y.Z or "
+            "X.Y.Z-gke.N, such as 1.35, 1.35.4 or v1.35.4"
         ) in wrong.stderr
     for version in ("1.27", "1.36.1", "v2.0.0"):
         wrong = cli(RECORDED[0], "--kubernetes-version", version)

@@ -565,14 +565,22 @@ def test_an_extender_that_did_not_decode_is_left_to_its_decoding_error() -> None
 
 
 @pytest.mark.parametrize(
-    ("text", "version"), [("1.31", (1, 31)), ("1.31.4", (1, 31)), ("v1.31.4", (1, 31)), (" 1.28.0 ", (1, 28))]
+    ("text", "version"),
+    [
+        ("1.31", (1, 31)),
+        ("v1.31", (1, 31)),
+        ("1.31.4", (1, 31)),
+        ("v1.31.4", (1, 31)),
+        ("1.31.4-gke.100", (1, 31)),
+        (" 1.28.0 ", (1, 28)),
+    ],
 )
 def test_versions_are_written_x_y_x_y_z_or_v_x_y_z(text: str, version: tuple[int, int]) -> None:
     assert parse_kubernetes_version(text) == version
 
 
-@pytest.mark.parametrize("text", ["v1.31", "1", "1.31.4-gke.100", "1.31.", "latest", "1.27", "1.36.0", "2.0"])
+@pytest.mark.parametrize("text", ["1", "1.31-gke.1", "1.31.", "1.31.4-", "latest", "1.27", "1.36.0", "2.0"])
 def test_other_versions_are_refused_with_the_forms_and_the_range(text: str) -> None:
     with pytest.raises(ValueError, match=f"^{text!r}") as refused:
         parse_kubernetes_version(text)
-    assert "X.Y, X.Y.Z or vX.Y.Z" in str(refused.value) or "only 1.28 to 1.35" in str(refused.value)
+    assert "X.Y, X.Y.Z, vX.Y.Z or X.Y.Z-gke.N" in str(refused.value) or "only 1.28 to 1.35" in str(refused.value)

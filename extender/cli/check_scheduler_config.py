@@ -52,8 +52,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="VERSION",
         type=kubernetes_version,
         default=NEWEST,
-        help=f"kube-scheduler's version (X.Y, X.Y.Z or vX.Y.Z), {shown(OLDEST)} to {shown(NEWEST)}; default "
-        f"{shown(NEWEST)}",
+        help=(
+            f"kube-scheduler's version (X.Y, X.Y.Z, vX.Y.Z or GKE's X.Y.Z-gke.N), {shown(OLDEST)} to "
+            f"{shown(NEWEST)}; default {shown(NEWEST)}"
+        ),
     )
     parser.add_argument(
         "--allow-blind-resource-scoring",
