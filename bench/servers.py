@@ -103,7 +103,7 @@ class Server:
         }
         env = {**inherited, "THREADS": THREADS, "PYTHONPATH": str(spec.root), **spec.env}
         # The function logs every decision: to a file, as a pipe nobody drains would block it once full.
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server; closed by stop)
+        self.log = tempfile.TemporaryFile()  # lives as long as the server; closed by stop()
         self.launched = time.perf_counter()
         # In a session of its own: stop() can then take down a worker its master left behind.
         self.process = subprocess.Popen(
@@ -247,7 +247,8 @@ class PrometheusAPI:
                     return
                 now = time.time()
                 result = [{"metric": {"node": name}, "value": [now, repr(load)]} for name, load in loads.items()]
-                self.answer(200, orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}))
+                data = {"resultType": "vector", "result": result}
+                self.answer(200, orjson.dumps({"status": "success", "data": data}))
 
         self._served = Loopback(Handler)
         self.url = self._served.url

@@ -137,9 +137,9 @@ class Settings(NamedTuple):
 
     def __repr__(self) -> str:
         # The tokens are secrets, and the Kubernetes variables may hold one: neither is ever shown.
-        shown = {
+        shown: dict[str, object] = {
             name: ("<set>" if value else None) if name in _SECRET_FIELDS else value
-            for name, value in zip(self._fields, self)
+            for name, value in zip(self._fields, self, strict=True)
         }
         shown["kubernetes"] = sorted(self.kubernetes)
         return "Settings(" + ", ".join(f"{name}={value!r}" for name, value in shown.items()) + ")"

@@ -227,7 +227,11 @@ def test_explain_shows_what_preempt_answers_per_candidate(tmp_path, capsys, monk
     victims = tmp_path / "victims.yaml"
     victims.write_text(
         yaml.safe_dump_all(
-            [victim("batch-1", "batch", "node-a"), victim("dns", "kube-system", "node-b"), victim("batch-2", "batch", "node-d")]
+            [
+                victim("batch-1", "batch", "node-a"),
+                victim("dns", "kube-system", "node-b"),
+                victim("batch-2", "batch", "node-d"),
+            ]
         )
     )
     code, out, _ = run_explain(capsys, pod, *nodes, "--victims", str(victims), "--policy", str(policy), "--json")
@@ -258,9 +262,10 @@ def test_explain_shows_what_preempt_answers_per_candidate(tmp_path, capsys, monk
     ]
 
 
-def test_a_victim_without_a_node_is_named(policy, tmp_path, capsys):
+@pytest.mark.parametrize("node", [None, "", ["node-a"], 7])
+def test_a_victim_without_a_node_is_named(policy, tmp_path, capsys, node):
     victims = tmp_path / "victims.yaml"
-    victims.write_text(yaml.safe_dump(victim("web", "default", None)))
+    victims.write_text(yaml.safe_dump(victim("web", "default", node)))
     pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
     code, out, err = run_explain(capsys, pod, *nodes, "--victims", str(victims), "--policy", str(policy))
     assert (code, out) == (1, "")

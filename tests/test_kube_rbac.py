@@ -44,7 +44,13 @@ def test_the_manifest_is_valid_kubernetes():
 
 
 def test_only_reads_and_binding_are_granted():
-    assert granted() == {("get", "nodes"), ("list", "nodes"), ("get", "pods"), ("list", "pods"), ("create", "pods/binding")}
+    assert granted() == {
+        ("get", "nodes"),
+        ("list", "nodes"),
+        ("get", "pods"),
+        ("list", "pods"),
+        ("create", "pods/binding"),
+    }
 
 
 @pytest.mark.parametrize("permission", list(CALLS), ids=lambda permission: " ".join(permission))
@@ -60,7 +66,9 @@ def test_each_call_needs_exactly_a_granted_permission(apiserver, permission):
 def test_the_role_is_bound_to_the_service_account_whose_token_the_function_uses():
     by_kind = {document["kind"]: document for document in documents()}
     account = by_kind["ServiceAccount"]["metadata"]
-    assert by_kind["ClusterRoleBinding"]["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}]
+    assert by_kind["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+    ]
     assert by_kind["ClusterRoleBinding"]["roleRef"]["name"] == by_kind["ClusterRole"]["metadata"]["name"]
     token = by_kind["Secret"]
     assert token["type"] == "kubernetes.io/service-account-token"

@@ -31,7 +31,7 @@ from extender.policy.loader import Policy, PolicyError, load_policy
 from extender.settings import Settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "check-policy",
         help="validate policy files (exit 1 on problems)",

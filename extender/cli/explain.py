@@ -43,8 +43,9 @@ from werkzeug.test import EnvironBuilder
 
 from extender.decision_log import plugin_ms
 from extender.framework.clock import judged_at, parse_instant
+from extender.framework.kept import ServedProfile
 from extender.framework.plugin import Plugin
-from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
+from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
 from extender.framework.status import Code
 from extender.framework.types import Node, VictimFacts
 from extender.http.handler import Extender
@@ -74,7 +75,7 @@ class InputError(Exception):
     """A manifest explain cannot read; the message names the file and the problem."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "explain",
         help="show what filter and prioritize answer for a pod, per node and per plugin",
@@ -154,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
         for note in stand_ins(extender, args.profile, victims is not None):
             print(f"explain: {note}", file=sys.stderr)
         if extender.policy.node_cache_capable is not False:  # kube-scheduler sends this policy names only
-            nodes, names = None, [_node_name(node) for node in nodes]
+            names = [_node_name(node) for node in nodes]
+            nodes = None
     explanation = explain(extender, args.profile, pod, nodes, names, victims, at)
     _print(
         orjson.dumps(explanation.as_json(), option=orjson.OPT_INDENT_2).decode() if args.json else explanation.table()
@@ -270,7 +272,9 @@ def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequenc
     for plugin in loads:
         metrics = [metric.name for metric in plugin.config.metrics]
         if None in files and len(metrics) > 1:
-            raise InputError(f"--metrics: NodeLoad queries {', '.join(metrics)}: name each answer's metric, {metrics[0]}=FILE")
+            raise InputError(
+                f"--metrics: NodeLoad queries {', '.join(metrics)}: name each answer's metric, {metrics[0]}=FILE"
+            )
         paths = {metric: files.get(metric) or files.get(None) for metric in metrics}
         missing = [metric for metric, path in paths.items() if path is None]
         if missing:
@@ -323,7 +327,7 @@ class Explanation:
     at: dt.datetime | None = None
 
     @property
-    def profile(self) -> Profile | None:
+    def profile(self) -> ServedProfile | None:
         return self.extender.policy.profiles.get(self.profile_name)
 
     @property
@@ -344,9 +348,9 @@ class Explanation:
                 rows[name].answer, rows[name].reason = answer, reason
         if isinstance(self.filter.result, FilterResult) and self.profile is not None:
             self._add_filter_verdicts(rows, self.filter.result, [plugin.name for plugin in self.profile.filters])
-        for answer in (self.filter, self.prioritize):
-            if answer is not None and isinstance(answer.result, (FilterResult, ScoreResult)):
-                for plugin, facts in answer.result.observed.items():
+        for answered in (self.filter, self.prioritize):
+            if answered is not None and isinstance(answered.result, (FilterResult, ScoreResult)):
+                for plugin, facts in answered.result.observed.items():
                     for row in rows.values():
                         row.measured.setdefault(plugin, facts(row.name))
         if self.prioritize is not None:
@@ -434,7 +438,9 @@ class Explanation:
         filters = [plugin.name for plugin in profile.filters]
         scores = [(entry.plugin.name, entry.weight) for entry in profile.scores]
         audited = {entry.plugin.name for entry in profile.scores if profile.entry("score", entry.plugin).audit}
-        weights = [f"{name} ×{weight}" + (" (audit: not counted)" if name in audited else "") for name, weight in scores]
+        weights = [
+            f"{name} ×{weight}" + (" (audit: not counted)" if name in audited else "") for name, weight in scores
+        ]
         rows = self.rows()
         measuring = any(row.measured for row in rows)
         header = ["NODE", *filters, *weights, "SCORE", *(["MEASURED"] if measuring else []), "ANSWER"]
@@ -448,7 +454,8 @@ class Explanation:
             table.append([row.name, *verdicts, *plugin_scores, score, *measured, answer])
         widths = [max(len(line[column]) for line in table) for column in range(len(header) - 1)]
         for line in table:
-            lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1])
+            cells = (cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True))
+            lines.append("  ".join(cells) + "  " + line[-1])
         return "\n".join([*lines, "", *self._summary(), *self._preempt_lines()])
 
     def _score_cell(self, row: NodeRow, plugin: str) -> str:
@@ -618,9 +625,9 @@ def read_victims(path: str) -> dict[str, list[dict[str, Any]]]:
     """Victim pods by the node they run on (spec.nodeName); a pod without a UID gets namespace/name as one."""
     victims: dict[str, list[dict[str, Any]]] = {}
     for pod in _manifests(path, "Pod"):
-        metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+        metadata = given if isinstance(given := pod.get("metadata"), dict) else {}
         node = (pod.get("spec") or {}).get("nodeName") if isinstance(pod.get("spec"), dict) else None
-        if not node:
+        if not node or not isinstance(node, str):
             raise InputError(f"{path}: victim pod {metadata.get('name', '?')} has no spec.nodeName")
         namespace = metadata.get("namespace") or "default"
         uid = metadata.get("uid") or f"{namespace}/{metadata.get('name', '')}"
@@ -631,7 +638,9 @@ def read_victims(path: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def _manifests(path: str, kind: str) -> list[dict[str, Any]]:
-    """The ``kind`` objects of a file: manifests, Lists of them, or YAML sequences of them (a kind left out is taken)."""
+    """The ``kind`` objects of a file: manifests, Lists of them, or YAML sequences of them.
+
+    An object that leaves its kind out is taken as one."""
     manifests: list[dict[str, Any]] = []
     for document in _documents(path):
         items = document.get("items") if isinstance(document, dict) and "items" in document else document

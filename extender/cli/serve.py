@@ -28,7 +28,7 @@ from pathlib import Path
 MAIN = Path(__file__).resolve().parents[2] / "main.py"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="run the function locally over HTTPS (mutual TLS with --client-ca)",

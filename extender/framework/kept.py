@@ -203,7 +203,7 @@ class KeptProfile:
         # One lookup per name, then C-speed passes: which names are refused, in the request's order.
         if any(verdicts):
             result.feasible = list(compress(names, map(not_, verdicts)))
-            result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts)))  # type: ignore[arg-type]
+            result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts), strict=True))
         return judged_or_error(result, len(names))
 
     def prioritize_names(

@@ -37,7 +37,7 @@ def rescale_scores(scores: dict[str, int], scale: Callable[[int], int]) -> None:
     """Replace every score in place by ``scale(score)``, worked out once per distinct value: thousands of nodes
     share a few raw scores, and ``normalize_scores`` runs on every request."""
     scaled = {raw: scale(raw) for raw in set(scores.values())}
-    scores.update(zip(list(scores), map(scaled.__getitem__, list(scores.values()))))
+    scores.update(zip(list(scores), map(scaled.__getitem__, list(scores.values())), strict=True))
 
 
 class Skip:

@@ -27,10 +27,9 @@ from urllib.parse import quote, urlencode
 import msgspec
 import orjson
 
-from extender import __version__
+from extender import __version__, outbound
 from extender.errors import ConfigError, bounded, redacted
 from extender.framework.types import Pod
-from extender import outbound
 from extender.kube.config import KubeConfig
 from extender.kube.errors import KubeError
 from extender.kube.lists import NodeFacts, TooLong, decode_node_page, decode_pods

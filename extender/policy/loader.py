@@ -116,7 +116,7 @@ def _policy_loader() -> type:
     ``2e-6`` and ``1e303`` as strings, so that a JSON policy's prices would be rejected as text."""
     import yaml
 
-    class PolicyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    class PolicyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # libyaml's, if built
         pass
 
     exponent = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
@@ -142,7 +142,9 @@ def build_policy(
     except ValidationError as exc:
         raise PolicyError(source, flatten_errors(suggest_fields(schema, exc.messages), hint=hint)) from None
     return Policy(
-        profiles={name: keeping_results(profile, settings.result_cache) for name, profile in loaded["profiles"].items()},
+        profiles={
+            name: keeping_results(profile, settings.result_cache) for name, profile in loaded["profiles"].items()
+        },
         source=source,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
         node_source=loaded["node_source"],

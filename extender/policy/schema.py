@@ -33,7 +33,9 @@ EXTENSION_POINTS: dict[str, type[Plugin]] = {
 }
 
 # A profile name is a URL path segment.
-_PROFILE_NAME = Regexp(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", error="must be a DNS label (lowercase letters, digits, '-')")
+_PROFILE_NAME = Regexp(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", error="must be a DNS label (lowercase letters, digits, '-')"
+)
 # Compiled on first use (re caches it): only a policy that names plugin modules needs it.
 _MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
@@ -120,11 +122,14 @@ class ProfileSchema(StrictSchema):
 
 
 def _enabled(profile: dict[str, Any], point: str) -> list[dict[str, Any]]:
-    return profile.get("plugins", {}).get(point, {}).get("enabled", [])
+    enabled: list[dict[str, Any]] = profile.get("plugins", {}).get(point, {}).get("enabled", [])
+    return enabled
 
 
 def _raw_named(value: Any) -> list[tuple[int, dict[str, Any]]]:
-    return [(index, item) for index, item in entries_as_written(value) if isinstance(item.get("name"), str) and item["name"]]
+    return [
+        (index, item) for index, item in entries_as_written(value) if isinstance(item.get("name"), str) and item["name"]
+    ]
 
 
 def _raw_enabled(profile: dict[str, Any], point: str) -> list[tuple[int, dict[str, Any]]]:
@@ -226,7 +231,7 @@ class PluginModule(fields.String):
             raise ValidationError(f"{name!r} is not a Python module name such as acme_plugins or acme.scheduling")
         try:
             importlib.import_module(name)
-        except Exception as exc:  # whatever the module does wrong must become a message, not a traceback
+        except Exception as exc:  # noqa: BLE001 — a user's module: whatever it does wrong is a message, not a traceback
             raise ValidationError(f"cannot import {name!r}: {type(exc).__name__}: {exc}") from None
         return name
 
@@ -293,7 +298,9 @@ class PolicySchema(StrictSchema):
         if wrong or not isinstance(data.get("nodeSource", NodeSourceSpec()), NodeSourceSpec):
             return  # what the facts depend on is itself wrong: its own errors say so
         facts = _FactsAvailable(
-            data.get("nodeCacheCapable") is False, data.get("nodeSource"), data.get("preemptTrustsSchedulerFilter", False)
+            data.get("nodeCacheCapable") is False,
+            data.get("nodeSource"),
+            data.get("preemptTrustsSchedulerFilter", False),
         )
         errors: dict[int, Any] = {}
         for profile_index, profile in entries_as_written(raw.get("profiles")):
@@ -385,10 +392,11 @@ class _FactsAvailable:
                     ": add it to the nodeSource, or set preemptTrustsSchedulerFilter: true to rely on the scheduler's "
                     "own filter there (see docs/policy.md)"
                 )
-            missing.append(
-                (where, f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
-                 f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it{remedy}")
+            problem = (
+                f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
+                f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it{remedy}"
             )
+            missing.append((where, problem))
         return missing
 
 

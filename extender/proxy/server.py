@@ -94,7 +94,7 @@ class Forwarder:
         # No cookie jar shared by every caller: a Set-Cookie from the target is neither kept nor passed back.
         self._session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
         # The target's path as requests sends it (percent-encoded): what every forwarded path must start with.
-        self._sent_prefix = _sent_path(self._session.prepare_request(requests.Request("GET", self.target)))
+        self._sent_prefix = _path_of(self._session.prepare_request(requests.Request("GET", self.target)))
 
     def forward(self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes) -> Reply:
         headers = list(headers)
@@ -109,7 +109,7 @@ class Forwarder:
         # Checked as it will be sent: requests normalises dot-segments away and drops what follows a "#".
         request = requests.Request(method, self.target + path, data=body, headers=outgoing)
         prepared = self._session.prepare_request(request)
-        if not self._inside(_sent_path(prepared)):
+        if not self._inside(_path_of(prepared)):
             return failure(400, "the path leaves the target once normalised as it would be sent: not forwarded")
         settings = self._session.merge_environment_settings(prepared.url, {}, True, None, None)
         try:
@@ -151,9 +151,8 @@ class Forwarder:
         return text
 
 
-def _sent_path(prepared: requests.PreparedRequest) -> str:
-    """The path of a prepared request as it will be sent (requests sets the URL of every request it prepares; none
-    would be no path, which is under no target's)."""
+def _path_of(prepared: requests.PreparedRequest) -> str:
+    """The path of a prepared request's URL, as requests will send it (a prepared request always has a URL)."""
     return urlsplit(prepared.url or "").path
 
 

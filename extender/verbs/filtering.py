@@ -27,7 +27,9 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     result = _filter(args, profile, source)
     failed = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE}
-    unresolvable = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
+    unresolvable = {
+        name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    }
     answer: dict[str, Any] = {
         "FailedNodes": failed,
         "FailedAndUnresolvableNodes": unresolvable,

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validates_schema
+from marshmallow.types import UnknownOption
 
 from extender.framework.types import Node, Pod
 from extender.wire.fields import NameList, StringMap, all_strings, non_empty_string, plain_strings, strict_int
@@ -72,8 +73,8 @@ class NodeSchema(WireSchema):
     metadata = fields.Nested(NodeMetaSchema, required=True)
 
 
-class EncodedNode(dict):  # type: ignore[type-arg]
-    """A node item as ``wire.fast_decoder`` decodes it: the fields NodeSchema reads, and the whole node still encoded."""
+class EncodedNode(dict[str, Any]):
+    """A node item as ``wire.fast_decoder`` decodes it: the fields NodeSchema reads, and the whole node, encoded."""
 
     __slots__ = ("encoded",)
 
@@ -82,7 +83,7 @@ class EncodedNode(dict):  # type: ignore[type-arg]
         self.encoded = encoded
 
 
-class NodeItems(fields.Field):
+class NodeItems(fields.Field[list[Node]]):
     """``NodeList.items``: loads each node's facts and keeps the object itself for echoing back.
 
     Thousands of nodes with a plainly valid name and labels are loaded in one
@@ -101,7 +102,7 @@ class NodeItems(fields.Field):
         loaded = self._schema.load(value)
         return [
             Node(name=facts["metadata"]["name"], labels=facts["metadata"]["labels"], raw=_as_received(raw))
-            for facts, raw in zip(loaded, value)
+            for facts, raw in zip(loaded, value, strict=True)
         ]
 
 
@@ -170,7 +171,9 @@ class ExtenderArgsSchema(WireSchema):
     Nodes = fields.Nested(NodeListSchema)
     NodeNames = NameList()
 
-    def load(self, data: Any, *, many: bool | None = None, partial: Any = None, unknown: str | None = None) -> Any:
+    def load(
+        self, data: Any, *, many: bool | None = None, partial: Any = None, unknown: UnknownOption | None = None
+    ) -> Any:
         if many is None and partial is None and unknown is None:
             plain = _plain_args(data)
             if plain is not None:
@@ -228,7 +231,9 @@ def _plain_pod(pod: Any) -> Pod | None:
     priority = spec.get("priority") if spec is not None else None
     if priority is not None and type(priority) is not int:
         return None
-    return Pod(*texts, *(value if value is not None else {} for value in maps), priority)
+    uid, name, namespace = texts
+    labels, annotations = (value if value is not None else {} for value in maps)
+    return Pod(uid, name, namespace, labels, annotations, priority)
 
 
 def _unique(names: list[str], absent: str | None) -> bool:

@@ -33,20 +33,35 @@ from tests.terraform.support import (
 )
 
 HERE = Path(__file__).parent
-TEST_FILES = [HERE / "rotation.tftest.hcl", HERE / "rotation_shortcuts.tftest.hcl", HERE / "node_load_grants.tftest.hcl"]
+TEST_FILES = [
+    HERE / "rotation.tftest.hcl",
+    HERE / "rotation_shortcuts.tftest.hcl",
+    HERE / "node_load_grants.tftest.hcl",
+]
 POLICY_READING = "policy_reading.tftest.hcl"
 MAIN = ROOT_MODULE / "main.tf"
 RESOURCES = resources(load_module(ROOT_MODULE))
 # Policy files the function loads and a plan accepts (with matching variables); the others are there to be refused,
 # and NodeLoad's are read by node_load_grants.tftest.hcl.
-LOADABLE = sorted(path for path in POLICIES.iterdir() if not path.name.startswith(("unreadable", "node-load", "profile-extender")))
+LOADABLE = sorted(
+    path for path in POLICIES.iterdir() if not path.name.startswith(("unreadable", "node-load", "profile-extender"))
+)
 
 # main.tf's references to the two resources, and what stands for them.
 STAND_INS = {
     r"random_password\.caller_token(\[\w+\])\.result": r"terraform_data.caller_token\1.id",
-    r"google_secret_manager_secret_version\.caller_token(\[\w+\])\.version": r"terraform_data.caller_token_version\1.output",
+    r"google_secret_manager_secret_version\.caller_token(\[\w+\])\.version": (
+        r"terraform_data.caller_token_version\1.output"
+    ),
 }
-LOCALS = ["caller_tokens", "caller_token", "caller_token_secret_id", "secret_environment_variables", "node_load_google_auth_urls", "monitoring_viewer_projects"]
+LOCALS = [
+    "caller_tokens",
+    "caller_token",
+    "caller_token_secret_id",
+    "secret_environment_variables",
+    "node_load_google_auth_urls",
+    "monitoring_viewer_projects",
+]
 
 
 def _attribute(resource: tuple[str, str], name: str) -> str:
@@ -62,7 +77,9 @@ def _main_locals() -> str:
         expression = local_source(MAIN, name)
         for pattern, replacement in STAND_INS.items():
             expression = re.sub(pattern, replacement, expression)
-        assert not re.search(r"(?<![.\w])(random_password|google_\w+)\.\w", expression), f"{name} refers to a resource with no stand-in"
+        assert not re.search(r"(?<![.\w])(random_password|google_\w+)\.\w", expression), (
+            f"{name} refers to a resource with no stand-in"
+        )
         lines.append(f"  {name} = {expression}\n")
     return "locals {\n" + "".join(lines) + "}\n"
 
@@ -90,7 +107,10 @@ output "rendered" {{
 }}
 
 output "accepted" {{
-  value     = toset([for name, secret in local.secret_environment_variables : secret.version if startswith(name, "EXTENDER_CALLER_TOKEN")])
+  value = toset([
+    for name, secret in local.secret_environment_variables : secret.version
+    if startswith(name, "EXTENDER_CALLER_TOKEN")
+  ])
   sensitive = true
 }}
 """
@@ -150,9 +170,13 @@ run "{run}" {{
 
 
 @pytest.fixture(scope="module")
-def results(terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
+def results(
+    terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[tuple[str, str], Any]:
     module = variables_module(
-        tmp_path_factory.mktemp("root-locals") / "module", TEST_FILES, {"main_locals.tf": _main_locals(), "stand_ins.tf": _stand_ins()}
+        tmp_path_factory.mktemp("root-locals") / "module",
+        TEST_FILES,
+        {"main_locals.tf": _main_locals(), "stand_ins.tf": _stand_ins()},
     )
     (module / "tests" / POLICY_READING).write_text(_policy_reading_runs())
     return terraform_test(terraform, module, {**terraform_env, "TF_DATA_DIR": str(module / ".terraform")})

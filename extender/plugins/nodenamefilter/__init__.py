@@ -50,7 +50,7 @@ def _window_schema() -> Schema:
     return WindowSchema()
 
 
-def _globs(**kwargs: Any) -> fields.List:
+def _globs(**kwargs: Any) -> fields.List[str]:
     return fields.List(fields.String(validate=validate_glob), **kwargs)
 
 

@@ -92,7 +92,7 @@ def first_instant(wall: dt.datetime, zone: ZoneInfo) -> dt.datetime:
 Window = OneOffWindow | WeeklyWindow
 
 
-class Instant(fields.Field):
+class Instant(fields.Field[dt.datetime]):
     """An RFC 3339 timestamp with a UTC offset; YAML may already have parsed it into a datetime."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> dt.datetime:
@@ -102,7 +102,7 @@ class Instant(fields.Field):
             raise ValidationError(str(exc)) from None
 
 
-class ClockTime(fields.Field):
+class ClockTime(fields.Field[int]):
     """A wall-clock time ``HH:MM``; ``24:00`` ends a window at midnight."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
@@ -153,7 +153,7 @@ class WindowSchema(Schema):
             if not broken and data["end"] <= data["start"]:
                 raise ValidationError(f"must be after start ({data['start'].isoformat()})", "end")
             return
-        errors: dict[str, list[str]] = {}
+        errors: dict[str, list[str] | dict[int, list[str]]] = {}
         for key, name in (("from_", "from"), ("to", "to")):
             if key not in given:
                 errors[name] = ["Missing data for required field."]
@@ -167,7 +167,7 @@ class WindowSchema(Schema):
             if day not in DAYS
         }
         if unknown:
-            errors["days"] = unknown  # type: ignore[assignment]
+            errors["days"] = unknown
         if errors:
             raise ValidationError(errors)
 
