@@ -35,6 +35,10 @@ MESSAGE = "extender decision"
 # What an audited plugin would have done, one entry per plugin and rule, for the would-reject metric.
 AUDIT_EVENT = "extender.audit"
 AUDIT_MESSAGE = "extender audit"
+# What enforced plugins rejected (filter) or vetoed (preempt), one entry per plugin and rule, for the rejections
+# metric; logged apart (logger ``extender.rejection``) from the decision entries, one of which each request has.
+REJECTION_EVENT = "extender.rejection"
+REJECTION_MESSAGE = "extender rejection"
 TOP_N = 10
 # Node names shown per rejection reason (and reasons per audited rule).
 NODES_PER_REASON = 5
@@ -43,6 +47,7 @@ NODES_PER_REASON = 5
 MAX_NAME_CHARS = 256
 
 logger = logging.getLogger("extender.decision")
+rejection_logger = logging.getLogger("extender.rejection")
 
 
 def log_decision(
@@ -51,6 +56,8 @@ def log_decision(
     """``path`` as ``Router.redact`` gives it: the raw path carries the caller token."""
     fields = decision_fields(where, answer, seconds, budget_seconds, method=method, path=path)
     logger.log(severity(answer, seconds, budget_seconds), MESSAGE, extra={"json_fields": fields})
+    for rejection in rejection_entries(fields):
+        rejection_logger.info(REJECTION_MESSAGE, extra={"json_fields": rejection})
     for audit in audit_entries(fields, answer.result):
         logger.info(AUDIT_MESSAGE, extra={"json_fields": audit})
 
@@ -95,6 +102,17 @@ def audit_entries(
     return entries
 
 
+def rejection_entries(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One entry per (plugin, rule) that rejected nodes in filter or vetoed candidates in preempt, every one: the
+    decision entry's ``rejected.rules``, each on its own, since a log-based metric counts entries and cannot look into
+    lists (``terraform/monitoring.tf`` counts these per plugin and rule)."""
+    rejected = fields.get("rejected")
+    if not rejected:
+        return []
+    common = {"event": REJECTION_EVENT, "verb": fields["verb"], "profile": fields["profile"], "pod": fields["pod"]}
+    return [{**common, **rule} for rule in rejected["rules"]]
+
+
 def _held_back(result: FilterResult | ScoreResult | PreemptResult | None) -> list[tuple[str, Notes]]:
     """(field, notes) of the verdicts audited plugins held back: rejections in filter, vetoes in preempt."""
     if isinstance(result, FilterResult) and result.would_reject:
@@ -133,7 +151,7 @@ def decision_fields(
         if result.audited:
             fields["audited"] = list(result.audited)
     else:
-        fields["rejected"] = _rejections(result.rejected.items())
+        fields["rejected"] = _rejections(result.rejected.items(), by_rule=True)
     if result.skipped:
         fields["skipped"] = _rejections(_noted(result.skipped))
     if result.audit_failed:
@@ -183,9 +201,10 @@ def _noted(notes: Mapping[str, tuple[Status, ...]]) -> list[tuple[str, Status]]:
     return [(node, status) for node, statuses in notes.items() for status in statuses]
 
 
-def _rejections(rejected: Iterable[tuple[str, Status]]) -> dict[str, Any]:
+def _rejections(rejected: Iterable[tuple[str, Status]], by_rule: bool = False) -> dict[str, Any]:
     """(node, status) pairs grouped as the pod's FailedScheduling event groups them: one line per plugin and reason;
-    ``count`` is the number of nodes."""
+    ``count`` is the number of nodes. ``by_rule`` adds ``rules``: the nodes of every plugin and rule, not only of the
+    largest groups (one status per node, so each node is counted once)."""
     groups: dict[tuple[str, Code, str], list[str]] = defaultdict(list)
     nodes_seen: set[str] = set()
     for node, status in rejected:
@@ -202,7 +221,20 @@ def _rejections(rejected: Iterable[tuple[str, Status]]) -> dict[str, Any]:
         }
         for (plugin, code, reason), nodes in largest
     ]
-    return {"count": len(nodes_seen), "reasons": reasons}
+    found: dict[str, Any] = {"count": len(nodes_seen), "reasons": reasons}
+    if by_rule:
+        found["rules"] = _rule_counts(groups)
+    return found
+
+
+def _rule_counts(groups: Mapping[tuple[str, Code, str], list[str]]) -> list[dict[str, Any]]:
+    """Nodes per plugin and the rule its reasons name ("" if none), the most first. Each distinct reason is read once:
+    filter's name the rule, not the node, so they are few."""
+    counts: defaultdict[tuple[str, str], int] = defaultdict(int)
+    for (plugin, _, reason), nodes in groups.items():
+        counts[plugin, _rule_named(reason)] += len(nodes)
+    ranked = sorted(counts.items(), key=itemgetter(1), reverse=True)
+    return [{"plugin": plugin, "rule": _name(rule), "count": count} for (plugin, rule), count in ranked]
 
 
 def _audit_failures(failed: Notes) -> list[dict[str, Any]]:

@@ -14,18 +14,31 @@ locals {
   metric_label_extractors = { for label, _ in local.metric_labels : label => "EXTRACT(jsonPayload.${label})" }
   latency_threshold_ms    = module.scheduler_config.http_timeout_ms * var.alert_latency_ratio
 
-  # What audited plugins (enforcement: Audit) would have rejected or vetoed: one entry per plugin and rule of a
-  # request, next to its decision entry (a log-based metric counts entries and cannot look into the decision entry's
-  # wouldReject / wouldVeto lists).
-  audit_log_filter = join(" AND ", [
-    "resource.type=\"cloud_run_revision\"",
-    "resource.labels.service_name=\"${var.function_name}\"",
-    "jsonPayload.event=\"extender.audit\"",
-  ])
-  audit_metric_labels = {
-    plugin  = "Audited plugin that would have rejected or vetoed."
-    rule    = "Rule its reason names (NodeLabelPolicy and ProtectedVictims rules, NodeNameFilter maintenance entries), empty when none."
-    verdict = "wouldReject (filter) or wouldVeto (preempt)."
+  # Counted per plugin and rule, from the entries the function logs one per plugin and rule of a request, next to its
+  # decision entry (a log-based metric counts entries and cannot look into the decision entry's lists): what enforced
+  # plugins rejected (filter) or vetoed (preempt), and what audited ones (enforcement: Audit) would have. Each count
+  # is one scheduling call in which a plugin's rule rejected (or would have) at least one node.
+  rule_metrics = {
+    # What the policy keeps pods off.
+    rejections = {
+      event       = "extender.rejection"
+      description = "Calls in which an enforced plugin rejected nodes (filter) or vetoed candidates (preempt), by plugin, rule, verb and profile."
+      labels = {
+        plugin = "Plugin that rejected nodes (filter) or vetoed candidates (preempt)."
+        rule   = "Rule its reason names (NodeLabelPolicy, NodeLoad and ProtectedVictims rules, NodeNameFilter maintenance entries), empty when none."
+      }
+    }
+    # Roll-out of a new rule: enable its plugin with enforcement: Audit, read this metric for a week, then Enforce
+    # (docs/policy.md).
+    would_reject = {
+      event       = "extender.audit"
+      description = "Calls in which an audited plugin (enforcement: Audit) would have rejected or vetoed nodes, by plugin, rule, verdict, verb and profile. Nothing was rejected: the nodes passed."
+      labels = {
+        plugin  = "Audited plugin that would have rejected or vetoed."
+        rule    = "Rule its reason names (NodeLabelPolicy, NodeLoad and ProtectedVictims rules, NodeNameFilter maintenance entries), empty when none."
+        verdict = "wouldReject (filter) or wouldVeto (preempt)."
+      }
+    }
   }
 
   # A 404 is the one answer to a request without the caller token; every other error reached a routed call.
@@ -203,16 +216,17 @@ resource "google_logging_metric" "latency" {
   depends_on = [time_sleep.apis]
 }
 
-# Roll-out of a new rule: enable its plugin with enforcement: Audit, read this metric for a week, then Enforce
-# (docs/policy.md). Each count is one scheduling call in which the plugin's rule would have rejected (or vetoed) at
-# least one node.
-resource "google_logging_metric" "would_reject" {
-  count = var.monitoring_enabled ? 1 : 0
+resource "google_logging_metric" "by_rule" {
+  for_each = { for name, metric in local.rule_metrics : name => metric if var.monitoring_enabled }
 
   project     = var.project_id
-  name        = "${var.function_name}/would_reject"
-  description = "Calls in which an audited plugin (enforcement: Audit) would have rejected or vetoed nodes, by plugin, rule, verdict, verb and profile. Nothing was rejected: the nodes passed."
-  filter      = local.audit_log_filter
+  name        = "${var.function_name}/${each.key}"
+  description = each.value.description
+  filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${var.function_name}\"",
+    "jsonPayload.event=\"${each.value.event}\"",
+  ])
 
   metric_descriptor {
     metric_kind = "DELTA"
@@ -220,7 +234,7 @@ resource "google_logging_metric" "would_reject" {
     unit        = "1"
 
     dynamic "labels" {
-      for_each = merge(local.metric_labels, local.audit_metric_labels)
+      for_each = merge(local.metric_labels, each.value.labels)
       content {
         key         = labels.key
         value_type  = "STRING"
@@ -230,10 +244,15 @@ resource "google_logging_metric" "would_reject" {
   }
   label_extractors = merge(
     local.metric_label_extractors,
-    { for label, _ in local.audit_metric_labels : label => "EXTRACT(jsonPayload.${label})" },
+    { for label, _ in each.value.labels : label => "EXTRACT(jsonPayload.${label})" },
   )
 
   depends_on = [time_sleep.apis]
+}
+
+moved {
+  from = google_logging_metric.would_reject[0]
+  to   = google_logging_metric.by_rule["would_reject"]
 }
 
 # A new log-based metric takes a while to become known to Cloud Monitoring; an alert policy naming it before then is

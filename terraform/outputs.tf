@@ -66,15 +66,26 @@ output "proxy_service_account" {
 }
 
 output "metric_types" {
-  description = "Cloud Monitoring metric types of the log-based metrics (requests, errors, unauthenticated, latency)."
-  value = var.monitoring_enabled ? {
-    for name, metric in {
-      requests        = google_logging_metric.requests
-      errors          = google_logging_metric.errors
-      unauthenticated = google_logging_metric.unauthenticated
-      latency         = google_logging_metric.latency
-    } : name => "logging.googleapis.com/user/${metric[0].name}"
-  } : null
+  description = "Cloud Monitoring metric types of the log-based metrics (requests, errors, unauthenticated, latency, rejections, would_reject)."
+  value = var.monitoring_enabled ? merge(
+    {
+      for name, metric in {
+        requests        = google_logging_metric.requests
+        errors          = google_logging_metric.errors
+        unauthenticated = google_logging_metric.unauthenticated
+        latency         = google_logging_metric.latency
+      } : name => "logging.googleapis.com/user/${metric[0].name}"
+    },
+    { for name, metric in google_logging_metric.by_rule : name => "logging.googleapis.com/user/${metric.name}" },
+  ) : null
+}
+
+output "dashboard_url" {
+  description = "Console URL of the Cloud Monitoring dashboard; null without one (dashboard_enabled, monitoring_enabled)."
+  value = one([
+    for dashboard in google_monitoring_dashboard.extender :
+    "https://console.cloud.google.com/monitoring/dashboards/builder/${element(split("/", dashboard.id), 3)}?project=${var.project_id}"
+  ])
 }
 
 output "alert_policies" {

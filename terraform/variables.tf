@@ -658,7 +658,14 @@ variable "tls_key_data" {
 # --- Monitoring --------------------------------------------------------------------------------------------------------
 
 variable "monitoring_enabled" {
-  description = "Create the log-based metrics (requests, errors, unauthenticated, latency) and the alert policies."
+  description = "Create the log-based metrics (requests, errors, unauthenticated, latency, rejections, would_reject), the alert policies and the dashboard (dashboard_enabled)."
+  type        = bool
+  default     = true
+  nullable    = false
+}
+
+variable "dashboard_enabled" {
+  description = "Create a Cloud Monitoring dashboard of the extender: calls per verb and status, latency against http_timeout, rejections and audited would-rejects per plugin and rule, errors, Cloud Run instances and cold starts. Its charts read the log-based metrics, so there is none without monitoring_enabled."
   type        = bool
   default     = true
   nullable    = false

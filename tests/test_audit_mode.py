@@ -264,7 +264,7 @@ def test_an_audited_filter_that_fails_in_prepare_rejects_nothing():
     assert "no rules today" in result.audit_failed["a"][0].reason
 
 
-# --- One extender.audit entry per (plugin, rule), rules named exactly -----------------------------------------------
+# --- One extender.audit (and extender.rejection) entry per (plugin, rule), rules named exactly -----------------------
 
 def many_rules_policy(names: list[str]) -> str:
     rules = "".join(
@@ -300,6 +300,29 @@ def test_every_audited_rule_gets_its_entry_however_many_there_are(client_factory
     assert {node for entry in audits for node in entry["nodes"]} == {f"node-{index}" for index in range(30)}
     [decision] = logged(caplog, "extender.decision")
     assert len(decision["wouldReject"]["reasons"]) == TOP_N and decision["wouldReject"]["count"] == 30  # bounded
+
+
+def test_every_enforced_rule_gets_its_rejection_entry_however_many_there_are(client_factory, tmp_path, caplog):
+    """What the rules enforced rejected, counted per plugin and rule however many there are, as the audited ones."""
+    names = [f"rule-{index}" for index in range(12)]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("preemptTrustsSchedulerFilter: true\n" + many_rules_policy(names).replace("Audit", "Enforce"))
+    # Each rule keeps the pod off one pool; 30 nodes over 12 pools: pools 0..5 hold 3 nodes, pools 6..11 two.
+    nodes = {"metadata": {}, "items": [node(f"node-{index}", f"pool-{index % 12}") for index in range(30)]}
+    with caplog.at_level(logging.INFO, logger="extender"):
+        answer = client_factory(policy).post("/filter", json={"Pod": POD, "Nodes": nodes, "NodeNames": None})
+    assert answer.get_json()["Nodes"]["items"] == []
+    rejections = logged(caplog, "extender.rejection")
+    assert {entry["rule"]: entry["count"] for entry in rejections} == {
+        f"rule-{index}": 3 if index < 6 else 2 for index in range(12)
+    }
+    assert {(entry["plugin"], entry["verb"], entry["profile"]) for entry in rejections} == {
+        ("NodeLabelPolicy", "filter", "default")
+    }
+    [decision] = logged(caplog, "extender.decision")
+    counted = [{key: entry[key] for key in ("plugin", "rule", "count")} for entry in rejections]
+    assert decision["rejected"]["rules"] == counted
+    assert len(decision["rejected"]["reasons"]) == TOP_N and not logged(caplog, "extender.audit")
 
 
 def test_victim_names_never_split_a_rule_into_entries(client_factory, tmp_path, caplog):

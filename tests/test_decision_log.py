@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from extender.decision_log import EVENT, MESSAGE, NODES_PER_REASON, TOP_N
+from extender.decision_log import EVENT, MESSAGE, NODES_PER_REASON, REJECTION_EVENT, REJECTION_MESSAGE, TOP_N
 from extender.verbs import filtering
 from tests.recordings import exchanges
 
@@ -108,7 +108,16 @@ def test_filter_entry_says_what_was_kept_and_why_the_rest_was_rejected(client, c
                 "nodes": ["node-c"],
             }
         ],
+        # Every plugin and rule (the reasons above are the largest groups only); NodeNameFilter's deny list is no rule.
+        "rules": [{"plugin": "NodeNameFilter", "rule": "", "count": 1}],
     }
+    # And each on its own, for the rejections metric.
+    [rejection] = [record for record in caplog.records if record.name == "extender.rejection"]
+    assert rejection.getMessage() == REJECTION_MESSAGE
+    assert rejection.json_fields == {
+        "event": REJECTION_EVENT, "verb": "filter", "profile": "default", "pod": entry["pod"],
+        "plugin": "NodeNameFilter", "rule": "", "count": 1,
+    }  # fmt: skip
 
 
 def test_prioritize_entry_ranks_the_nodes_with_each_plugins_score(client, caplog):

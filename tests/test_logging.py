@@ -138,10 +138,13 @@ def test_locally_each_decision_is_one_readable_line(client_factory, tmp_path):
     stream = io.StringIO()
     setup_logging(stream)
     client.post("/filter", data=FULL_FILTER.body, content_type="application/json")
-    [line] = stream.getvalue().splitlines()
+    # The decision, then what its one rejecting plugin rejected (for the rejections metric).
+    line, rejection = stream.getvalue().splitlines()
     assert " INFO extender.decision: extender decision event=extender.decision verb=filter profile=default " in line
     assert " nodesIn=4 nodesOut=3 " in line
     assert '"reason":"NodeNameFilter: ' in line or '"reason":"node name' in line
+    assert " INFO extender.rejection: extender rejection event=extender.rejection verb=filter " in rejection
+    assert rejection.endswith(' plugin=NodeNameFilter rule="" count=1'), rejection
 
 
 def test_setting_up_again_replaces_the_handler_it_installed(monkeypatch):

@@ -228,7 +228,11 @@ def test_a_served_instance_writes_start_up_and_request_entries_once_each_request
 
         wait_for(lambda: any(entry.get("verb") == "filter" for entry in logged()))
     listed = [entry for entry in logged() if entry.get("message", "").startswith("listed 2 nodes")]
-    [decision] = [entry for entry in logged() if entry.get("verb") == "filter"]
+    # The decision and, node-b being rejected, its rejection entry: each once, both in the request's trace.
+    filtering = [entry for entry in logged() if entry.get("verb") == "filter"]
+    [decision] = [entry for entry in filtering if entry["event"] == "extender.decision"]
+    [rejection] = [entry for entry in filtering if entry["event"] == "extender.rejection"]
     assert len(listed) == 1 and not listed[0].get("logging.googleapis.com/trace")
     assert decision["logging.googleapis.com/trace"] == f"projects/{PROJECT}/traces/{TRACE_ID}"
-    assert decision["nodesOut"] == 1
+    assert rejection["logging.googleapis.com/trace"] == decision["logging.googleapis.com/trace"]
+    assert (decision["nodesOut"], rejection["count"], len(filtering)) == (1, 1, 2)

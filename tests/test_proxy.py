@@ -4,12 +4,23 @@ google-auth runs unmodified: only Google's token endpoint is replaced, by a
 local one named in the service-account key file (``token_uri``). It checks the
 key's signed assertion and mints ID tokens signed by a key of its own, which
 the local function verifies the way Cloud Run does before letting a call in.
+
+Header lines HTTP does not allow, or the outgoing client cannot send, go over
+raw sockets: each shape once, then randomly drawn ones, with a fixed seed by
+default so CI is repeatable; to run longer with a new seed each time:
+
+    EXTENDER_HOSTILE_SEED=random EXTENDER_HOSTILE_PROXY_ROUNDS=15000 \\
+        python -m pytest -q -p no:cacheprovider tests/test_proxy.py -k randomly_drawn_headers
+
+The seed is printed with the counts per kind and status at the end of the module.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import random
 import subprocess
 import sys
 import tempfile
@@ -27,19 +38,25 @@ import google.auth.crypt
 import google.auth.exceptions
 import google.auth.jwt
 import google.oauth2.id_token
+import orjson
 import pytest
 import requests
+import urllib3.connection
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from urllib3.util import SKIP_HEADER
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+from extender.proxy.headers import head_problem, unsendable
 from extender.proxy.tokens import IdTokenSource
 from testkit.ports import free_port
 from tests.conftest import ROOT, wait_until_up
+from tests.rawhttp import connect, exchange, head, read_reply
 from tests.recordings import exchanges
+from tests.tally import Tally
 
 SERVICE_ACCOUNT = "scheduler-proxy@my-project.iam.gserviceaccount.com"
 # A service account's signed assertion names Google's token endpoint, wherever it is sent.
@@ -174,10 +191,11 @@ def function(extender_app: Any, fake_google: FakeGoogle) -> Iterator[GuardedFunc
 
 
 @contextmanager
-def running_proxy(target: str, credentials: Path, *extra: str) -> Iterator[str]:
+def running_proxy(target: str, credentials: Path, *extra: str, log_path: Path | None = None) -> Iterator[str]:
+    """The proxy as a process; what it writes goes to ``log_path`` when given."""
     port = free_port()
     # A file, not a pipe: the proxy logs every refusal, and a full pipe nobody reads would stall it.
-    with tempfile.TemporaryFile() as log:
+    with log_path.open("w+b") if log_path else tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "extender", "proxy", "--target", target, "--port", str(port), *extra],
             cwd=ROOT,
@@ -468,10 +486,12 @@ def test_errors_redact_the_path_also_as_re_encoded(fake_google):
 
 
 class RawTarget:
-    """A target that records each request line's target exactly as it arrived, and whether it carried a token."""
+    """A target that records each request line's target exactly as it arrived, and whether it carried a token (and,
+    in ``heads``, its headers)."""
 
     def __init__(self) -> None:
         self.arrived: list[tuple[str, bool]] = []
+        self.heads: list[list[tuple[str, str]]] = []
         target = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -479,6 +499,8 @@ class RawTarget:
 
             def _answer(self) -> None:
                 target.arrived.append((self.path, self.headers.get("Authorization", "").startswith("Bearer ")))
+                target.heads.append(self.headers.items())
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 self.send_response(204)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -533,3 +555,214 @@ def test_no_forwarded_request_leaves_the_target(raw_target, pieces):
     assert answer.startswith((b"HTTP/1.1 204 ", b"HTTP/1.1 400 ")), answer[:200]
     for arrived, with_token in forwarded:
         assert with_token and inside_target(arrived), (path, arrived)
+
+
+# --- headers HTTP does not allow, or the outgoing client cannot send ---------------------------------------------
+
+# In every header value sent below: no answer and no line of the proxy's log may hold it.
+SECRET = "hdr-value-5f0c2a9e"
+HEADER_ROUNDS = int(os.environ.get("EXTENDER_HOSTILE_PROXY_ROUNDS", "400"))
+SEED = os.environ.get("EXTENDER_HOSTILE_SEED", "17")
+TALLY = Tally("hostile proxy headers")
+
+
+@pytest.fixture(scope="module")
+def header_proxy(
+    fake_google: FakeGoogle, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[RawTarget, int]]:
+    """A proxy before a raw target, its port; when the module ends, its log holds no traceback and no value sent."""
+    target = RawTarget()
+    log_path = tmp_path_factory.mktemp("proxy") / "proxy.log"
+    with running_proxy(target.url, fake_google.key_file, log_path=log_path) as url:
+        yield target, int(url.rsplit(":", 1)[1])
+    target.close()
+    log = log_path.read_text(encoding="latin-1")
+    assert "Traceback" not in log and SECRET not in log, log[-3000:]
+    TALLY.print_report(request)
+
+
+def client_sends(name: str, value: str) -> bool:
+    """Whether requests prepares the header and urllib3 (over http.client) puts it in a request head."""
+    try:
+        requests.Request("GET", "http://127.0.0.1/", headers={name: value}).prepare()
+        connection = urllib3.connection.HTTPConnection("127.0.0.1")
+        connection.putrequest("GET", "/")
+        connection.putheader(name, value)
+    except (ValueError, UnicodeEncodeError):  # requests' InvalidHeader is a ValueError
+        return False
+    return value != SKIP_HEADER  # urllib3 leaves a header with this value out, where it does not refuse it
+
+
+_HEADER_TEXT = st.text(
+    st.sampled_from(["a", "Z", "-", ":", " ", "\t", "\r", "\n", "\x00", "\x01", "\x0b", "\x0c", "\x1c", "\x1f",
+                     "\x7f", "\x80", "\x85", "\xa0", "\xe9", "\xff", "\u0100", "\u2028", "\u3000"]),
+    max_size=5,
+)  # fmt: skip
+
+
+@settings(max_examples=4000, derandomize=True, database=None, deadline=None)
+@given(name=_HEADER_TEXT | st.just("User-Agent"), value=_HEADER_TEXT | st.just(SKIP_HEADER))
+def test_the_headers_refused_as_unsendable_are_exactly_those_the_client_refuses(name, value):
+    assert (unsendable([(name, value)]) is None) == client_sends(name, value), (name, value)
+
+
+# Each shape of the randomised audit that found the proxy dropping connections, one header line each ("{}" stands
+# for the value sent), and what the 400's error names.
+HEADER_SHAPES = {
+    "byte 0x80-0xFF in a name": ("X-\xe9t\xe9: {}", r"header 'X-\xe9t\xe9'"),
+    "control character in a name": ("X-\x01A: {}", r"header 'X-\x01A'"),
+    "DEL in a name": ("X\x7f: {}", r"header 'X\x7f'"),
+    "space in a name": ("X Y: {}", "header 'X Y'"),
+    "whitespace before the colon": ("X-A\t: {}", r"header 'X-A\t'"),
+    "a name longer than shown": ("X" * 60 + "\xff: {}", "header '" + "X" * 40 + "'…"),
+    "empty name": (": {}", "line 3 of the request head has an empty header name"),
+    "no colon": ("{}", "line 3 of the request head has no colon"),
+    "control character in a value": ("X-A: a\x01{}", "the value of header 'X-A' holds a control character"),
+    "NUL in a value": ("X-A: {}\x00", "the value of header 'X-A' holds a control character"),
+    "CR alone in a value": ("X-A: a\r{}: b", "the value of header 'X-A' holds a control character"),
+    "0x1C at the start of a value": ("X-A: \x1c{}", "the value of header 'X-A' holds a control character"),
+    # HTTP allows these (obs-text); requests refuses them at the start of a value.
+    "NBSP at the start of a value": ("X-A: \xa0{}", "the value of header 'X-A' cannot be sent on"),
+    "NEL at the start of a value": ("X-A: \x85{}", "the value of header 'X-A' cannot be sent on"),
+    "obs-fold": ("X-A: a\r\n {}", "header 'X-A' is folded onto line 4 of the request head (obs-fold)"),
+    "obs-fold with a tab": ("X-A: a\r\n\t{}", "header 'X-A' is folded onto line 4"),
+    "obs-fold of Host (which is not forwarded)": ("\t{}", "header 'Host' is folded onto line 3"),
+    "urllib3's marker": ("X-A: " + SKIP_HEADER, "the value of header 'X-A' cannot be sent on"),
+    "urllib3's marker for a skippable header": ("User-Agent: " + SKIP_HEADER, "header 'User-Agent'"),
+}
+
+
+def header_head(method: str, *lines: str, body: bytes = b"") -> bytes:
+    return head(method, "/healthz", *lines, f"Content-Length: {len(body)}") + body
+
+
+@pytest.mark.parametrize("shape", HEADER_SHAPES)
+def test_a_header_http_does_not_allow_or_the_client_cannot_send_is_a_400_naming_it(header_proxy, shape):
+    target, port = header_proxy
+    line, named = HEADER_SHAPES[shape]
+    before = len(target.arrived)
+    reply = exchange(port, header_head("POST", line.format(SECRET), body=b"{}"))  # line 3, after Host
+    TALLY.add(f"shape: {shape}", reply.status or "none")
+    assert reply.status == 400, reply
+    error = orjson.loads(reply.body)["Error"]
+    assert error.startswith("identity proxy: ") and named in error, error
+    assert SECRET not in (reply.head + reply.body).decode("latin-1")
+    assert len(target.arrived) == before
+
+
+def test_a_head_whose_first_header_line_begins_with_whitespace_is_refused():
+    lines = [b"\tX-A: 1\r\n", b"Host: proxy\r\n", b"\r\n"]
+    assert head_problem(lines) == (
+        "line 2 of the request head begins with whitespace: a header line starts with its name"
+    )
+    assert head_problem(lines[1:]) is None
+
+
+def test_what_follows_a_header_line_http_does_not_allow_is_never_a_next_request(header_proxy):
+    """The server stops reading a head at a line it cannot read: the Content-Length after it would be lost, and the
+    body read as the next request. The connection is answered and closed instead."""
+    target, port = header_proxy
+    smuggled = b"GET /smuggled HTTP/1.1\r\nHost: proxy\r\n\r\n"
+    with connect(port, timeout=5) as sock:
+        sock.sendall(head("POST", "/healthz", "X-\xe9: 1", f"Content-Length: {len(smuggled)}") + smuggled)
+        first, second = read_reply(sock), read_reply(sock)
+    assert first.status == 400 and b"Connection: close" in first.head, first
+    assert second.status is None and not second.head
+    assert all("smuggled" not in path for path, _ in target.arrived)
+
+
+def test_values_http_allows_arrive_as_they_were_sent(header_proxy):
+    target, port = header_proxy
+    sent = [("X-Latin", "caf\xe9 \xa0\x85\xff"), ("X-Tab", "a\tb"), ("X-Empty", ""), ("X-Marks", '!"#:;<>@[]{}~')]
+    reply = exchange(port, header_head("GET", *[f"{name}: \t {value}" for name, value in sent]))
+    assert reply.status == 204, reply
+    assert set(sent) <= set(target.heads[-1])
+
+
+def field_values(headers: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Each header with its value without the whitespace around it, which is not part of it (RFC 9110 5.5)."""
+    return {(name, value.strip(" \t")) for name, value in headers}
+
+
+# Characters of a drawn header line, by what HTTP makes of them.
+CONTROLS = "".join(map(chr, [*range(0x0A), *range(0x0B, 0x20), 0x7F]))  # every one but LF, which ends a line
+HIGH = "".join(map(chr, range(0x80, 0x100)))  # obs-text: allowed in a value, not in a name
+TOKEN = "!#$%&'*+-.^_`|~abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+SEPARATORS = ' "(),/;<=>?@[\\]{}'
+HEADER_KINDS = [
+    "allowed by HTTP", "control characters in a name", "bytes 0x80-0xFF in a name", "separators in a name",
+    "empty name", "no colon", "control characters in a value", "bytes 0x80-0xFF in a value",
+    "a value that begins with whitespace other than SP or HTAB", "obs-fold", "urllib3's marker",
+]  # fmt: skip
+
+
+def draw_header_line(rng: random.Random) -> tuple[str, str]:
+    """(kind, a header line of that kind with ``SECRET`` in its value, unless the kind says otherwise)."""
+
+    def pick(alphabet: str, most: int = 3) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, most + 1)))
+
+    def spliced(text: str, alphabet: str) -> str:
+        at = rng.randrange(len(text) + 1)
+        return text[:at] + pick(alphabet) + text[at:]
+
+    name = "X-" + pick(TOKEN, 8)
+    # The secret whole, with what HTTP allows in a value around it.
+    value = pick(TOKEN + HIGH + SEPARATORS + "\t") * rng.randrange(2) + SECRET + pick(TOKEN + ":") * rng.randrange(2)
+    kind = rng.choice(HEADER_KINDS)
+    if kind.endswith("in a name"):
+        name = spliced(name, CONTROLS if kind.startswith("control") else HIGH if "0x80" in kind else SEPARATORS)
+    elif kind == "empty name":
+        name = ""
+    elif kind == "no colon":
+        return kind, value.replace(":", "")
+    elif kind.endswith("in a value"):
+        extra = pick(CONTROLS if kind.startswith("control") else HIGH)
+        value = rng.choice([extra + value, value + extra])
+    elif kind.startswith("a value that begins"):
+        value = rng.choice("\x85\xa0\x0b\x0c\x1c\x1d\x1e\x1f") + value
+    elif kind == "obs-fold":
+        value = "a" + rng.choice(["\r\n", "\n"]) + rng.choice([" ", "\t"]) + value
+    elif kind == "urllib3's marker":
+        name, value = rng.choice(["User-Agent", "Host", "Accept-Encoding", name]), SKIP_HEADER
+    return kind, name + ":" + rng.choice(["", " ", "  ", "\t"]) + value
+
+
+def test_randomly_drawn_headers_are_forwarded_as_sent_or_refused_with_a_400(header_proxy):
+    """Each request carries a drawn header line (its Content-Length before or after it), a normal request follows it
+    on the same connection: every request is answered, by the target (204, its headers arrived with their values) or
+    by the proxy (400); none is dropped or a 5xx, no answer holds a value, and a connection the proxy keeps open stays
+    in step."""
+    target, port = header_proxy
+    seed = random.randrange(1 << 32) if SEED == "random" else int(SEED)
+    TALLY.title = f"hostile proxy headers (seed {seed}, {HEADER_ROUNDS} random rounds)"
+    rng = random.Random(seed)
+    for _ in range(HEADER_ROUNDS):
+        kind, line = draw_header_line(rng)
+        body = b"{}"[: rng.randrange(3)]
+        lines = [line, f"Content-Length: {len(body)}", *["X-Also: " + SECRET] * rng.randrange(2)]
+        rng.shuffle(lines)  # the framing before or after the drawn line
+        before = len(target.arrived)
+        with connect(port, timeout=10) as sock:
+            sock.sendall(head(rng.choice(["GET", "POST"]), "/healthz", *lines) + body)
+            reply = read_reply(sock)
+            try:
+                sock.sendall(head("GET", "/next"))
+            except OSError:
+                pass  # closed, as the answer said
+            following = read_reply(sock)
+        TALLY.add(kind, reply.status or "none")
+        assert reply.status in (204, 400), (line, reply)
+        assert SECRET not in (reply.head + reply.body).decode("latin-1"), (line, reply)
+        if reply.status == 204:
+            fields = [each.partition(":") for each in lines]
+            # All but the two the proxy sets itself.
+            sent = field_values([(name, value) for name, _, value in fields if name not in ("Host", "Content-Length")])
+            assert sent <= field_values(target.heads[before]), (line, target.heads[before])
+        else:
+            assert orjson.loads(reply.body)["Error"].startswith("identity proxy: "), reply
+        if b"Connection: close" in reply.head:
+            assert following.status is None and len(target.arrived) == before + (reply.status == 204)
+        else:
+            assert following.status == 204 and target.arrived[-1][0] == "/fn-a/next", (line, following)
+    assert exchange(port, head("GET", "/healthz")).status == 204

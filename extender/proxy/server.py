@@ -7,13 +7,15 @@ path that leaves the target's prefix (on a ``cloudfunctions.net`` host the ID
 token would reach other functions): a dot-segment, plain or percent-encoded,
 or a fragment is refused, and the URL is checked again as ``requests`` will
 send it, normalised, before it is sent. No hop-by-hop headers nor those the
-caller names in ``Connection``, and no body whose length is in doubt
-(duplicate Content-Length, any Transfer-Encoding, a body shorter than
-declared).
+caller names in ``Connection``, no header line HTTP does not allow or the
+outgoing client cannot send (``extender.proxy.headers``), and no body whose
+length is in doubt (duplicate Content-Length, any Transfer-Encoding, a body
+shorter than declared).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 import socket
@@ -27,6 +29,7 @@ import google.auth.exceptions
 import orjson
 import requests
 
+from extender.proxy.headers import head_problem, unsendable
 from extender.proxy.tokens import IdTokenSource
 from extender.urls import credential_base_url, failure_cause
 
@@ -94,12 +97,14 @@ class Forwarder:
         self._sent_prefix = _path_of(self._session.prepare_request(requests.Request("GET", self.target)))
 
     def forward(self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes) -> Reply:
+        headers = list(headers)
+        outgoing = {name: value for name, value in headers if name.lower() not in _per_hop(headers) | REPLACED}
+        if problem := unsendable(outgoing.items()):
+            return failure(400, problem)
         try:
             token = self.tokens.token()
         except google.auth.exceptions.GoogleAuthError as exc:
             return failure(502, f"no ID token for audience {self.tokens.audience}: {exc}")
-        headers = list(headers)
-        outgoing = {name: value for name, value in headers if name.lower() not in _per_hop(headers) | REPLACED}
         outgoing["Authorization"] = f"Bearer {token}"
         # Checked as it will be sent: requests normalises dot-segments away and drops what follows a "#".
         request = requests.Request(method, self.target + path, data=body, headers=outgoing)
@@ -176,11 +181,49 @@ def leaves_prefix(path: str) -> bool:
     return True  # still encoded after every round: too deep to tell, so refused
 
 
+class _LineRecorder(io.BufferedIOBase):
+    """A connection's reader that keeps every line read with ``readline`` (a request line and its head's lines), as
+    they arrived; what is read with ``read`` (a body) is not kept.
+
+    The parsed head cannot show what was wrong with a line: a line it cannot read ends the head, a CR alone splits
+    one in two.
+    """
+
+    def __init__(self, stream: io.BufferedIOBase) -> None:
+        super().__init__()
+        self._stream = stream
+        self.lines: list[bytes] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int | None = -1) -> bytes:
+        line = self._stream.readline(size)
+        self.lines.append(line)
+        return line
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._stream.read(size)
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the scheduler reuses its connection
     server: ProxyServer
     # Seconds each read of a request may wait: a caller that stops sending frees its thread.
     timeout = 30
+
+    def setup(self) -> None:
+        super().setup()
+        self._recorder = _LineRecorder(self.rfile)
+        self.rfile = self._recorder
+
+    def handle_one_request(self) -> None:
+        self._recorder.lines.clear()  # the lines of this request only, on a connection kept alive
+        super().handle_one_request()
 
     def _serve(self) -> None:
         reply = self._read_and_forward()
@@ -195,6 +238,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         if not length_sent:
             self.send_header("Content-Length", str(len(reply.body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")  # the caller learns it cannot send a next request on it
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(reply.body)
@@ -202,6 +247,9 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _serve
 
     def _read_and_forward(self) -> Reply:
+        if problem := head_problem(self._recorder.lines[1:]):
+            self.close_connection = True  # the server stopped reading the head there: the rest is not a next request
+            return failure(400, problem)
         if not self.path.startswith("/"):
             self.close_connection = True
             return failure(400, f"expected a path, got {self.path[:100]!r}")

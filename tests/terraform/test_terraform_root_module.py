@@ -495,34 +495,44 @@ def test_log_based_metrics_read_the_decision_log_entry() -> None:
     )
 
 
-def test_would_reject_metric_counts_the_audit_entries_per_plugin_and_rule() -> None:
-    """Audited plugins' held-back verdicts: one audit entry per plugin and rule, whose fields the extractors read."""
-    from extender.decision_log import AUDIT_EVENT, audit_entries
+def test_per_rule_metrics_count_the_rejection_and_audit_entries_per_plugin_and_rule() -> None:
+    """Enforced plugins' rejections and audited ones' held-back verdicts: one entry per plugin and rule, whose fields
+    the extractors read; would_reject, once a resource of its own, keeps its state (moved)."""
+    from extender.decision_log import AUDIT_EVENT, REJECTION_EVENT, audit_entries, rejection_entries
     from extender.framework import status
     from extender.framework.profile import FilterResult
 
-    metric = RESOURCES[("google_logging_metric", "would_reject")]
-    assert _expression(_raw(metric["count"])) == _code("var.monitoring_enabled ? 1 : 0")
-    assert metric["filter"] == "${local.audit_log_filter}"
-    filter_ = _expression(LOCALS["audit_log_filter"])
-    assert _code(f'jsonPayload.event=\\"{AUDIT_EVENT}\\"') in filter_
+    metric = RESOURCES[("google_logging_metric", "by_rule")]
+    assert _expression(metric["for_each"]) == _code(
+        "{for name, metric in local.rule_metrics : name => metric if var.monitoring_enabled}"
+    )
+    assert metric["name"] == "${var.function_name}/${each.key}"
+    filter_ = _expression(metric["filter"])
+    assert _code('jsonPayload.event=\\"${each.value.event}\\"') in filter_
     assert _code('resource.labels.service_name=\\"${var.function_name}\\"') in filter_
-    assert set(LOCALS["audit_metric_labels"]) == {"plugin", "rule", "verdict"}
     assert _block(metric, "metric_descriptor")["value_type"] == "INT64"
-    assert _code("local.audit_metric_labels") in _expression(metric["label_extractors"])
+    assert _code("each.value.labels") in _expression(metric["label_extractors"])
+    rules = LOCALS["rule_metrics"]
+    assert {name: (rule["event"], set(rule["labels"])) for name, rule in rules.items()} == {
+        "rejections": (REJECTION_EVENT, {"plugin", "rule"}),
+        "would_reject": (AUDIT_EVENT, {"plugin", "rule", "verdict"}),
+    }
+    moved = {(_raw(block["from"]), _raw(block["to"])) for block in ROOT["moved"]}
+    assert ("google_logging_metric.would_reject[0]", 'google_logging_metric.by_rule["would_reject"]') in moved
     # The fields the extractors read are those the function logs, the rule taken from the plugin's reason.
-    held = status.unresolvable("NodeLabelPolicy rule 'others-off-gpu-pool': node does not match x").with_plugin(
-        "NodeLabelPolicy"
-    )
-    result = FilterResult(feasible=["n-1", "n-2"], would_reject={"n-1": (held,), "n-2": (held,)})
-    fields = decision_fields(
-        Route("filter", "default"), Answer(body=None, result=result), 0.01, 5.0, method="POST", path="/filter"
-    )
-    [entry] = audit_entries(fields, result)
-    assert entry["event"] == AUDIT_EVENT and {"verb", "profile"} <= set(entry)
-    assert (entry["plugin"], entry["rule"], entry["verdict"], entry["count"]) == (
-        "NodeLabelPolicy", "others-off-gpu-pool", "wouldReject", 2
-    )
+    reason = "NodeLabelPolicy rule 'others-off-gpu-pool': node does not match x"
+    held = status.unresolvable(reason).with_plugin("NodeLabelPolicy")
+    audited = FilterResult(feasible=["n-1", "n-2"], would_reject={"n-1": (held,), "n-2": (held,)})
+    enforced = FilterResult(feasible=[], rejected={"n-1": held, "n-2": held})
+    route = Route("filter", "default")
+    for verdict, result in (("wouldReject", audited), (None, enforced)):
+        fields = decision_fields(route, Answer(body=None, result=result), 0.01, 5.0, method="POST", path="/filter")
+        [entry] = audit_entries(fields, result) if verdict else rejection_entries(fields)
+        labels = rules["would_reject" if verdict else "rejections"]["labels"]
+        assert {"verb", "profile", *labels} <= set(entry)
+        assert (entry["plugin"], entry["rule"], entry.get("verdict"), entry["count"]) == (
+            "NodeLabelPolicy", "others-off-gpu-pool", verdict, 2
+        )
 
 
 def test_unauthenticated_requests_are_kept_apart_from_errors() -> None:
