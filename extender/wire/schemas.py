@@ -50,8 +50,8 @@ class PodSchema(WireSchema):
     metadata = fields.Nested(ObjectMetaSchema, required=True)
     spec = fields.Nested(PodSpecSchema, load_default=dict)
 
-    @post_load
-    def make_pod(self, data: dict[str, Any], **kwargs: Any) -> Pod:
+    @post_load(pass_original=True)
+    def make_pod(self, data: dict[str, Any], original: Any, **kwargs: Any) -> Pod:
         meta, spec = data["metadata"], data["spec"]
         return Pod(
             uid=meta["uid"],
@@ -60,6 +60,7 @@ class PodSchema(WireSchema):
             labels=meta["labels"],
             annotations=meta["annotations"],
             priority=spec.get("priority"),
+            raw=original,
         )
 
 
@@ -100,8 +101,13 @@ class NodeItems(fields.Field):
             return plain
         loaded = self._schema.load(value)
         return [
-            Node(name=facts["metadata"]["name"], labels=facts["metadata"]["labels"], raw=_as_received(raw))
-            for facts, raw in zip(loaded, value)
+            Node(
+                name=facts["metadata"]["name"],
+                labels=facts["metadata"]["labels"],
+                raw=_as_received(raw),
+                allocatable=allocatable(raw),
+            )
+            for facts, raw in zip(loaded, value, strict=True)
         ]
 
 
@@ -121,8 +127,18 @@ def _plain_nodes(items: list[Any]) -> list[Node] | None:
             labels = {}
         elif type(labels) is not dict or not set(map(type, labels.values())) <= _STR:
             return None
-        nodes.append(Node(name=name, labels=labels, raw=_as_received(item)))
+        nodes.append(Node(name=name, labels=labels, raw=_as_received(item), allocatable=allocatable(item)))
     return nodes
+
+
+def allocatable(item: Mapping[str, Any]) -> dict[str, str] | None:
+    """A node item's ``status.allocatable`` when it is a map of strings (as the API server writes quantities); None
+    otherwise: nothing reads a node's status but load-aware plugins, which then have no allocatable for it."""
+    status = item.get("status")
+    found = status.get("allocatable") if type(status) is dict else None
+    if type(found) is not dict or not set(map(type, found.values())) <= _STR:
+        return None
+    return found
 
 
 def _as_received(item: Any) -> Any:
@@ -228,7 +244,7 @@ def _plain_pod(pod: Any) -> Pod | None:
     priority = spec.get("priority") if spec is not None else None
     if priority is not None and type(priority) is not int:
         return None
-    return Pod(*texts, *(value if value is not None else {} for value in maps), priority)
+    return Pod(*texts, *(value if value is not None else {} for value in maps), priority, pod)
 
 
 def _unique(names: list[str], absent: str | None) -> bool:
