@@ -288,7 +288,8 @@ def test_explain_runs_offline_on_a_saved_answer(prometheus, exporter, tmp_path):
     assert shown.returncode == 0, shown.stderr
     rows = {row["name"]: row for row in json.loads(shown.stdout)["nodes"]}
     assert rows["busy"]["answer"] == "FailedNodes" and rows["busy"]["reason"] == OVER
-    assert rows["busy"]["measured"]["NodeLoad"] == {"cpu": {"value": 0.95, "ageSeconds": 0.0}}
+    busy = rows["busy"]["measured"]["NodeLoad"]["cpu"]
+    assert (busy["value"], busy["ageSeconds"], busy["predicted"]) == (0.95, 0.0, 0.95)
     assert rows["idle"]["answer"] == "kept" and rows["idle"]["scores"] == {"NodeLoad": 90}
     assert rows["ghost"]["measured"]["NodeLoad"] == {"cpu": {"value": None, "ageSeconds": None}}
     table = subprocess.run([*command, "--metrics", str(saved)], cwd=ROOT, capture_output=True, text=True, check=False)

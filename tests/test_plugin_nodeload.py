@@ -154,7 +154,7 @@ def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
         ),
         (
             {"metrics": [CPU], "prometheus": {"url": URL}, "score": {"metric": "cpu", "strategy": "MostLoaded"}},
-            "args.score.strategy: Must be one of: LeastLoaded, TargetLoad.",
+            "args.score.strategy: Must be one of: LeastLoaded, TargetLoad, RiskBalancing.",
         ),
         ({"metrics": [CPU], "prometheus": {"url": URL}, "refreshInterval": 30}, "args.refreshInterval: Not a duration"),
         ({"metrics": [CPU], "prometheus": {"url": URL}, "refreshInterval": "500ms"}, "args.refreshInterval: Must be at least 1s."),

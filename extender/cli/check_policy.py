@@ -18,7 +18,7 @@ import sys
 from extender.framework.kept import KeptProfile
 from extender.framework.plugin import Plugin
 from extender.framework.profile import Profile
-from extender.policy.loader import PolicyError, load_policy
+from extender.policy.loader import PolicyError, load_policy, plugin_notes
 from extender.settings import Settings
 
 
@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{path}: ok")
         for name in sorted(policy.profiles):
             print(f"  profile {name}: {describe(policy.profiles[name])}")
+            for note in plugin_notes(policy.profiles[name]):
+                print(f"    note: {note}")
     return status
 
 

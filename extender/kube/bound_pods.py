@@ -73,12 +73,14 @@ _PRUNE_SECONDS = 10.0
 class Bindings:
     """The pods bound within the horizon, by node; never changed (its identity is its generation)."""
 
-    __slots__ = ("by_node", "problem", "uids")
+    __slots__ = ("by_node", "known", "problem", "uids")
 
-    def __init__(self, by_node: Mapping[str, tuple[BoundPod, ...]], problem: str = "") -> None:
+    def __init__(self, by_node: Mapping[str, tuple[BoundPod, ...]], problem: str = "", known: bool = True) -> None:
         self.by_node = by_node
         # Why pods may be missing ("": every binding the API reported is here).
         self.problem = problem
+        # False until a list succeeded: then nothing is known of the bindings, not even that there are none.
+        self.known = known
         self.uids = frozenset(pod.uid for pods in by_node.values() for pod in pods)
 
     def on(self, node: str) -> tuple[BoundPod, ...]:
@@ -114,7 +116,7 @@ def list_bindings(client: KubeClient, horizon: float, now: float, until: float) 
     try:
         listed = list(_list_pages(client, until))
     except KubeError as exc:
-        return Bindings({}, f"listing the pods bound to nodes failed: {exc.message}")
+        return Bindings({}, f"listing the pods bound to nodes failed: {exc.message}", known=False)
     kept, capped = collect(listed, now, horizon)
     return Bindings(by_node(kept), _capped(horizon) if capped else "")
 
@@ -153,7 +155,9 @@ class PodWatch:
         self.horizon = horizon
         self._pods: dict[str, BoundPod] = {}
         self._by_node: dict[str, tuple[BoundPod, ...]] = {}
-        self.view = Bindings(_EMPTY, "the pods bound to nodes are not listed yet")
+        self.view = Bindings(_EMPTY, "the pods bound to nodes are not listed yet", known=False)
+        # A list succeeded (and no failure since made the index unknown).
+        self._known = False
         # One reader of the stream and writer of the index at a time.
         self._reading = threading.Lock()
         # What the function itself did, told by other threads (never waits for the reader).
@@ -295,6 +299,7 @@ class PodWatch:
             self._fail(f"listing the pods bound to nodes failed: {why}", keep=False)
             return
         kept, version, capped = listed
+        self._known = True
         self._pods = dict(kept)
         self._by_node = by_node(self._pods)
         self._version = version
@@ -419,6 +424,8 @@ class PodWatch:
         self._problem = f"{why}; {counted}"
         if not keep:
             self._pods, self._by_node = {}, {}
+            self._known = False
+            self._changed = True
         self._warn(self._problem)
 
     def _warn(self, problem: str) -> None:
@@ -466,8 +473,8 @@ class PodWatch:
         problem = self._problem
         if not problem and self._behind:
             problem = "the watch of bound pods is behind: the events left wait for the next request"
-        if self._changed or problem != self.view.problem:
-            self.view = Bindings(dict(self._by_node), problem)
+        if self._changed or problem != self.view.problem or self._known != self.view.known:
+            self.view = Bindings(dict(self._by_node), problem, self._known)
             self._changed = False
 
     def _after_fork_in_child(self) -> None:
@@ -479,6 +486,7 @@ class PodWatch:
         self._listed = None
         self._version = ""
         self._pods, self._by_node = {}, {}
+        self._known = False
         self._changed = True
 
 
