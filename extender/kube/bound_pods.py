@@ -113,8 +113,11 @@ def _capped(horizon: float) -> str:
 
 def list_bindings(client: KubeClient, horizon: float, now: float, until: float) -> Bindings:
     """The bindings the API lists now (every page by ``until``, monotonic): the uncached reading of ``PodWatch``."""
+    listed: list[BoundPod] = []
     try:
-        listed = list(_list_pages(client, until))
+        listed.extend(_list_pages(client, until))
+    except _ListEnd:
+        pass
     except KubeError as exc:
         return Bindings({}, f"listing the pods bound to nodes failed: {exc.message}", known=False)
     kept, capped = collect(listed, now, horizon)
@@ -245,20 +248,23 @@ class PodWatch:
 
     def _wait_for_expected(self, now: float, until: float, exclude: str) -> int:
         """Read on until every binding expected has arrived, or ``EXPECT_SECONDS`` after its answer, or ``until``;
-        how many did not arrive."""
+        how many of those waited for did not arrive."""
+        awaited: set[str] = set()
         while True:
             with self._notes:
                 self._merge_own()
                 started = time.monotonic()
                 self._expected = {uid: at for uid, at in self._expected.items() if started - at < EXPECT_SECONDS}
-                waiting = [at for uid, at in self._expected.items() if uid != exclude and uid not in self._pods]
+                waiting = {uid: at for uid, at in self._expected.items() if uid != exclude and uid not in self._pods}
+            awaited.update(waiting)
             if not waiting:
-                return 0
-            limit = min(until, max(waiting) + EXPECT_SECONDS)
+                break
+            limit = min(until, max(waiting.values()) + EXPECT_SECONDS)
             if self._stream is None or started >= limit:
-                return len(waiting)
+                break
             # In short slices: an own binding (another thread's bind) is taken between them.
             self._read(min(limit, started + 0.02), wait=True, now=now)
+        return sum(1 for uid in awaited if uid not in self._pods)
 
     def _merge_own(self) -> None:
         """Own bindings the watch has not delivered yet join the index (under ``_notes``)."""
