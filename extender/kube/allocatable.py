@@ -4,7 +4,7 @@ A node inventory, kept as the kubernetes node source keeps its list (and, like i
 listed on a thread of its own, again every ``REFRESH_SECONDS`` (stale-while-revalidate: requests read the list at
 hand), at most every ``RETRY_SECONDS`` after a failure. A cold instance's first request waits for the first list
 within the deadline it gives. A node the list lacks (new since) has no allocatable until the next list: its load is
-judged as measured, and the request says so.
+judged as measured, and the request says so; asking about it starts that list (at most every ``RETRY_SECONDS``).
 """
 
 from __future__ import annotations
@@ -55,6 +55,16 @@ class NodeAllocatable:
         if waiting is not None:
             waiting.join(max(0.0, until - time.monotonic()))
         return self.nodes, self.problem
+
+    def node_unknown(self) -> None:
+        """A node the list lacks was asked about (it joined since): list again soon, without waiting for it."""
+        now = time.monotonic()
+        with self._lock:
+            if self._listing is not None or now - self._attempt_at <= RETRY_SECONDS:
+                return
+            self._attempt_at = now
+            thread = self._listing = threading.Thread(target=self._list, name="extender-allocatable", daemon=True)
+        thread.start()
 
     def _list(self) -> None:
         try:

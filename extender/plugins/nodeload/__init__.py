@@ -46,7 +46,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from extender.framework import status
@@ -132,10 +132,10 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         )
         usage = self.estimator.usage(demand)
         bindings, problem, late = self._in_flight(pod, now)
-        allocatable, allocatable_problem = self._allocatable()
+        allocatable, allocatable_problem, unknown = self._allocatable()
         return Prediction(
             view, self.config, self.estimator, usage, pod.uid, rules, bindings, problem, late, allocatable,
-            allocatable_problem,
+            allocatable_problem, unknown,
         )
 
     def reuse_key(self, pod: Pod, view: Prediction) -> Hashable:
@@ -237,20 +237,22 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             logger.exception("NodeLoad: reading the pods bound to nodes failed")
             return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", 0
 
-    def _allocatable(self) -> tuple[Mapping[str, Resources] | None, str]:
+    def _allocatable(self) -> tuple[Mapping[str, Resources] | None, str, Callable[[], None] | None]:
+        """The nodes' allocatable the API lists, why it may lack nodes, and what to tell when it lacks one."""
         if self._offline is not None:
-            return self._offline[1], ""
+            return self._offline[1], "", None
         try:
             client = self._client()
             if client is None:
-                return None, ""
+                return None, "", None
             from extender import kube
 
+            source = kube.shared_allocatable(client)
             until = time.monotonic() + WATCH_SHARE * self.config.http_timeout
-            return kube.shared_allocatable(client).current(until)
+            return (*source.current(until), source.node_unknown)
         except Exception as exc:
             logger.exception("NodeLoad: reading the nodes' allocatable resources failed")
-            return None, f"reading the nodes' allocatable resources failed: {type(exc).__name__}: {exc}"
+            return None, f"reading the nodes' allocatable resources failed: {type(exc).__name__}: {exc}", None
 
     # --- offline ---------------------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ out per node is memoized on it, never on the plugin.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from extender.framework.types import Node
@@ -52,6 +52,7 @@ class Prediction:
         "_terms",
         "allocatable",
         "allocatable_problem",
+        "allocatable_unknown",
         "bindings",
         "config",
         "estimator",
@@ -76,6 +77,7 @@ class Prediction:
         late: int = 0,
         allocatable: Mapping[str, Resources] | None = None,
         allocatable_problem: str = "",
+        allocatable_unknown: Callable[[], None] | None = None,
     ) -> None:
         self.loads = loads
         self.config = config
@@ -92,6 +94,8 @@ class Prediction:
         # The nodes' allocatable from the Kubernetes API, and why it may lack nodes.
         self.allocatable = allocatable
         self.allocatable_problem = allocatable_problem
+        # Told when the list lacks a node asked about (it lists again).
+        self.allocatable_unknown = allocatable_unknown
         self._given: dict[str, Resources] = {}
         self._terms: dict[tuple[str, str], Term] = {}
 
@@ -164,6 +168,8 @@ class Prediction:
         given = self._given.get(node)
         if given is None and self.allocatable is not None:
             given = self.allocatable.get(node)
+            if given is None and self.allocatable_unknown is not None:
+                self.allocatable_unknown()
         if given is not None:
             return given.request(resource)
         capacity = self.loads.snapshot.answers.get(f"{metric.name}:allocatable")
