@@ -261,3 +261,38 @@ def test_check_policy_says_when_bursts_are_not_accounted_for(tmp_path):
     assert checked.returncode == 0, checked.stderr
     assert "note: NodeLoad: bursts are not accounted for: without the Kubernetes API (KUBERNETES_API_URL)" in checked.stdout
     assert "metric gpu measures no resource (cpu or memory): no in-flight pods or pod estimate is added to it" in checked.stdout
+
+
+def test_explain_shows_the_prediction_offline_with_in_flight_pods_from_a_file(tmp_path):
+    now = 1_700_000_000.0
+    policy_path = tmp_path / "policy.json"
+    args = {"prometheus": {"url": "http://127.0.0.1:9"}, "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node"}],
+            "filter": [{"metric": "cpu", "above": 0.8}]}
+    policy_path.write_text(json.dumps({"nodeCacheCapable": False, "profiles": [{"name": "default", "plugins": {
+        "filter": {"enabled": [{"name": "NodeLoad"}]}, "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]}},
+        "pluginConfig": [{"name": "NodeLoad", "args": args}]}]}))
+    saved = tmp_path / "cpu.json"
+    saved.write_bytes(answer({"a": 0.5, "b": 0.5}, at=now))
+    from testkit.fake_apiserver import node as node_object
+    from testkit.fake_apiserver import pod as pod_object
+
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps({"kind": "List", "items": [node_object("a"), node_object("b")]}))
+    in_flight = tmp_path / "bound.json"
+    bound_pods = [pod_object(f"x{i}", f"u{i}", "a", cpu="500m", bound_at=now + 1) for i in range(2)]
+    in_flight.write_text(json.dumps({"kind": "List", "items": bound_pods}))
+    incoming = tmp_path / "pod.json"
+    incoming.write_text(json.dumps(pod_object("web", "u-web", "", cpu="400m")))
+    command = [sys.executable, "-m", "extender", "explain", str(incoming), "--nodes", str(nodes), "--policy", str(policy_path),
+               "--metrics", f"cpu={saved}", "--in-flight", str(in_flight)]
+    shown = subprocess.run([*command, "--json"], cwd=ROOT, capture_output=True, text=True, check=False, env={"PATH": "/usr/bin:/bin"})
+    assert shown.returncode == 0, shown.stderr
+    rows = {row["name"]: row for row in json.loads(shown.stdout)["nodes"]}
+    cpu = rows["a"]["measured"]["NodeLoad"]["cpu"]
+    # 0.5 measured + 2 × 500m / 4 in flight + 400m / 4 the pod = 0.85: above 0.8.
+    assert cpu["inFlight"] == {"pods": 2, "share": 0.25} and cpu["podShare"] == 0.1 and cpu["predicted"] == 0.85
+    assert rows["a"]["answer"] == "FailedNodes" and rows["b"]["answer"] == "kept"
+    table = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, env={"PATH": "/usr/bin:/bin"})
+    line = next(line for line in table.stdout.splitlines() if line.startswith("a "))
+    assert "cpu 0.5 (0 s old) +2 in flight 0.25 +pod 0.1 = 0.85" in line
+    assert "the --in-flight pods for the pods bound to nodes" in table.stderr
