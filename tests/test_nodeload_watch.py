@@ -206,3 +206,22 @@ def test_a_watch_line_that_is_not_an_event_breaks_only_the_stream(apiserver, mon
     bad = b"not json\n" if shape == "garbage" else b"x" * 10_000
     watch._lines(bad, time.time())
     assert watch._stream is None and "watch" in watch._problem
+
+
+def test_waiting_stops_while_expected_bindings_do_not_come_and_resumes_when_one_does(apiserver):
+    apiserver.set_pods([pod("comes", "u-comes", "", cpu="100m")])
+    watch = watch_on(apiserver)
+    view(watch)
+    for index in range(module.MISSES_TO_STOP):  # a caller that filters and never binds (a dry run)
+        watch.note_answer(f"u-dry-{index}", feasible=True)
+        assert view(watch, exclude="u-next")[1] == 1
+    watch.note_answer("u-dry-more", feasible=True)
+    started = time.monotonic()
+    assert view(watch, exclude="u-next")[1] == 1 and time.monotonic() - started < 0.1  # no wait any more
+    # A pod this instance judged is bound: bindings arrive again, and requests wait for them again.
+    watch.note_demand("u-comes", demand_of(pod("c", "c", "", cpu="100m")))
+    apiserver.bind("default", "comes", "node-a")
+    settled(watch, lambda found: "u-comes" in found)
+    watch.note_answer("u-dry-again", feasible=True)
+    started = time.monotonic()
+    assert view(watch, exclude="u-next")[1] == 1 and time.monotonic() - started >= module.EXPECT_SECONDS * 0.8

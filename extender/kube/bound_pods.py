@@ -25,7 +25,9 @@ Invariants of the index (``Bindings``, a cache):
   with the demand NodeLoad noted when it judged it; the watch's event for it replaces it later.
 - **Bindings on their way.** kube-scheduler binds a pod asynchronously and starts the next pod's cycle at once, so
   the next filter may arrive before the binding: a request waits (``EXPECT_SECONDS`` at most, within its deadline)
-  for the binding of every other pod this instance answered with feasible nodes within that time.
+  for the binding of every other pod this instance answered with feasible nodes within that time. Once
+  ``MISSES_TO_STOP`` such bindings in a row did not come (a caller that filters without binding: a dry run, a gang
+  held at Permit, another extender rejecting), requests stop waiting until an expected binding arrives again.
 - **Bounded.** At most ``MAX_PODS`` pods (the oldest go first, and views say they are incomplete); one event line at
   most ``MAX_LINE`` bytes; an API failure is retried at most every ``RETRY_SECONDS``; a LIST takes at most
   ``LIST_SECONDS``. Without these the view says why it may be incomplete (``Bindings.problem``): it is never an
@@ -61,7 +63,8 @@ WATCH_SECONDS = 60
 STALL_SECONDS = 90.0
 RETRY_SECONDS = 10.0
 LIST_SECONDS = 60.0
-EXPECT_SECONDS = 1.0
+EXPECT_SECONDS = 0.5
+MISSES_TO_STOP = 3
 # Pods whose demand NodeLoad noted, and answers still expecting a binding, remembered at most.
 MAX_NOTED = 4096
 # Bytes of events one read takes before the index is updated.
@@ -167,6 +170,8 @@ class PodWatch:
         self._notes = threading.Lock()
         self._demands: dict[str, PodDemand] = {}
         self._expected: dict[str, float] = {}
+        # Expected bindings that did not come, in a row (reset when one arrives).
+        self._misses = 0
         self._own: dict[str, BoundPod] = {}
         self._version = ""
         self._stream: Stream | None = None
@@ -257,14 +262,20 @@ class PodWatch:
                 self._expected = {uid: at for uid, at in self._expected.items() if started - at < EXPECT_SECONDS}
                 waiting = {uid: at for uid, at in self._expected.items() if uid != exclude and uid not in self._pods}
             awaited.update(waiting)
-            if not waiting:
+            if not waiting or self._misses >= MISSES_TO_STOP:
                 break
             limit = min(until, max(waiting.values()) + EXPECT_SECONDS)
             if self._stream is None or started >= limit:
                 break
             # In short slices: an own binding (another thread's bind) is taken between them.
             self._read(min(limit, started + 0.02), wait=True, now=now)
-        return sum(1 for uid in awaited if uid not in self._pods)
+        missed = [uid for uid in awaited if uid not in self._pods]
+        if missed:
+            with self._notes:
+                self._misses += len(missed)
+                for uid in missed:  # each counts once
+                    self._expected.pop(uid, None)
+        return len(missed)
 
     def _merge_own(self) -> None:
         """Own bindings the watch has not delivered yet join the index (under ``_notes``)."""
@@ -405,8 +416,16 @@ class PodWatch:
             if pod.finished or pod.bound_at < now - self.horizon:
                 self._remove(pod.uid)
             elif self._pods.get(pod.uid) != pod:
+                if pod.uid not in self._pods:
+                    self._arrived(pod.uid)
                 self._set(pod)
         return True
+
+    def _arrived(self, uid: str) -> None:
+        """A new binding: if this instance expected it, bindings are arriving, so requests wait for them again."""
+        with self._notes:
+            if uid in self._expected or uid in self._demands:
+                self._misses = 0
 
     def _broken(self, why: str) -> None:
         if self._stream is not None:
