@@ -250,10 +250,10 @@ class NodeListAPI:
 class PrometheusAPI:
     """A loopback stand-in for the Prometheus HTTP API's ``GET /api/v1/query``, for the bench only (the tests use a
     real Prometheus): whatever the query, one sample per node name, stamped with the time of the answer. Loads are
-    spread over 0..1 by name, a tenth of the nodes above 0.9."""
+    spread over 0..1 by name, a tenth of the nodes above 0.9, unless ``loads`` gives them."""
 
-    def __init__(self, names: list[str]) -> None:
-        loads = {name: (int(_sha1(name), 16) % 1000) / 1000 for name in names}
+    def __init__(self, names: list[str], loads: dict[str, float] | None = None) -> None:
+        loads = loads or {name: (int(_sha1(name), 16) % 1000) / 1000 for name in names}
 
         class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"

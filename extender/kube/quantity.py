@@ -8,6 +8,7 @@ a binary SI one (``Ki Mi Gi Ti Pi Ei``), a decimal SI one (``n u m "" k M G T P 
 
 from __future__ import annotations
 
+import functools
 import re
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -17,8 +18,10 @@ _QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([eE][+-]?[0-
 _MAX_CHARS = 64
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_quantity(text: str) -> float:
-    """The quantity's value in base units (cores, bytes); ValueError when ``text`` is not a quantity."""
+    """The quantity's value in base units (cores, bytes); ValueError when ``text`` is not a quantity. Remembered
+    for the few texts pods repeat (``"500m"``, ``"1Gi"``)."""
     if not isinstance(text, str) or len(text) > _MAX_CHARS:
         raise ValueError(f"not a Kubernetes quantity: {str(text)[:_MAX_CHARS]!r}")
     match = _QUANTITY.fullmatch(text)

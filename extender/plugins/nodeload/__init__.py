@@ -53,7 +53,7 @@ from extender.framework import status
 from extender.framework.plugin import MAX_NODE_SCORE, FilterPlugin, Observed, ScorePlugin
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
-from extender.kube.demand import Resources, demand_of, owned_by_daemon_set
+from extender.kube.demand import PodDemand, Resources, demand_of, owned_by_daemon_set
 from extender.plugins.nodeload.answers import parse_answer
 from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, RISK_BALANCING, NodeLoadArgs, NodeLoadConfig
 from extender.plugins.nodeload.estimates import Estimator
@@ -131,7 +131,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             if (rule.daemon_sets or not daemon) and rule.pods.matches(pod)
         )
         usage = self.estimator.usage(demand)
-        bindings, problem, late = self._in_flight(pod, now)
+        bindings, problem, late = self._in_flight(pod, demand, now)
         allocatable, allocatable_problem, unknown = self._allocatable()
         return Prediction(
             view, self.config, self.estimator, usage, pod.uid, rules, bindings, problem, late, allocatable,
@@ -211,7 +211,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
                 self._kube = client_from_settings(settings)
             return self._kube
 
-    def _in_flight(self, pod: Pod, now: float) -> tuple[Bindings | None, str, int]:
+    def _in_flight(self, pod: Pod, demand: PodDemand, now: float) -> tuple[Bindings | None, str, int]:
         """The bindings to count (None when unknown), why they may be incomplete, and how many bindings this instance
         expected did not arrive in time. Never raises: a failure costs the in-flight term, said."""
         if self._offline is not None:
@@ -230,7 +230,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
                 bindings = list_bindings(client, self.horizon, now, until)
                 return (bindings if bindings.known else None), bindings.problem, 0
             watch = kube.shared_watch(client, self.horizon)
-            watch.note_demand(pod.uid, demand_of(pod.raw))
+            watch.note_demand(pod.uid, demand)
             bindings, late = watch.bindings(now, until, exclude=pod.uid)
             return (bindings if bindings.known else None), bindings.problem, late
         except Exception as exc:  # a bug must cost the in-flight term, never the request
