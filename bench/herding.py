@@ -36,7 +36,10 @@ def policy(url: str) -> dict[str, Any]:
         "score": {"metric": "cpu", "strategy": "LeastLoaded"},
     }
     plugins = {"score": {"enabled": [{"name": "NodeLoad", "weight": 1}]}}
-    return {"nodeCacheCapable": True, "profiles": [{"name": "default", "plugins": plugins, "pluginConfig": [{"name": "NodeLoad", "args": args}]}]}
+    return {
+        "nodeCacheCapable": True,
+        "profiles": [{"name": "default", "plugins": plugins, "pluginConfig": [{"name": "NodeLoad", "args": args}]}],
+    }
 
 
 def burst(way: str, directory: Path) -> dict[str, int]:
@@ -54,7 +57,9 @@ def burst(way: str, directory: Path) -> dict[str, int]:
         def ask(verb: str, payload: dict[str, Any]) -> Any:
             if way == WAYS[0]:
                 names = payload["NodeNames"]
-                return {"NodeNames": names, "Error": ""} if verb == "filter" else [{"Host": n, "Score": 0} for n in names]
+                return (
+                    {"NodeNames": names, "Error": ""} if verb == "filter" else [{"Host": n, "Score": 0} for n in names]
+                )
             return call(extender, "default", verb, payload).json()
 
         def bind(pod: dict[str, Any], node_name: str) -> None:

@@ -157,7 +157,9 @@ def least_allocated(node: NodeState, cpu: float, memory: float) -> int:
         (round(node.cpu * 1000), round((node.requested_cpu + (cpu or NON_ZERO_CPU)) * 1000)),
         (round(node.memory), round(node.requested_memory + (memory or NON_ZERO_MEMORY))),
     ):
-        scores.append(0 if capacity == 0 or requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity)
+        scores.append(
+            0 if capacity == 0 or requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
+        )
     return sum(scores) // len(scores)
 
 
@@ -181,7 +183,11 @@ def guaranteed_pod(name: str, cpu: str = "400m", memory: str = "256Mi", namespac
             "nodeName": "",
             "schedulerName": "default-scheduler",
             "containers": [
-                {"name": "app", "image": "registry.k8s.io/pause:3.9", "resources": {"requests": resources, "limits": resources}}
+                {
+                    "name": "app",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": resources, "limits": resources},
+                }
             ],
         },
         "status": {"phase": "Pending"},

@@ -51,7 +51,13 @@ def policy(directory: Path, url: str, node_names: bool) -> Path:
 
 
 def burst(
-    client: Any | None, apiserver: FakeApiServer, *, node_names: bool, bind_verb: bool, pace: float = 0.0, in_tree: bool = True
+    client: Any | None,
+    apiserver: FakeApiServer,
+    *,
+    node_names: bool,
+    bind_verb: bool,
+    pace: float = 0.0,
+    in_tree: bool = True,
 ) -> dict[str, int]:
     """Pods per node after the burst, scheduled through ``client`` (None: no extender)."""
     nodes = [node(name) for name in MEASURED]
@@ -70,7 +76,12 @@ def burst(
     def bind(pod: dict[str, Any], node_name: str) -> None:
         meta = pod["metadata"]
         if bind_verb and client is not None:
-            args = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node_name}
+            args = {
+                "PodName": meta["name"],
+                "PodNamespace": meta["namespace"],
+                "PodUID": meta["uid"],
+                "Node": node_name,
+            }
             assert client.post("/bind", json=args).get_json()["Error"] == ""
         else:
             apiserver.bind(meta["namespace"], meta["name"], node_name)

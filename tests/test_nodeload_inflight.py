@@ -30,9 +30,27 @@ GI = 2**30
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("500m", 0.5), ("2", 2.0), ("1.5", 1.5), (".5", 0.5), ("100u", 1e-4), ("10n", 1e-8), ("1k", 1e3),
-        ("1Ki", 1024.0), ("128Mi", 128 * 2**20), ("1Gi", GI), ("1.5Gi", 1.5 * GI), ("2Ti", 2 * 2**40), ("1M", 1e6),
-        ("1G", 1e9), ("1e3", 1e3), ("1E3", 1e3), ("12e-3", 0.012), ("1E", 1e18), ("+1", 1.0), ("-1", -1.0), ("0", 0.0),
+        ("500m", 0.5),
+        ("2", 2.0),
+        ("1.5", 1.5),
+        (".5", 0.5),
+        ("100u", 1e-4),
+        ("10n", 1e-8),
+        ("1k", 1e3),
+        ("1Ki", 1024.0),
+        ("128Mi", 128 * 2**20),
+        ("1Gi", GI),
+        ("1.5Gi", 1.5 * GI),
+        ("2Ti", 2 * 2**40),
+        ("1M", 1e6),
+        ("1G", 1e9),
+        ("1e3", 1e3),
+        ("1E3", 1e3),
+        ("12e-3", 0.012),
+        ("1E", 1e18),
+        ("+1", 1.0),
+        ("-1", -1.0),
+        ("0", 0.0),
     ],
 )
 def test_quantities_read_as_kubernetes_writes_them(text, value):
@@ -45,7 +63,9 @@ def test_what_is_not_a_quantity_is_refused(text):
         parse_quantity(text)
 
 
-def container(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+def container(
+    requests: dict[str, str] | None = None, limits: dict[str, str] | None = None, **extra: Any
+) -> dict[str, Any]:
     return {"name": "c", "resources": {"requests": requests or {}, "limits": limits or {}}, **extra}
 
 
@@ -64,7 +84,7 @@ def test_a_container_is_estimated_by_its_limit_else_its_request_times_a_factor_e
     assert usage({"containers": [bare]}) == (0.1, 128 * 2**20)
     assert usage({"containers": [limited, requested, bare]}) == (0.8, (256 + 100 + 128) * 2**20)
     custom = {"cpu": ResourceEstimate(2.0, 0.25), "memory": ResourceEstimate(1.2, 2**20)}
-    assert usage({"containers": [requested, bare]}, **custom) == (0.65, round(120 * 2**20 + 2**20))
+    assert usage({"containers": [requested, bare]}, **custom) == (0.65, (120 * 2**20 + 2**20))
 
 
 def test_init_containers_sidecars_and_overhead_count_as_the_scheduler_counts_them():
@@ -102,13 +122,19 @@ def answer(values: dict[str, float], at: float = NOW) -> bytes:
 
 
 def plugin(args: dict[str, Any], node_names: bool = True) -> Any:
-    base = {"prometheus": {"url": "http://127.0.0.1:9"}, "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node"}]}
+    base = {
+        "prometheus": {"url": "http://127.0.0.1:9"},
+        "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node"}],
+    }
     document = {
         "nodeCacheCapable": node_names,
         "profiles": [
             {
                 "name": "default",
-                "plugins": {"filter": {"enabled": [{"name": "NodeLoad"}]}, "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]}},
+                "plugins": {
+                    "filter": {"enabled": [{"name": "NodeLoad"}]},
+                    "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]},
+                },
                 "pluginConfig": [{"name": "NodeLoad", "args": {**base, **args}}],
             }
         ],
@@ -117,11 +143,16 @@ def plugin(args: dict[str, Any], node_names: bool = True) -> Any:
 
 
 def bound(uid: str, node: str, at: float, cpu: str = "400m") -> BoundPod:
-    return BoundPod(uid, node, at, demand_of({"spec": {"containers": [container(limits={"cpu": cpu, "memory": "1Gi"})]}}))
+    return BoundPod(
+        uid, node, at, demand_of({"spec": {"containers": [container(limits={"cpu": cpu, "memory": "1Gi"})]}})
+    )
 
 
 def pod(uid: str = "p", cpu: str = "400m", owner: str | None = None, namespace: str = "default") -> Pod:
-    raw: dict[str, Any] = {"metadata": {"uid": uid, "namespace": namespace}, "spec": {"containers": [container(limits={"cpu": cpu})]}}
+    raw: dict[str, Any] = {
+        "metadata": {"uid": uid, "namespace": namespace},
+        "spec": {"containers": [container(limits={"cpu": cpu})]},
+    }
     if owner:
         raw["metadata"]["ownerReferences"] = [{"kind": owner}]
     return Pod(uid, uid, namespace, {}, {}, 0, raw)
@@ -138,7 +169,12 @@ def judged(profile: Any, loads: dict[str, float], pods: list[BoundPod], the_pod:
 
 
 def test_a_pod_bound_after_the_sample_counts_until_a_sample_newer_than_its_binding_plus_the_delay():
-    profile = plugin({"filter": [{"metric": "cpu", "above": 0.9}], "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node", "delay": "2m"}]})
+    profile = plugin(
+        {
+            "filter": [{"metric": "cpu", "above": 0.9}],
+            "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node", "delay": "2m"}],
+        }
+    )
     pods = [
         bound("before-sample-long-ago", "a", NOW - 121),  # sample newer than binding + 2m: shown by the metric
         bound("within-delay", "a", NOW - 119),  # the sample may not show it yet
@@ -191,7 +227,9 @@ def test_allocatable_comes_from_the_request_s_nodes_first_then_the_api_then_a_ca
     node_load = next(p for p in profile.filters if isinstance(p, NodeLoad))
     assert [metric.name for metric in node_load.config.queried] == ["cpu", "cpu:allocatable"]
     capacity = answer({"a": 8.0, "b": 8.0, "c": 8.0})
-    node_load.judge_offline({"cpu": answer({"a": 0.5, "b": 0.5, "c": 0.5}), "cpu:allocatable": capacity}, None, {"b": Resources(2.0)})
+    node_load.judge_offline(
+        {"cpu": answer({"a": 0.5, "b": 0.5, "c": 0.5}), "cpu:allocatable": capacity}, None, {"b": Resources(2.0)}
+    )
     nodes = [Node("a", allocatable={"cpu": "1"}), Node("b"), Node("c"), Node("d")]
     facts = profile.filter(pod(cpu="400m"), nodes).observed["NodeLoad"]
     assert facts("a")["cpu"]["podShare"] == 0.4  # the request's node object: 1 CPU
@@ -201,11 +239,20 @@ def test_allocatable_comes_from_the_request_s_nodes_first_then_the_api_then_a_ca
 
 
 def test_a_node_of_unknown_allocatable_and_a_metric_of_no_resource_are_judged_as_measured():
-    profile = plugin({"metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node"}, {"name": "disk", "query": "d", "nodeLabel": "node"}],
-                      "filter": [{"metric": "disk", "above": 0.5}]})
+    profile = plugin(
+        {
+            "metrics": [
+                {"name": "cpu", "query": "q", "nodeLabel": "node"},
+                {"name": "disk", "query": "d", "nodeLabel": "node"},
+            ],
+            "filter": [{"metric": "disk", "above": 0.5}],
+        }
+    )
     node_load = next(p for p in profile.filters if isinstance(p, NodeLoad))
     assert [metric.resource for metric in node_load.config.metrics] == ["cpu", None]
-    node_load.judge_offline({"cpu": answer({"a": 0.5, "z": 0.5}), "disk": answer({"a": 0.5, "z": 0.5})}, Bindings({}), FOUR_CPU)
+    node_load.judge_offline(
+        {"cpu": answer({"a": 0.5, "z": 0.5}), "disk": answer({"a": 0.5, "z": 0.5})}, Bindings({}), FOUR_CPU
+    )
     facts = profile.filter(pod(), [Node("a"), Node("z")]).observed["NodeLoad"]
     assert facts("a")["disk"] == {"value": 0.5, "ageSeconds": 0.0, "predicted": 0.5}
     assert facts("z")["cpu"]["predicted"] == 0.5 and facts("z")["cpu"]["podShare"] is None
@@ -215,8 +262,15 @@ def test_a_node_of_unknown_allocatable_and_a_metric_of_no_resource_are_judged_as
 # Trimaran's LoadVariationRiskBalancing (pkg/trimaran/loadvariationriskbalancing): risk = (mu + margin * sigma) / 2.
 @pytest.mark.parametrize(
     ("mean", "deviation", "margin", "sensitivity", "score"),
-    [(0.0, 0.0, 1, 1, 100), (0.5, 0.0, 1, 1, 75), (0.5, 0.2, 1, 1, 65), (0.5, 0.2, 2, 1, 55), (0.5, 0.25, 1, 2, 50),
-     (1.2, 0.9, 1, 1, 5), (0.4, 0.5, 3, 1, 30)],
+    [
+        (0.0, 0.0, 1, 1, 100),
+        (0.5, 0.0, 1, 1, 75),
+        (0.5, 0.2, 1, 1, 65),
+        (0.5, 0.2, 2, 1, 55),
+        (0.5, 0.25, 1, 2, 50),
+        (1.2, 0.9, 1, 1, 5),
+        (0.4, 0.5, 3, 1, 30),
+    ],
 )
 def test_risk_balancing_scores_as_trimaran(mean, deviation, margin, sensitivity, score):
     assert round(risk_balancing(mean, deviation, margin, sensitivity)) == score
@@ -234,7 +288,10 @@ def test_risk_balancing_takes_the_worst_resource_with_in_flight_pods_added_to_th
     )
     node_load = next(p for p in profile.filters if isinstance(p, NodeLoad))
     queried = {metric.name: metric.query for metric in node_load.config.queried}
-    assert queried["cpu:mean"] == "avg_over_time((c)[600s:60s])" and queried["memory:stddev"] == "stddev_over_time((m)[600s:60s])"
+    assert (
+        queried["cpu:mean"] == "avg_over_time((c)[600s:60s])"
+        and queried["memory:stddev"] == "stddev_over_time((m)[600s:60s])"
+    )
     answers = {
         "cpu": answer({"a": 0.3, "b": 0.3}),
         "memory": answer({"a": 0.3, "b": 0.3}),
@@ -252,25 +309,74 @@ def test_risk_balancing_takes_the_worst_resource_with_in_flight_pods_added_to_th
 
 def test_check_policy_says_when_bursts_are_not_accounted_for(tmp_path):
     path = tmp_path / "policy.json"
-    args = {"prometheus": {"url": "http://127.0.0.1:9"}, "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node"}, {"name": "gpu", "query": "g", "nodeLabel": "node"}],
-            "filter": [{"metric": "gpu", "above": 0.9}]}
-    path.write_text(json.dumps({"profiles": [{"name": "default", "plugins": {"filter": {"enabled": [{"name": "NodeLoad"}]}, "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]}},
-                                              "pluginConfig": [{"name": "NodeLoad", "args": args}]}]}))
-    checked = subprocess.run([sys.executable, "-m", "extender", "check-policy", str(path)], cwd=ROOT, capture_output=True, text=True, check=False,
-                             env={"PATH": "/usr/bin:/bin"})
+    args = {
+        "prometheus": {"url": "http://127.0.0.1:9"},
+        "metrics": [
+            {"name": "cpu", "query": "q", "nodeLabel": "node"},
+            {"name": "gpu", "query": "g", "nodeLabel": "node"},
+        ],
+        "filter": [{"metric": "gpu", "above": 0.9}],
+    }
+    path.write_text(
+        json.dumps(
+            {
+                "profiles": [
+                    {
+                        "name": "default",
+                        "plugins": {
+                            "filter": {"enabled": [{"name": "NodeLoad"}]},
+                            "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]},
+                        },
+                        "pluginConfig": [{"name": "NodeLoad", "args": args}],
+                    }
+                ]
+            }
+        )
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "extender", "check-policy", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert checked.returncode == 0, checked.stderr
-    assert "note: NodeLoad: bursts are not accounted for: without the Kubernetes API (KUBERNETES_API_URL)" in checked.stdout
-    assert "metric gpu measures no resource (cpu or memory): no in-flight pods or pod estimate is added to it" in checked.stdout
+    assert (
+        "note: NodeLoad: bursts are not accounted for: without the Kubernetes API (KUBERNETES_API_URL)"
+        in checked.stdout
+    )
+    assert (
+        "metric gpu measures no resource (cpu or memory): no in-flight pods or pod estimate is added to it"
+        in checked.stdout
+    )
 
 
 def test_explain_shows_the_prediction_offline_with_in_flight_pods_from_a_file(tmp_path):
     now = 1_700_000_000.0
     policy_path = tmp_path / "policy.json"
-    args = {"prometheus": {"url": "http://127.0.0.1:9"}, "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node"}],
-            "filter": [{"metric": "cpu", "above": 0.8}]}
-    policy_path.write_text(json.dumps({"nodeCacheCapable": False, "profiles": [{"name": "default", "plugins": {
-        "filter": {"enabled": [{"name": "NodeLoad"}]}, "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]}},
-        "pluginConfig": [{"name": "NodeLoad", "args": args}]}]}))
+    args = {
+        "prometheus": {"url": "http://127.0.0.1:9"},
+        "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node"}],
+        "filter": [{"metric": "cpu", "above": 0.8}],
+    }
+    policy_path.write_text(
+        json.dumps(
+            {
+                "nodeCacheCapable": False,
+                "profiles": [
+                    {
+                        "name": "default",
+                        "plugins": {
+                            "filter": {"enabled": [{"name": "NodeLoad"}]},
+                            "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]},
+                        },
+                        "pluginConfig": [{"name": "NodeLoad", "args": args}],
+                    }
+                ],
+            }
+        )
+    )
     saved = tmp_path / "cpu.json"
     saved.write_bytes(answer({"a": 0.5, "b": 0.5}, at=now))
     from testkit.fake_apiserver import node as node_object
@@ -283,16 +389,33 @@ def test_explain_shows_the_prediction_offline_with_in_flight_pods_from_a_file(tm
     in_flight.write_text(json.dumps({"kind": "List", "items": bound_pods}))
     incoming = tmp_path / "pod.json"
     incoming.write_text(json.dumps(pod_object("web", "u-web", "", cpu="400m")))
-    command = [sys.executable, "-m", "extender", "explain", str(incoming), "--nodes", str(nodes), "--policy", str(policy_path),
-               "--metrics", f"cpu={saved}", "--in-flight", str(in_flight)]
-    shown = subprocess.run([*command, "--json"], cwd=ROOT, capture_output=True, text=True, check=False, env={"PATH": "/usr/bin:/bin"})
+    command = [
+        sys.executable,
+        "-m",
+        "extender",
+        "explain",
+        str(incoming),
+        "--nodes",
+        str(nodes),
+        "--policy",
+        str(policy_path),
+        "--metrics",
+        f"cpu={saved}",
+        "--in-flight",
+        str(in_flight),
+    ]
+    shown = subprocess.run(
+        [*command, "--json"], cwd=ROOT, capture_output=True, text=True, check=False, env={"PATH": "/usr/bin:/bin"}
+    )
     assert shown.returncode == 0, shown.stderr
     rows = {row["name"]: row for row in json.loads(shown.stdout)["nodes"]}
     cpu = rows["a"]["measured"]["NodeLoad"]["cpu"]
     # 0.5 measured + 2 × 500m / 4 in flight + 400m / 4 the pod = 0.85: above 0.8.
     assert cpu["inFlight"] == {"pods": 2, "share": 0.25} and cpu["podShare"] == 0.1 and cpu["predicted"] == 0.85
     assert rows["a"]["answer"] == "FailedNodes" and rows["b"]["answer"] == "kept"
-    table = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, env={"PATH": "/usr/bin:/bin"})
+    table = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, check=False, env={"PATH": "/usr/bin:/bin"}
+    )
     line = next(line for line in table.stdout.splitlines() if line.startswith("a "))
     assert "cpu 0.5 (0 s old) +2 in flight 0.25 +pod 0.1 = 0.85" in line
     assert "the --in-flight pods for the pods bound to nodes" in table.stderr

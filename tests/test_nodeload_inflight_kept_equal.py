@@ -99,7 +99,9 @@ def judges(url: str, marker: str) -> bool:
     return status == 200 and marker in orjson.loads(content)["FailedNodes"]
 
 
-def test_eight_threads_against_a_cached_index_answer_as_lists_on_every_request(apiserver, prometheus, exporter, tmp_path):
+def test_eight_threads_against_a_cached_index_answer_as_lists_on_every_request(
+    apiserver, prometheus, exporter, tmp_path
+):
     rng = random.Random(32)
     path = tmp_path / "policy.json"
     path.write_text(policy(prometheus.url))

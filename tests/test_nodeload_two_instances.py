@@ -34,7 +34,9 @@ def policy(url: str) -> str:
 def rejected(url: str) -> set[str]:
     """The nodes a small pod is refused on: those whose in-flight pods the instance counts (0.825 of 4 CPU each)."""
     probe = pod("probe", "u-probe", "", cpu="10m")
-    answer = requests.post(f"{url}/filter", json={"Pod": probe, "Nodes": None, "NodeNames": ["node-a", "node-b"]}, timeout=30)
+    answer = requests.post(
+        f"{url}/filter", json={"Pod": probe, "Nodes": None, "NodeNames": ["node-a", "node-b"]}, timeout=30
+    )
     assert answer.status_code == 200
     failed = answer.json()["FailedNodes"]
     assert all(reason == OVER for reason in failed.values()), failed

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from extender.kube import client_from_settings
 from extender.kube import bound_pods as module
+from extender.kube import client_from_settings
 from extender.kube.bound_pods import PodWatch, list_bindings
 from extender.kube.demand import demand_of
 from extender.settings import Settings

@@ -134,8 +134,18 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         bindings, problem, late = self._in_flight(pod, demand, now)
         allocatable, allocatable_problem, unknown = self._allocatable()
         return Prediction(
-            view, self.config, self.estimator, usage, pod.uid, rules, bindings, problem, late, allocatable,
-            allocatable_problem, unknown,
+            view,
+            self.config,
+            self.estimator,
+            usage,
+            pod.uid,
+            rules,
+            bindings,
+            problem,
+            late,
+            allocatable,
+            allocatable_problem,
+            unknown,
         )
 
     def reuse_key(self, pod: Pod, view: Prediction) -> Hashable:
@@ -317,4 +327,3 @@ def _clamped(load: float) -> float:
 def _round(score: float) -> int:
     """Half away from zero, as Go's math.Round that the scheduling framework's plugins use."""
     return math.floor(score + 0.5)
-

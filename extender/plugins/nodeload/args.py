@@ -100,7 +100,8 @@ class Preset:
 # pod's namespace and pod labels (Prometheus Operator and kube-prometheus-stack add them), as kubernetes-mixin joins
 # them. topk keeps one kube_pod_info series per pod while two kube-state-metrics replicas report it.
 _ON_NODE = (
-    'on (namespace, pod) group_left (node) topk by (namespace, pod) (1, max by (node, namespace, pod) (kube_pod_info{node!=""}))'
+    "on (namespace, pod) group_left (node) topk by (namespace, pod) "
+    '(1, max by (node, namespace, pod) (kube_pod_info{node!=""}))'
 )
 PRESETS: dict[str, Preset] = {
     # Cloud Monitoring's GKE system metrics in PromQL (kubernetes.io/node/cpu/allocatable_utilization and
@@ -307,9 +308,20 @@ class MetricArgs(Schema):
     @post_load
     def make(self, data: dict[str, Any], **kwargs: Any) -> Metric:
         declared = data.get("resource")
-        resource = (None if declared == NONE else declared) if declared else data["name"] if data["name"] in RESOURCES else None
+        resource = (
+            (None if declared == NONE else declared)
+            if declared
+            else data["name"]
+            if data["name"] in RESOURCES
+            else None
+        )
         return Metric(
-            data["name"], data["query"], data["nodeLabel"], resource, data.get("delay", DEFAULT_DELAY), data.get("capacity")
+            data["name"],
+            data["query"],
+            data["nodeLabel"],
+            resource,
+            data.get("delay", DEFAULT_DELAY),
+            data.get("capacity"),
         )
 
 
@@ -401,7 +413,9 @@ class NodeLoadArgs(Schema):
         if not broken & {"preset", "metrics"}:
             self._metrics_named(data, preset, own, broken, problems)
         if "maxAge" in data and "refreshInterval" in data and data["maxAge"] < data["refreshInterval"]:
-            problems["maxAge"] = ["must be at least refreshInterval: answers would be too old before they are asked again"]
+            problems["maxAge"] = [
+                "must be at least refreshInterval: answers would be too old before they are asked again"
+            ]
         if problems:
             raise ValidationError(problems)
 
@@ -412,7 +426,9 @@ class NodeLoadArgs(Schema):
         """The metrics exist, the rules and the score name existing ones, and every metric of the args' own is named."""
         metrics = _metrics(data, preset)
         if not metrics:
-            problems["metrics"] = ["needs at least one metric (name, query, nodeLabel), or a preset (gke, node-exporter)"]
+            problems["metrics"] = [
+                "needs at least one metric (name, query, nodeLabel), or a preset (gke, node-exporter)"
+            ]
         names = ", ".join(metrics) or "none"
         rules = data.get("filter", [])
         for index, rule in enumerate(rules):
@@ -424,7 +440,9 @@ class NodeLoadArgs(Schema):
             problems["score"] = {"metric": [f"unknown metric {score['metric']!r}: the metrics are {names}"]}
         if score.get("strategy") == RISK_BALANCING and not any(metric.resource for metric in metrics.values()):
             problems["score"] = {
-                "strategy": ["RiskBalancing needs a cpu or memory metric (a preset's, or one with resource: cpu/memory)"]
+                "strategy": [
+                    "RiskBalancing needs a cpu or memory metric (a preset's, or one with resource: cpu/memory)"
+                ]
             }
         risk = score.get("strategy") == RISK_BALANCING
         named = all("metric" in rule for rule in rules) and (not score or risk or "metric" in score)
@@ -501,7 +519,7 @@ def _auth(data: Mapping[str, Any], preset: Preset | None) -> str:
 
 
 def _url(data: Mapping[str, Any], preset: Preset | None, settings: Settings) -> str:
-    url = data["prometheus"].get("url")
+    url: str | None = data["prometheus"].get("url")
     if url is None and preset is not None and preset.url is not None and settings.project:
         url = preset.url.format(project=settings.project)
     assert url is not None  # checked by ``consistent``
