@@ -419,3 +419,28 @@ def test_explain_shows_the_prediction_offline_with_in_flight_pods_from_a_file(tm
     line = next(line for line in table.stdout.splitlines() if line.startswith("a "))
     assert "cpu 0.5 (0 s old) +2 in flight 0.25 +pod 0.1 = 0.85" in line
     assert "the --in-flight pods for the pods bound to nodes" in table.stderr
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"allocatable": {"cpu": "3920m", "memory": "12Gi", "pods": "110"}, "images": [{"names": ["x"], "sizeBytes": 1}]},
+        {"allocatable": {"cpu": 4}},  # not strings: not read
+        "not an object",
+        None,
+    ],
+)
+def test_both_decoders_read_a_full_node_s_allocatable_alike(status):
+    from extender.wire.decode import decode_fast_or_full, decode_full
+    from extender.wire.decode_cost import Meter
+    from extender.wire.schemas import ExtenderArgsSchema
+
+    item: dict[str, Any] = {"metadata": {"name": "a", "labels": {"k": "v"}}}
+    if status is not None:
+        item["status"] = status
+    body = orjson.dumps({"Pod": {"metadata": {"uid": "u"}}, "Nodes": {"metadata": {}, "items": [item]}, "NodeNames": None})
+    fast = ExtenderArgsSchema().load(decode_fast_or_full(body, Meter(2**30)))
+    full = ExtenderArgsSchema().load(decode_full(body, Meter(2**30)))
+    assert fast.nodes[0].allocatable == full.nodes[0].allocatable
+    expected = {"cpu": "3920m", "memory": "12Gi", "pods": "110"} if isinstance(status, dict) and status.get("images") else None
+    assert full.nodes[0].allocatable == expected

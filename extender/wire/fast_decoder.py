@@ -52,8 +52,9 @@ class Status(msgspec.Struct):
 
 class NodeFacts(msgspec.Struct):
     metadata: Metadata | None = None
-    # Read only for its allocatable resources, and only when it is an object: nothing else reads a node's status.
-    status: msgspec.Raw = _NULL
+    # Read only for its allocatable resources, in the same pass, and only when it is an object: nothing else reads a
+    # node's status, so any other JSON value is taken as it is.
+    status: Status | list[msgspec.Raw] | str | int | float | bool | None = None
 
 
 # Unknown fields are left to the full decoder: every part of the body is measured for depth, and these are all.
@@ -73,7 +74,6 @@ class _Args(msgspec.Struct, forbid_unknown_fields=True):
 
 _decode_args = msgspec.json.Decoder(_Args).decode
 _decode_node = msgspec.json.Decoder(NodeFacts).decode
-_decode_status = msgspec.json.Decoder(Status).decode
 # UnicodeDecodeError: msgspec quotes an unknown field's name in its message, and that name may not be UTF-8.
 NOT_FAST = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError, RecursionError, UnicodeDecodeError)
 
@@ -163,7 +163,8 @@ class _Decoding:
         if not valid_utf8(encoded) or not _within_depth(raw, MAX_DEPTH - 3):
             return None
         decoded = _decode_node(raw)
-        metadata, status = decoded.metadata, _status(decoded.status)
+        metadata = decoded.metadata
+        status = decoded.status if isinstance(decoded.status, Status) else None
         size = 0 if metadata is None else len(metadata.name) + len(metadata.labels)
         size += 0 if status is None else len(status.allocatable)
         self.unread -= len(raw)
@@ -175,16 +176,6 @@ class _Decoding:
         self.meter.built(WORST_BYTES_PER_BYTE * size)
         self.spent += size
         return EncodedNode(facts(metadata, status), orjson.Fragment(encoded))
-
-
-def _status(raw: msgspec.Raw) -> Status | None:
-    """A node's status as far as it is read (its allocatable), None when it is not an object."""
-    if not memoryview(raw)[:1] == b"{":
-        return None
-    try:
-        return _decode_status(raw)
-    except msgspec.DecodeError:
-        return None
 
 
 # Bytes of node names and labels afforded at a time.
