@@ -367,9 +367,9 @@ class ResourceEstimateArgs(Schema):
     requestFactor = Number(example="a factor such as 1.5", validate=Range(min=0, error="must be 0 or more"))
     default = fields.String()
 
-    @validates_schema(skip_on_field_errors=True)
+    @validates_schema(skip_on_field_errors=False)
     def readable(self, data: dict[str, Any], **kwargs: Any) -> None:
-        if "default" in data:
+        if "default" in data:  # a string: anything else has its own error
             try:
                 parse_quantity(data["default"])
             except ValueError:
