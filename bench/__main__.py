@@ -43,10 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         "--against", metavar="COMMIT", help="also measure the extender of COMMIT in the same run (an A/B)"
     )
     parser.add_argument(
-        "--plot", metavar="DIR", help=f"draw a saved run's results into DIR instead of running (needs {plot.REQUIREMENTS})"
+        "--plot",
+        metavar="DIR",
+        help=f"draw a saved run's results into DIR instead of running (needs {plot.REQUIREMENTS})",
     )
     parser.add_argument(
-        "--results", metavar="FILE", help="with --plot: the results file to draw (default: the latest in bench/results/)"
+        "--results",
+        metavar="FILE",
+        help="with --plot: the results file to draw (default: the latest in bench/results/)",
     )
     args = parser.parse_args(argv)
     if args.plot:

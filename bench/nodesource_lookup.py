@@ -108,8 +108,11 @@ def main() -> None:
         logging.getLogger("extender").setLevel(logging.WARNING)  # one decision line per request would drown the report
         body = workload.body(args.nodes, full_nodes=False)
         answer = client.post("/filter", data=body, content_type="application/json").get_json()
-        assert answer["Error"] == "" and len(answer["NodeNames"]) + len(answer["FailedAndUnresolvableNodes"]) == args.nodes
-        whole = timings(lambda: client.post("/filter", data=body, content_type="application/json"), max(20, args.rounds // 4))
+        assert answer["Error"] == ""
+        assert len(answer["NodeNames"]) + len(answer["FailedAndUnresolvableNodes"]) == args.nodes
+        whole = timings(
+            lambda: client.post("/filter", data=body, content_type="application/json"), max(20, args.rounds // 4)
+        )
         report(f"whole node-name filter request, {args.nodes} names", whole)
         print(f"{'lookup share of the filter request':<52} {statistics.median(lookup) / statistics.median(whole):9.1%}")
 

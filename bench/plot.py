@@ -58,7 +58,7 @@ def plot(results_file: Path, out: Path) -> list[Path]:
     styles = _styles(rows, record.get("cold_starts", {}))
     title = _title(record)
     written = []
-    for name, draw in zip(FILES, (_latency, _rss, _cold_starts)):
+    for name, draw in zip(FILES, (_latency, _rss, _cold_starts), strict=True):
         figure = draw(plt, rows, record, styles)
         figure.suptitle(title, fontsize=8)
         path = out / name
@@ -71,7 +71,10 @@ def plot(results_file: Path, out: Path) -> list[Path]:
 def _styles(rows: list[dict[str, Any]], cold_starts: dict[str, list[float]]) -> dict[str, dict[str, str]]:
     servers = list(dict.fromkeys([*(row["server"] for row in rows), *cold_starts]))
     ours = [server for server in servers if server not in _REFERENCE_STYLE and server != FLOOR_ORJSON]
-    styles = {server: {"color": colour, "linestyle": "-", "marker": "o"} for server, colour in zip(ours, _OURS_COLOURS * 3)}
+    styles = {
+        server: {"color": colour, "linestyle": "-", "marker": "o"}
+        for server, colour in zip(ours, _OURS_COLOURS * 3, strict=False)
+    }
     return {**styles, **{server: style for server, style in _REFERENCE_STYLE.items() if server in servers}}
 
 
@@ -124,9 +127,9 @@ def _panels(
     """One log-log panel per (mode, verb, value, title, y label), a line per server."""
     lines = -(-len(panels) // columns)
     figure, axes = plt.subplots(lines, columns, figsize=(5 * columns, 3.6 * lines), squeeze=False)
-    for ax, (mode, verb, value, title, ylabel) in zip(axes.flat, panels):
+    for ax, (mode, verb, value, title, ylabel) in zip(axes.flat, panels, strict=False):
         for server, points in _series(rows, mode, verb, value).items():
-            ax.plot(*zip(*points), label=server, linewidth=1.2, markersize=3.5, **styles[server])
+            ax.plot(*zip(*points, strict=True), label=server, linewidth=1.2, markersize=3.5, **styles[server])
         _log_log(ax, title, ylabel)
     _legend(figure, axes)
     return figure
@@ -169,7 +172,7 @@ def _log_log(ax: Any, title: str, ylabel: str) -> None:
 def _legend(figure: Any, axes: Any) -> None:
     handles, labels = {}, {}
     for ax in axes.flat:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
             labels[label] = label
     figure.legend(list(handles.values()), list(labels), loc="lower center", ncol=3, fontsize=8, frameon=False)

@@ -77,13 +77,14 @@ def header(load_before: str, load_after: str) -> str:
 
 def table(results: Results) -> str:
     lines = [
-        f"{'mode':<6} {'nodes':>5} {'body':>9} {'verb':<10} {'server':<34} "
-        f"{'median':>9} {'p90':>9} {'max':>9} {'CPU/req':>9} {'peak RSS':>9} {'x echo':>7} {'x empty':>7}",
+        (f"{'mode':<6} {'nodes':>5} {'body':>9} {'verb':<10} {'server':<34} "
+         f"{'median':>9} {'p90':>9} {'max':>9} {'CPU/req':>9} {'peak RSS':>9} {'x echo':>7} {'x empty':>7}"),
     ]
     for row in results.rows:
         cpu = _ms(row.cpu_seconds * 1000) if row.cpu_seconds is not None else "-"
         rss = f"{row.peak_rss_mb:.0f} MB" if row.peak_rss_mb is not None else "-"
-        server = row.server + (" *" if row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD) else "")
+        raised = row.limit_raised and row.server in (EXTENDER, EXTENDER_ALL, EXTENDER_NODELOAD)
+        server = row.server + (" *" if raised else "")
         lines.append(
             f"{row.mode:<6} {row.nodes:>5} {row.body_bytes / 1e6:>6.2f} MB {row.verb:<10} {server:<34} "
             f"{_ms(row.median * 1000):>9} {_ms(row.stat(0.9) * 1000):>9} {_ms(max(row.seconds) * 1000):>9} "
@@ -157,7 +158,8 @@ def targets(results: Results) -> str:
                 verdict = "met" if ratio <= ECHO_RATIO_TARGET else "MISSED"
                 goal = f"<= {ECHO_RATIO_TARGET}x"
                 lines.append(
-                    f"{what:<48} {goal:>9} {ratio:>8.2f}x {'':>9} {_ms(echo.median * 1000):>9}  {verdict} (x echo floor)"
+                    f"{what:<48} {goal:>9} {ratio:>8.2f}x {'':>9} {_ms(echo.median * 1000):>9}  "
+                    f"{verdict} (x echo floor)"
                 )
     lines.append(
         f"(typical: {TYPICAL}; floor: {FLOOR_WSGI}, and {FLOOR_ECHO} for the ratios; {FLOOR_ORJSON} is in the table)"
@@ -210,7 +212,7 @@ def _cold_start_detail(results: Results) -> list[str]:
         for server, runs in results.cold_starts.items():
             if server in (TYPICAL, *FLOORS) or not runs:
                 continue
-            ratios = [ours / theirs for ours, theirs in zip(runs, typical)]
+            ratios = [ours / theirs for ours, theirs in zip(runs, typical, strict=True)]
             quicker = sum(ratio < 1 for ratio in ratios)
             lines.append(f"  {server:<30} {_median(ratios):>9.2f}   quicker in {quicker} of {len(ratios)}")
     return lines

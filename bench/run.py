@@ -153,7 +153,9 @@ def _specs(plan: Plan, stand_ins: StandIns, limit_raised: bool) -> list[ServerSp
     specs = [
         function_spec(EXTENDER, "main.py", **env),
         function_spec(EXTENDER_ALL, "main.py", **all_plugins, **env),
-        function_spec(EXTENDER_NODELOAD, "main.py", **{**all_plugins, "EXTENDER_POLICY": str(stand_ins.nodeload_policy)}, **env),
+        function_spec(
+            EXTENDER_NODELOAD, "main.py", **{**all_plugins, "EXTENDER_POLICY": str(stand_ins.nodeload_policy)}, **env
+        ),
     ]
     if plan.against is not None:
         root, name = plan.against

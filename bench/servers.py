@@ -103,7 +103,7 @@ class Server:
         }
         env = {**inherited, "THREADS": THREADS, "PYTHONPATH": str(spec.root), **spec.env}
         # The function logs every decision: to a file, as a pipe nobody drains would block it once full.
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the server; closed by stop)
+        self.log = tempfile.TemporaryFile()  # lives as long as the server; closed by stop()
         self.launched = time.perf_counter()
         # In a session of its own: stop() can then take down a worker its master left behind.
         self.process = subprocess.Popen(
@@ -203,7 +203,9 @@ class NodeListAPI:
 
     def __init__(self, nodes: list[dict[str, Any]]) -> None:
         metadata_items = [{"metadata": node["metadata"]} for node in nodes]
-        full_items = [{"metadata": node["metadata"], "status": {"allocatable": node["status"]["allocatable"]}} for node in nodes]
+        full_items = [
+            {"metadata": node["metadata"], "status": {"allocatable": node["status"]["allocatable"]}} for node in nodes
+        ]
 
         class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
@@ -229,7 +231,8 @@ class NodeListAPI:
 
             def _pods(self, query: dict[str, list[str]]) -> None:
                 if query.get("watch") != ["1"]:
-                    self.answer(200, orjson.dumps({"kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []}))
+                    empty = {"kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []}
+                    self.answer(200, orjson.dumps(empty))
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -264,7 +267,8 @@ class PrometheusAPI:
                     return
                 now = time.time()
                 result = [{"metric": {"node": name}, "value": [now, repr(load)]} for name, load in loads.items()]
-                self.answer(200, orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}))
+                data = {"resultType": "vector", "result": result}
+                self.answer(200, orjson.dumps({"status": "success", "data": data}))
 
         self._served = Loopback(Handler)
         self.url = self._served.url

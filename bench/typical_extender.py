@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 
 import functions_framework
-from flask import Request, jsonify
+from flask import Request, Response, jsonify
 
 DENY = ["gke-prod-us-highmem-*-0*"]
 PRICES = {
@@ -25,7 +25,7 @@ PRICES = {
 
 
 @functions_framework.http
-def extender(request: Request):  # type: ignore[no-untyped-def]
+def extender(request: Request) -> Response:
     args = request.get_json()
     verb = request.path.rstrip("/").rsplit("/", 1)[-1]
     full = args.get("Nodes") is not None
@@ -56,6 +56,6 @@ def extender(request: Request):  # type: ignore[no-untyped-def]
     return jsonify(
         [
             {"Host": node["metadata"]["name"], "Score": round(10 * (dearest - price) / spread)}
-            for node, price in zip(nodes, prices)
+            for node, price in zip(nodes, prices, strict=True)
         ]
     )

@@ -285,7 +285,11 @@ def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
         return known[1]
     best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
     top = [
-        {"node": _name(node), "score": score, "plugins": {plugin: scores[node] for plugin, scores in by_plugin if node in scores}}
+        {
+            "node": _name(node),
+            "score": score,
+            "plugins": {plugin: scores[node] for plugin, scores in by_plugin if node in scores},
+        }
         for node, score in best
     ]
     if result.kept:
@@ -298,7 +302,7 @@ def _same_objects(
 ) -> bool:
     return len(by_plugin) == len(other) and all(
         name == other_name and scores is other_scores
-        for (name, scores), (other_name, other_scores) in zip(by_plugin, other)
+        for (name, scores), (other_name, other_scores) in zip(by_plugin, other, strict=True)
     )
 
 

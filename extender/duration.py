@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from marshmallow import fields
 
@@ -29,10 +29,10 @@ def parse_go_duration(text: str) -> float:
     return -seconds if sign == "-" else seconds
 
 
-class Duration(fields.Field):
+class Duration(fields.Field[float]):
     """A policy field holding a duration string, loaded as seconds (float), at least ``minimum``."""
 
-    default_error_messages: ClassVar[dict[str, str]] = {
+    default_error_messages = {  # noqa: RUF012 — marshmallow's API: a class attribute (mypy refuses ClassVar here)
         "invalid": "Not a duration: write it like 500ms, 5s or 1m30s.",
         "too_small": "Must be at least {minimum}.",
     }

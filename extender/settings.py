@@ -21,12 +21,16 @@ PYTHONMALLOC and GLIBC_TUNABLES, which the interpreter and the C library read wh
 A value that is not one of a setting's words, not a positive number or not a duration is a ConfigError naming
 the variable, which stops start-up. Nothing else in the package reads the environment: the settings are passed
 down, so a request never depends on a variable changed after the instance started.
+
+What a policy needs set (``Need``: the Kubernetes API for the kubernetes node source, the project for NodeLoad's gke
+preset) is declared by the part of the policy that needs it; ``unmet`` is the error start-up stops with when the
+settings leave one unmet, and ``check-policy --env`` reports.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -117,6 +121,14 @@ class Settings(NamedTuple):
             allocator_as_deployed=_allocator_as_deployed(environ),
         )
 
+    def has(self, name: str) -> bool:
+        """Whether the environment set the variable ``name`` (one a ``Need`` names)."""
+        if name.startswith(KUBERNETES_PREFIX):
+            return name in self.kubernetes
+        if name == PROJECT_ENV:
+            return self.project is not None
+        raise ValueError(f"{name} is not a variable a policy can need")
+
     @property
     def caller_tokens(self) -> list[str]:
         """The tokens a path may carry: the current one, then the one before a rotation, accepted too until the
@@ -125,15 +137,39 @@ class Settings(NamedTuple):
 
     def __repr__(self) -> str:
         # The tokens are secrets, and the Kubernetes variables may hold one: neither is ever shown.
-        shown = {
+        shown: dict[str, object] = {
             name: ("<set>" if value else None) if name in _SECRET_FIELDS else value
-            for name, value in zip(self._fields, self)
+            for name, value in zip(self._fields, self, strict=True)
         }
         shown["kubernetes"] = sorted(self.kubernetes)
         return "Settings(" + ", ".join(f"{name}={value!r}" for name, value in shown.items()) + ")"
 
 
 _SECRET_FIELDS = ("caller_token", "previous_caller_token")
+
+
+class Need(NamedTuple):
+    """A variable the function cannot start without, given its policy: any one of ``names``, and why."""
+
+    names: tuple[str, ...]
+    why: str
+    # Settings that meet the need without any of ``names`` (kubectl proxy authenticates for the function), as ``why``
+    # says.
+    waived: Callable[[Settings], bool] | None = None
+
+    def __str__(self) -> str:
+        return f"{' or '.join(self.names)}: {self.why}"
+
+    def met(self, settings: Settings) -> bool:
+        return any(map(settings.has, self.names)) or (self.waived is not None and self.waived(settings))
+
+
+def unmet(needs: Iterable[Need], settings: Settings) -> ConfigError | None:
+    """The error start-up stops with when ``settings`` leave some of ``needs`` unmet: one line per need."""
+    missing = [f"  {need}" for need in needs if not need.met(settings)]
+    if not missing:
+        return None
+    return ConfigError("the policy needs variables the environment does not set:\n" + "\n".join(missing))
 
 
 def _choice(environ: Mapping[str, str], name: str, words: Mapping[str, bool], default: str) -> bool:

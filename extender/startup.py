@@ -51,7 +51,7 @@ def start(environ: Mapping[str, str] | None = None) -> Extender:
         from extender.policy.loader import PolicyError
 
         setup_logging(settings=settings)
-        redact_tokens_in_logs((settings.caller_token, settings.previous_caller_token))
+        redact_tokens_in_logs(settings.caller_tokens)
         install()
         try:
             extender = Extender.from_environment(settings=settings)

@@ -26,6 +26,9 @@ locals {
   # Known at plan time: the function's secret references do not wait on the secret resource (provider issue #22497).
   caller_token_secret_id = "${var.function_name}-caller-token"
 
+  # The URL kube-scheduler calls (scheduler_config.tf).
+  function_uri = google_cloudfunctions2_function.extender.service_config[0].uri
+
   function_service_account_email  = coalesce(var.function_service_account_email, one(google_service_account.function[*].email))
   function_service_account_member = "serviceAccount:${local.function_service_account_email}"
   proxy_service_account_email     = var.invocation == "iam" ? coalesce(var.proxy_service_account_email, one(google_service_account.scheduler_proxy[*].email)) : null
@@ -419,36 +422,4 @@ resource "google_service_account_iam_member" "scheduler_proxy_workload_identity"
   service_account_id = var.proxy_service_account_email == null ? google_service_account.scheduler_proxy[0].name : "projects/-/serviceAccounts/${var.proxy_service_account_email}"
   role               = "roles/iam.workloadIdentityUser"
   member             = "serviceAccount:${local.cluster_project_id}.svc.id.goog[${var.scheduler_namespace}/${var.scheduler_name}]"
-}
-
-# --- Scheduler configuration ---------------------------------------------------------------------------------------------
-
-module "scheduler_config" {
-  source = "./modules/scheduler-config"
-
-  url                          = google_cloudfunctions2_function.extender.service_config[0].uri
-  caller_token                 = local.caller_token
-  profile                      = var.profile
-  verbs                        = var.verbs
-  weight                       = var.weight
-  http_timeout                 = var.http_timeout
-  ignorable                    = var.ignorable
-  node_cache_capable           = var.node_cache_capable
-  managed_resources            = var.managed_resources
-  tls                          = var.tls
-  tls_key_data                 = var.tls_key_data
-  scheduler_name               = var.scheduler_name
-  percentage_of_nodes_to_score = var.percentage_of_nodes_to_score
-  namespace                    = var.scheduler_namespace
-  leader_election_lease_name   = var.leader_election_lease_name
-  kubeconfig                   = var.kubeconfig
-  kubernetes_version           = var.kubernetes_version
-  scheduler_image              = var.scheduler_image
-  replicas                     = var.scheduler_replicas
-  resources                    = var.scheduler_resources
-  identity_proxy = var.invocation == "iam" ? {
-    image                  = var.proxy_image
-    port                   = 8001
-    google_service_account = var.gke_workload_identity ? local.proxy_service_account_email : null
-  } : null
 }

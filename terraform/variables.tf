@@ -265,6 +265,13 @@ variable "policy_file" {
     ], [])) == 0
     error_message = "policy_file has a profile named \"extender\" (the function's entry point) or \"${var.function_name}\" (function_name): the function refuses to start, as such a URL segment names the function, not a profile. Rename the profile, or set another function_name."
   }
+  validation {
+    # The kubernetes node source lists the nodes before the function serves (plugins that read victim pods in
+    # node-name mode need that source too): start-up refuses to start without the API server and a token, as
+    # check-policy --env says (extender/nodesource/spec.py).
+    condition     = !try(contains(keys(yamldecode(file(var.policy_file)).nodeSource), "kubernetes"), false) || (var.kubernetes_api_url != null && var.kubernetes_token_secret != null)
+    error_message = "policy_file's nodeSource is kubernetes: the function lists the nodes from the API server before it serves, and refuses to start without kubernetes_api_url and kubernetes_token_secret (with kubernetes_token_secret_version). Set both (deploy/kubernetes/extender-rbac.yaml makes the token), or use a nodeSource that needs no API (names, static)."
+  }
 }
 
 variable "runtime" {
@@ -556,7 +563,7 @@ variable "verbs" {
 
   validation {
     condition     = !contains(var.verbs, "bind") || var.kubernetes_api_url != null
-    error_message = "The bind verb needs kubernetes_api_url: the function must create the Binding itself, or pods stay Pending."
+    error_message = "The bind verb needs kubernetes_api_url (and kubernetes_token_secret): the function must create the Binding itself, or pods stay Pending."
   }
   validation {
     condition     = !contains(var.verbs, "bind") || var.kubernetes_token_secret != null

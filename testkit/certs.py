@@ -74,10 +74,14 @@ class CertificateAuthority:
         path.write_bytes(self.cert_pem)
         return path
 
-    def issue_server(self, *hosts: str, valid_from: datetime.timedelta = -_DAY, valid_for: datetime.timedelta = 30 * _DAY) -> Issued:
+    def issue_server(
+        self, *hosts: str, valid_from: datetime.timedelta = -_DAY, valid_for: datetime.timedelta = 30 * _DAY
+    ) -> Issued:
         """A TLS server certificate for ``hosts`` (DNS names or IP addresses, as SANs); default localhost."""
         hosts = hosts or ("localhost", "127.0.0.1")
-        return self.issue(hosts[0], sans=hosts, usage=ExtendedKeyUsageOID.SERVER_AUTH, valid_from=valid_from, valid_for=valid_for)
+        return self.issue(
+            hosts[0], sans=hosts, usage=ExtendedKeyUsageOID.SERVER_AUTH, valid_from=valid_from, valid_for=valid_for
+        )
 
     def issue_client(
         self, common_name: str, organization: str | None = None, valid_from: datetime.timedelta = -_DAY,
@@ -85,7 +89,11 @@ class CertificateAuthority:
     ) -> Issued:
         """A TLS client certificate; Kubernetes reads CN as the user and O as the group."""
         return self.issue(
-            common_name, organization=organization, usage=ExtendedKeyUsageOID.CLIENT_AUTH, valid_from=valid_from, valid_for=valid_for
+            common_name,
+            organization=organization,
+            usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+            valid_from=valid_from,
+            valid_for=valid_for,
         )
 
     def issue(
@@ -119,11 +127,14 @@ class CertificateAuthority:
             )
         )
         if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName([_general_name(host) for host in sans]), critical=False)
+            names = x509.SubjectAlternativeName([_general_name(host) for host in sans])
+            builder = builder.add_extension(names, critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         return Issued(
             cert_pem=cert.public_bytes(serialization.Encoding.PEM),
-            key_pem=key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+            key_pem=key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
         )
 
     def server_context(self, issued: Issued, directory: Path, require_client_cert: bool = False) -> ssl.SSLContext:

@@ -111,9 +111,13 @@ class FakeApiServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         if context is not None:
-            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True, do_handshake_on_connect=False)
+            self._httpd.socket = context.wrap_socket(
+                self._httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
         self.scheme = "https" if context is not None else "http"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="fake-apiserver", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.02,), name="fake-apiserver", daemon=True
+        )
 
     @classmethod
     @contextmanager
@@ -260,7 +264,9 @@ class FakeApiServer:
         if (verb, resource) in self.forbidden:
             who = subject or resource
             raise ApiError(
-                403, "Forbidden", f'{who} is forbidden: User "{USER}" cannot {verb} resource "{resource}" in API group "" {scope}'
+                403,
+                "Forbidden",
+                f'{who} is forbidden: User "{USER}" cannot {verb} resource "{resource}" in API group "" {scope}',
             )
 
     def _list_nodes(self, query: dict[str, list[str]], accept: str) -> dict[str, Any]:
@@ -276,8 +282,16 @@ class FakeApiServer:
             metadata["continue"] = base64.b64encode(str(start + limit).encode()).decode()
             metadata["remainingItemCount"] = len(nodes) - start - limit
         if self.metadata_lists and _METADATA_ACCEPT in accept:
-            items = [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": node["metadata"]} for node in page]
-            return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "items": items}
+            items = [
+                {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": node["metadata"]}
+                for node in page
+            ]
+            return {
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": metadata,
+                "items": items,
+            }
         return {"kind": "NodeList", "apiVersion": "v1", "metadata": metadata, "items": page}
 
     def _list_pods(self, query: dict[str, list[str]]) -> dict[str, Any]:
@@ -356,7 +370,8 @@ class FakeApiServer:
         if not isinstance(body, dict) or body.get("kind") != "Binding" or not (body.get("target") or {}).get("name"):
             raise ApiError(400, "BadRequest", "Binding is invalid: target.name: Required value")
         with self._lock:
-            pod = next((p for p in self.pods if p["metadata"]["name"] == name and p["metadata"]["namespace"] == namespace), None)
+            named = (p for p in self.pods if p["metadata"]["name"] == name and p["metadata"]["namespace"] == namespace)
+            pod = next(named, None)
             if pod is None:
                 raise ApiError(404, "NotFound", f'pods "{name}" not found')
             uid = (body.get("metadata") or {}).get("uid")
@@ -369,7 +384,10 @@ class FakeApiServer:
             assigned = pod.get("spec", {}).get("nodeName")
             if assigned:
                 raise ApiError(
-                    409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{assigned}"'
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node '
+                    f'"{assigned}"',
                 )
             pod.setdefault("spec", {})["nodeName"] = body["target"]["name"]
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if at is None else at))
@@ -383,7 +401,15 @@ class FakeApiServer:
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
     """A ``metav1.Status`` failure, as the API server encodes it."""
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 def node(name: str, labels: dict[str, str] | None = None, cpu: str = "4", memory: str = "16Gi") -> dict[str, Any]:

@@ -37,12 +37,17 @@ def check_filter(request: dict[str, Any], answer: Any) -> None:
     assert all(isinstance(message, str) and message for message in [*failed.values(), *unresolvable.values()])
     assert isinstance(answer.get("Error", ""), str)
     if not answer.get("Error"):
-        assert set(kept) | set(failed) | set(unresolvable) == set(sent), "every node is either kept or rejected with a reason"
+        assert set(kept) | set(failed) | set(unresolvable) == set(sent), (
+            "every node is either kept or rejected with a reason"
+        )
 
 
 def check_prioritize(request: dict[str, Any], answer: Any) -> None:
     assert isinstance(answer, list), f"prioritize must answer a bare array, got {type(answer).__name__}"
-    sent = [node["metadata"]["name"] for node in request["Nodes"].get("items") or []] if request.get("Nodes") else request["NodeNames"]
+    if request.get("Nodes"):
+        sent = [node["metadata"]["name"] for node in request["Nodes"].get("items") or []]
+    else:
+        sent = request["NodeNames"]
     assert [entry["Host"] for entry in answer] == list(sent), "one entry per input node, in order"
     for entry in answer:
         assert set(entry) == {"Host", "Score"}, entry
@@ -52,9 +57,15 @@ def check_prioritize(request: dict[str, Any], answer: Any) -> None:
 def check_preempt(request: dict[str, Any], answer: Any) -> None:
     assert isinstance(answer, dict) and isinstance(answer.get("NodeNameToMetaVictims"), dict), answer
     if request.get("NodeNameToVictims") is not None:
-        offered = {node: {pod["metadata"]["uid"] for pod in victims.get("Pods") or []} for node, victims in request["NodeNameToVictims"].items()}
+        offered = {
+            node: {pod["metadata"]["uid"] for pod in victims.get("Pods") or []}
+            for node, victims in request["NodeNameToVictims"].items()
+        }
     else:
-        offered = {node: {pod["UID"] for pod in victims.get("Pods") or []} for node, victims in (request.get("NodeNameToMetaVictims") or {}).items()}
+        offered = {
+            node: {pod["UID"] for pod in victims.get("Pods") or []}
+            for node, victims in (request.get("NodeNameToMetaVictims") or {}).items()
+        }
     for node, victims in answer["NodeNameToMetaVictims"].items():
         assert node in offered, f"node {node} was not a candidate"
         uids = [pod["UID"] for pod in victims["Pods"]]

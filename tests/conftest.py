@@ -59,7 +59,8 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 3
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the function exited with {process.returncode}: {process.stderr.read().decode() if process.stderr else ''}")
+            stderr = process.stderr.read().decode() if process.stderr else ""
+            raise RuntimeError(f"the function exited with {process.returncode}: {stderr}")
         try:
             requests.get(url, timeout=1)
             return
@@ -102,7 +103,19 @@ def served_process(log_path: Path | None = None, **env: str) -> Iterator[tuple[s
     environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"}
     environment |= dict(ALLOCATOR_ENVIRONMENT) | env
     with logged_process(
-        [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "functions_framework",
+            "--target",
+            "extender",
+            "--source",
+            "main.py",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
         environment,
         log_path,
     ) as (process, log):

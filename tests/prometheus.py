@@ -130,7 +130,9 @@ class PrometheusServer:
     def query(self, promql: str) -> dict[str, Any]:
         return requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5).json()
 
-    def wait_until(self, promql: str, holds: Callable[[dict[str, float]], bool], timeout: float = 20) -> dict[str, float]:
+    def wait_until(
+        self, promql: str, holds: Callable[[dict[str, float]], bool], timeout: float = 20
+    ) -> dict[str, float]:
         """Query until the answer's values by ``node`` label satisfy ``holds``; those values."""
         deadline = time.monotonic() + timeout
         while True:

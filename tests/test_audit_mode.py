@@ -129,7 +129,10 @@ def test_explain_shows_audited_verdicts_as_such(client_factory, tmp_path, capsys
 def test_audit_holds_back_every_verdict_of_the_entry_and_nothing_else():
     pod = Pod(uid="u", namespace="kube-system")
     nodes = [Node("a", {}), Node("b", {})]
-    audited = {("filter", "RejectByName"): EntryPolicy(audit=True), ("preempt", "VetoNamespace"): EntryPolicy(audit=True)}
+    audited = {
+        ("filter", "RejectByName"): EntryPolicy(audit=True),
+        ("preempt", "VetoNamespace"): EntryPolicy(audit=True),
+    }
     profile = Profile("p", filters=[RejectByName({"a": "unresolvable"})], preempts=[VetoNamespace({})], entries=audited)
     result = profile.filter(pod, nodes)
     assert result.feasible == ["a", "b"] and not result.rejected
@@ -157,7 +160,11 @@ profiles:
     preempt: {{enabled: [{{name: ProtectedVictims}}{preempt}]}}
   pluginConfig:
   - name: NodeLabelPolicy
-    args: {{rules: [{{name: others-off-gpu-pool, pods: {{excludeNamespaces: [ml]}}, nodeSelector: {{matchExpressions: [{{key: cloud.google.com/gke-nodepool, operator: NotIn, values: [gpu]}}]}}}}]}}
+    args:
+      rules:
+      - name: others-off-gpu-pool
+        pods: {{excludeNamespaces: [ml]}}
+        nodeSelector: {{matchExpressions: [{{key: cloud.google.com/gke-nodepool, operator: NotIn, values: [gpu]}}]}}
   - name: TopologyPreference
     args: {{preferences: [{{label: cloud.google.com/gke-nodepool, weights: {{general: 100, other: 30}}}}]}}
   - name: ProtectedVictims
@@ -262,14 +269,18 @@ def test_an_audited_filter_that_fails_in_prepare_rejects_nothing():
 def many_rules_policy(names: list[str]) -> str:
     rules = "".join(
         f"      - name: {json.dumps(name)}\n"
-        f"        nodeSelector: {{matchExpressions: [{{key: cloud.google.com/gke-nodepool, operator: NotIn, values: [pool-{index}]}}]}}\n"
+        f"        nodeSelector: {{matchExpressions: [{{key: cloud.google.com/gke-nodepool, operator: NotIn, values: "
+        f"[pool-{index}]}}]}}\n"
         for index, name in enumerate(names)
     )
     return (
         "nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins:\n"
-        "    filter: {enabled: [{name: NodeLabelPolicy, enforcement: Audit}]}\n    preempt: {enabled: [{name: ProtectedVictims, enforcement: Audit}]}\n"
-        "  pluginConfig:\n  - name: NodeLabelPolicy\n    args:\n      rules:\n" + rules
-        + "  - name: ProtectedVictims\n    args: {protect: [{name: \"it's-system\", pods: {namespaces: [kube-system]}}]}\n"
+        "    filter: {enabled: [{name: NodeLabelPolicy, enforcement: Audit}]}\n"
+        "    preempt: {enabled: [{name: ProtectedVictims, enforcement: Audit}]}\n"
+        "  pluginConfig:\n  - name: NodeLabelPolicy\n    args:\n      rules:\n"
+        + rules
+        + "  - name: ProtectedVictims\n"
+        "    args: {protect: [{name: \"it's-system\", pods: {namespaces: [kube-system]}}]}\n"
     )
 
 
@@ -298,13 +309,25 @@ def test_victim_names_never_split_a_rule_into_entries(client_factory, tmp_path, 
     victim = next(iter(FULL_PREEMPT.request["NodeNameToVictims"].values()))["Pods"][0]
     candidates = {
         f"node-{index}": {
-            "Pods": [{**victim, "metadata": {**victim["metadata"], "namespace": "kube-system", "name": f"dns-{index}", "uid": f"u-{index}"}}],
+            "Pods": [
+                {
+                    **victim,
+                    "metadata": {
+                        **victim["metadata"],
+                        "namespace": "kube-system",
+                        "name": f"dns-{index}",
+                        "uid": f"u-{index}",
+                    },
+                }
+            ],
             "NumPDBViolations": 0,
         }
         for index in range(12)
     }
     with caplog.at_level(logging.INFO, logger="extender.decision"):
-        client_factory(policy).post("/preempt", json={"Pod": POD, "NodeNameToVictims": candidates, "NodeNameToMetaVictims": None})
+        client_factory(policy).post(
+            "/preempt", json={"Pod": POD, "NodeNameToVictims": candidates, "NodeNameToMetaVictims": None}
+        )
     [veto] = [entry for entry in logged(caplog, "extender.audit") if entry["plugin"] == "ProtectedVictims"]
     assert (veto["rule"], veto["count"], veto["verdict"]) == ("it's-system", 12, "wouldVeto")
     assert len(veto["nodes"]) == NODES_PER_REASON and len(veto["reasons"]) == NODES_PER_REASON

@@ -43,7 +43,10 @@ def error_of(response, status):
         ({**NAMES, "NodeNames": ["node-a", "node-a"]}, "duplicate node name 'node-a'"),
         ({**NAMES, "NodeNames": None}, "exactly one of Nodes and NodeNames"),
         ({**FULL, "NodeNames": ["node-a"]}, "exactly one of Nodes and NodeNames"),
-        ({**NAMES, "Pod": {"metadata": {"labels": {"app": 1}}}}, "Pod.metadata.labels: Not a valid map of strings: the value of 'app' is int"),
+        (
+            {**NAMES, "Pod": {"metadata": {"labels": {"app": 1}}}},
+            "Pod.metadata.labels: Not a valid map of strings: the value of 'app' is int",
+        ),
         ({**NAMES, "Pod": {"metadata": {}, "spec": {"priority": "high"}}}, "Pod.spec.priority: Not a valid integer"),
         ({**FULL, "Nodes": {"items": [{"metadata": {"name": 5}}]}}, "Nodes.items[0].metadata.name: Not a valid string"),
         ({**FULL, "Nodes": {"items": [{}]}}, "Nodes.items[0].metadata: Missing data for required field"),
@@ -58,9 +61,22 @@ def test_malformed_requests_are_named(client, verb, payload, expected):
 @pytest.mark.parametrize(
     ("payload", "expected"),
     [
-        ({"Pod": NAMES["Pod"], "NodeNameToVictims": None, "NodeNameToMetaVictims": {"node-a": {"Pods": [{"UID": ""}]}}}, "NodeNameToMetaVictims.node-a.value.Pods[0].UID"),
-        ({"Pod": NAMES["Pod"], "NodeNameToMetaVictims": {"node-a": {"Pods": [{}], "NumPDBViolations": "1"}}}, "Missing data for required field"),
-        ({"Pod": NAMES["Pod"], "NodeNameToVictims": {}, "NodeNameToMetaVictims": {}}, "at most one of NodeNameToVictims and NodeNameToMetaVictims"),
+        (
+            {
+                "Pod": NAMES["Pod"],
+                "NodeNameToVictims": None,
+                "NodeNameToMetaVictims": {"node-a": {"Pods": [{"UID": ""}]}},
+            },
+            "NodeNameToMetaVictims.node-a.value.Pods[0].UID",
+        ),
+        (
+            {"Pod": NAMES["Pod"], "NodeNameToMetaVictims": {"node-a": {"Pods": [{}], "NumPDBViolations": "1"}}},
+            "Missing data for required field",
+        ),
+        (
+            {"Pod": NAMES["Pod"], "NodeNameToVictims": {}, "NodeNameToMetaVictims": {}},
+            "at most one of NodeNameToVictims and NodeNameToMetaVictims",
+        ),
     ],
 )
 def test_malformed_preemption_requests_are_named(client, payload, expected):
@@ -96,7 +112,9 @@ def test_other_content_types_are_415(client, content_type):
 
 
 def test_compressed_bodies_are_415(client):
-    response = client.post("/filter", data=b"\x1f\x8b", content_type="application/json", headers={"Content-Encoding": "br"})
+    response = client.post(
+        "/filter", data=b"\x1f\x8b", content_type="application/json", headers={"Content-Encoding": "br"}
+    )
     assert "Content-Encoding 'br' is not supported" in error_of(response, 415)
 
 
@@ -111,7 +129,12 @@ def test_chunked_body_over_the_limit_is_413_from_a_served_process():
     body = json.dumps(FULL).encode()
     with serving(EXTENDER_MAX_BODY_BYTES="1000") as url:
         # A generator body is sent chunked: no Content-Length to check up front.
-        response = requests.post(f"{url}/filter", data=iter([body[:500], body[500:]]), headers={"Content-Type": "application/json"}, timeout=10)
+        response = requests.post(
+            f"{url}/filter",
+            data=iter([body[:500], body[500:]]),
+            headers={"Content-Type": "application/json"},
+            timeout=10,
+        )
         assert response.status_code == 413, response.text
         assert "body too large" in response.json()["Error"]
         assert requests.get(f"{url}/healthz", timeout=10).status_code == 200
@@ -126,7 +149,9 @@ def test_invalid_body_limit_stops_start_up(client_factory, value):
 def test_invalid_policy_stops_start_up(client_factory, tmp_path):
     policy = tmp_path / "policy.yaml"
     policy.write_text("profiles:\n- name: default\n  plugins: {filter: {enabled: [{name: NoSuchPlugin}]}}\n")
-    with pytest.raises(SystemExit, match=r"profiles\[0\]\.plugins\.filter\.enabled\[0\]\.name: unknown plugin 'NoSuchPlugin'"):
+    with pytest.raises(
+        SystemExit, match=r"profiles\[0\]\.plugins\.filter\.enabled\[0\]\.name: unknown plugin 'NoSuchPlugin'"
+    ):
         client_factory(policy)
     with pytest.raises(SystemExit, match="cannot read the file"):
         client_factory(tmp_path / "missing.yaml")
@@ -134,14 +159,31 @@ def test_invalid_policy_stops_start_up(client_factory, tmp_path):
 
 def test_a_served_function_with_a_bad_policy_exits_listing_the_problems(tmp_path):
     policy = tmp_path / "policy.yaml"
-    policy.write_text("profiles:\n- name: Default\n- name: gpu\n  plugins: {score: {enabled: [{name: NodeNameFilter, weight: 1}]}}\n")
-    env = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | {"EXTENDER_POLICY": str(policy)}
-    command = [sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py", "--port", str(free_port())]
-    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    policy.write_text(
+        "profiles:\n- name: Default\n- name: gpu\n  plugins: {score: {enabled: [{name: NodeNameFilter, weight: 1}]}}\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | {
+        "EXTENDER_POLICY": str(policy)
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "functions_framework",
+        "--target",
+        "extender",
+        "--source",
+        "main.py",
+        "--port",
+        str(free_port()),
+    ]
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert finished.returncode != 0
     assert f"extender cannot start: invalid policy {policy}:" in finished.stderr
     assert "profiles[0].name: must be a DNS label" in finished.stderr
-    assert "profiles[1].plugins.score.enabled[0].name: plugin NodeNameFilter does not implement the score extension point" in finished.stderr
+    assert (
+        "profiles[1].plugins.score.enabled[0].name: plugin NodeNameFilter does not implement the score extension point"
+        in finished.stderr
+    )
     assert "Traceback" not in finished.stderr
 
 
@@ -149,13 +191,16 @@ def test_error_headers_survive_any_node_name(tmp_path):
     # A prioritize error names the node; node names come from the caller and may hold newlines or any Unicode.
     policy = tmp_path / "policy.yaml"
     policy.write_text(
-        "nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n"
+        "nodeCacheCapable: false\nprofiles:\n- name: default\n"
+        "  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n"
         "  pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 0.134}}}]\n"
     )
     pod = NAMES["Pod"]
     with serving(EXTENDER_POLICY=str(policy)) as url:
         for name in ["line\nbreak", "snow\u2603man", "x" * 10_000]:
-            response = requests.post(f"{url}/prioritize", json={"Pod": pod, "Nodes": None, "NodeNames": [name]}, timeout=10)
+            response = requests.post(
+                f"{url}/prioritize", json={"Pod": pod, "Nodes": None, "NodeNames": [name]}, timeout=10
+            )
             assert response.status_code == 200, response.text
             assert response.json() == [{"Host": name, "Score": 0}]
             header = response.headers["X-Extender-Error"]

@@ -74,7 +74,9 @@ def test_the_bench_runs_and_reports_every_server_verb_and_mode(capsys):
     assert all(line.split()[-2:] != ["-", "-"] for line in rows if FLOOR_ECHO not in line and FLOOR_WSGI not in line)
     for mode in ("names", "full"):
         for verb in ("filter", "prioritize"):
-            assert any(line.startswith(f"{mode} N=3 {verb}, default policy") and "x echo floor" in line for line in lines)
+            assert any(
+                line.startswith(f"{mode} N=3 {verb}, default policy") and "x echo floor" in line for line in lines
+            )
     assert "do not enable" not in out  # every built-in plugin is measured
 
 

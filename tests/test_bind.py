@@ -53,19 +53,27 @@ def test_already_bound_is_a_conflict_with_the_api_servers_words(client, apiserve
 
 def test_a_recreated_pod_is_not_bound_in_its_predecessors_place(client, apiserver):
     answer = bind(client, ARGS | {"PodUID": "uid-of-the-deleted-pod"})
-    assert "409 Conflict" in answer["Error"] and "Precondition failed: UID in precondition: uid-of-the-deleted-pod" in answer["Error"]
+    assert (
+        "409 Conflict" in answer["Error"]
+        and "Precondition failed: UID in precondition: uid-of-the-deleted-pod" in answer["Error"]
+    )
     assert not apiserver.pods[0]["spec"]["nodeName"]
 
 
 def test_a_deleted_pod_is_not_found(client):
     answer = bind(client, ARGS | {"PodName": "gone"})
-    assert answer["Error"] == 'binding pod default/gone to node node-a failed: the Kubernetes API answered 404 Not Found: pods "gone" not found'
+    assert answer["Error"] == (
+        "binding pod default/gone to node node-a failed: the Kubernetes API answered 404 Not Found: "
+        'pods "gone" not found'
+    )
 
 
 def test_names_cannot_walk_out_of_the_binding_path(client, apiserver):
     answer = bind(client, ARGS | {"PodName": "../../../nodes"})
     assert "404 Not Found" in answer["Error"]
-    assert [request.path for request in apiserver.requests] == ["/api/v1/namespaces/default/pods/..%2F..%2F..%2Fnodes/binding"]
+    assert [request.path for request in apiserver.requests] == [
+        "/api/v1/namespaces/default/pods/..%2F..%2F..%2Fnodes/binding"
+    ]
 
 
 def test_forbidden_points_at_the_rbac(client, apiserver):
@@ -77,13 +85,17 @@ def test_forbidden_points_at_the_rbac(client, apiserver):
 
 def test_unauthorized_points_at_the_token(client_factory, apiserver):
     client = client_factory(**(apiserver.environment() | {"KUBERNETES_TOKEN": "revoked"}))
-    assert bind(client)["Error"].endswith("401 Unauthorized: Unauthorized (check KUBERNETES_TOKEN / KUBERNETES_TOKEN_FILE)")
+    assert bind(client)["Error"].endswith(
+        "401 Unauthorized: Unauthorized (check KUBERNETES_TOKEN / KUBERNETES_TOKEN_FILE)"
+    )
 
 
 def test_api_down(client_factory):
     client = client_factory(KUBERNETES_API_URL=f"https://127.0.0.1:{free_port()}", KUBERNETES_TOKEN="t")
     answer = bind(client)
-    assert answer["Error"].startswith("binding pod default/pod-1 to node node-a failed: cannot reach the Kubernetes API at https://127.0.0.1:")
+    assert answer["Error"].startswith(
+        "binding pod default/pod-1 to node node-a failed: cannot reach the Kubernetes API at https://127.0.0.1:"
+    )
 
 
 def test_a_slow_api_answers_within_the_schedulers_timeout(client_factory, apiserver):
@@ -92,7 +104,9 @@ def test_a_slow_api_answers_within_the_schedulers_timeout(client_factory, apiser
     began = time.monotonic()
     answer = bind(client)
     assert time.monotonic() - began < 1.0
-    assert answer["Error"].endswith("failed: the Kubernetes API did not answer POST /api/v1/namespaces/default/pods/pod-1/binding within 0.5 s")
+    assert answer["Error"].endswith(
+        "failed: the Kubernetes API did not answer POST /api/v1/namespaces/default/pods/pod-1/binding within 0.5 s"
+    )
 
 
 def test_without_the_api_bind_refuses_rather_than_pretend(client_factory, monkeypatch):

@@ -13,15 +13,15 @@ import pytest
 import yaml
 
 from extender.__main__ import main
-from extender.cli.check_scheduler_config import blind_resource_scoring
+from extender.cli.scheduler_config.extra_rules import blind_resource_scoring
 from testkit.certs import CertificateAuthority
 from tests.conftest import ROOT
 from tests.recordings import scenarios
 
 RECORDED = [recording.config_path for recording in scenarios()]
 BLIND = (
-    "nodeCacheCapable: Invalid value: false: kube-scheduler {version} scores every node this extender's filter returns "
-    "as idle (kubernetes/kubernetes#141781, since 1.33)"
+    "nodeCacheCapable: stricter than kube-scheduler: kube-scheduler {version} scores every node this extender's filter "
+    "returns as idle (kubernetes/kubernetes#141781, since 1.33)"
 )
 HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 URL = "https://scheduler-extender-x7k2p9q4ra-uc.a.run.app/q8ZrT2vLw5NcY7bK1mXf4HsJ9dGp3aEu"
@@ -54,8 +54,11 @@ def test_configurations_a_real_kube_scheduler_started_with_pass_for_its_version(
         # It started, and scored blind (kubernetes#141781): refused unless accepted explicitly.
         assert (code, out, err[0]) == (1, "", f"invalid scheduler configuration {path}:")
         assert [line.split(" Set nodeCacheCapable: true")[0] for line in err[1:]] == [
-            f"  extenders[0].{BLIND.format(version=version)}: NodeResourcesFit and NodeResourcesBalancedAllocation see "
-            "no pod on them, so a busy node wins as often as an idle one."
+            (
+                f"  extenders[0].{BLIND.format(version=version)}: NodeResourcesFit and "
+                "NodeResourcesBalancedAllocation see "
+                "no pod on them, so a busy node wins as often as an idle one."
+            )
         ]
         code, out, err = run(capsys, path, "--kubernetes-version", version, "--allow-blind-resource-scoring")
     assert (code, err) == (0, [])
@@ -88,16 +91,28 @@ def test_every_problem_is_reported_in_kube_schedulers_words(capsys, tmp_path):
     assert sorted(err[1:]) == sorted(
         [
             '  strict decoding error: unknown field "extenders[0].nodeCacheCapabel"',
-            "  extenders[0].httpTimeout: json: cannot unmarshal number into Go struct field Extender.extenders.httpTimeout "
-            "of type string",
-            "  extenders[0].tlsConfig.caData: illegal base64 data at input byte 0: the *Data fields hold base64 of the "
-            "PEM file, e.g. base64 -w0 ca.pem",
-            "  extenders[0].managedResources[0].name: Invalid value: \"gpu\": is an invalid extended resource name",
-            "  extenders[1].urlPrefix: must be an http:// or https:// URL: kube-scheduler accepts it, but every call fails",
+            (
+                "  extenders[0].httpTimeout: json: cannot unmarshal number into Go struct field "
+                "Extender.extenders.httpTimeout "
+                "of type string"
+            ),
+            (
+                "  extenders[0].tlsConfig.caData: illegal base64 data at input byte 0: a *Data field holds base64 "
+                "of the PEM "
+                "file, such as base64 -w0 ca.pem writes"
+            ),
+            '  extenders[0].managedResources[0].name: Invalid value: "gpu": is an invalid extended resource name',
+            (
+                "  extenders[1].urlPrefix: stricter than kube-scheduler: must be an http:// or https:// URL: "
+                "kube-scheduler "
+                "starts with it, but every call fails"
+            ),
             "  extenders[0].weight: Invalid value: 0: must have a positive weight applied to it",
             '  extenders: Invalid value: "found 2 extenders implementing bind": only one extender can implement bind',
-            "  extenders[1].managedResources[0].name: Invalid value: \"example.com/gpu\": duplicate extender managed "
-            "resource name",
+            (
+                '  extenders[1].managedResources[0].name: Invalid value: "example.com/gpu": duplicate extender managed '
+                "resource name"
+            ),
         ]
     )
     assert all(URL.rsplit("/", 1)[1] not in line for line in err), "the caller token never appears"
@@ -121,7 +136,8 @@ def test_with_the_policy_the_two_files_must_agree(capsys, tmp_path):
     good = write(
         tmp_path,
         "good.yaml",
-        HEADER + f"extenders:\n- {{urlPrefix: '{URL}/batch', filterVerb: filter, enableHTTPS: true, tlsConfig: {{caData: {ca}}}}}\n",
+        HEADER + f"extenders:\n- {{urlPrefix: '{URL}/batch', filterVerb: filter, enableHTTPS: true, "
+        f"tlsConfig: {{caData: {ca}}}}}\n",
     )
     code, out, err = run(capsys, good, "--policy", policy, "--kubernetes-version", "1.32")
     assert (code, err) == (0, [])
@@ -147,19 +163,37 @@ def test_with_the_policy_the_two_files_must_agree(capsys, tmp_path):
     )
     code, out, err = run(capsys, bad, "--policy", no_default)
     assert (code, out) == (1, "")
+    stricter = "stricter than kube-scheduler: "
     assert err[1:] == [
-        "  extenders[0].enableHTTPS: enableHTTPS without tlsConfig.caData or caFile turns certificate verification off: "
-        "give a CA, drop enableHTTPS to verify an https:// urlPrefix against the system roots, or set "
-        "tlsConfig.insecure: true",
-        '  extenders[1].urlPrefix: must not have a query string or fragment: the scheduler appends "/<verb>" verbatim',
-        '  extenders[0].filterVerb: Invalid value: "filtr": the function answers only \'filter\' here',
+        (
+            f"  extenders[0].enableHTTPS: {stricter}enableHTTPS without tlsConfig.caData or caFile turns certificate "
+            "verification off: give a CA, drop enableHTTPS to verify an https:// urlPrefix against the system "
+            "roots, or "
+            "set tlsConfig.insecure: true"
+        ),
+        (
+            f"  extenders[1].urlPrefix: {stricter}must not have a query string or fragment: kube-scheduler appends "
+            '"/<verb>" '
+            "verbatim, so every call misses the verb"
+        ),
+        f"  extenders[0].filterVerb: {stricter}Invalid value: \"filtr\": the function answers only 'filter' here",
         # Routed as the function routes it: past the caller token, "batc" names no profile.
-        "  extenders[0].urlPrefix: every call would fail: unknown profile 'batc': this policy serves batch, tenants",
-        "  extenders[0].nodeCacheCapable: Invalid value: true: the scheduler sends node names only, but the policy "
-        "declares nodeCacheCapable: false; set both alike",
-        "  extenders[1].preemptVerb: preempt requests carry no Node objects and the policy has no nodeSource, so "
-        "filters reading labels (tenants/NodeLabelPolicy) cannot run there: configure a nodeSource, or set "
-        "preemptTrustsSchedulerFilter: true in the policy (see docs/policy.md)",
+        (
+            f"  extenders[0].urlPrefix: {stricter}every call would fail: unknown profile 'batc': this policy "
+            "serves batch, "
+            "tenants"
+        ),
+        (
+            f"  extenders[0].nodeCacheCapable: {stricter}Invalid value: true: the scheduler sends node names only, "
+            "but the "
+            "policy declares nodeCacheCapable: false; set both alike"
+        ),
+        (
+            f"  extenders[1].preemptVerb: {stricter}preempt requests carry no Node objects and the policy has no "
+            "nodeSource, so filters reading labels (tenants/NodeLabelPolicy) cannot run there: configure a "
+            "nodeSource, or "
+            "set preemptTrustsSchedulerFilter: true in the policy (see docs/policy.md)"
+        ),
     ]
     trusting = write(tmp_path, "p3.yaml", "preemptTrustsSchedulerFilter: true\n" + POLICY)
     preempting = write(tmp_path, "s3.yaml", HEADER + f"extenders:\n- {{urlPrefix: '{URL}', preemptVerb: preempt}}\n")
@@ -173,8 +207,11 @@ def test_an_invalid_policy_is_reported_as_check_policy_does(capsys, tmp_path):
     assert code == 1
     assert err == [
         f"invalid policy {policy}:",
-        "  profiles[0].name: 'filter' is a verb of the extender's URLs (filter, prioritize, preempt, bind, healthz): "
-        "choose another name",
+        (
+            "  profiles[0].name: 'filter' is a verb of the extender's URLs (filter, prioritize, preempt, bind, "
+            "healthz): "
+            "choose another name"
+        ),
     ]
 
 
@@ -182,7 +219,7 @@ def test_as_a_real_command_exit_codes_and_streams(tmp_path):
     def cli(*args):
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         command = [sys.executable, "-m", "extender", "check-scheduler-config", *map(str, args)]
-        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
 
     ok = cli(RECORDED[0], "--kubernetes-version", "1.28")
     assert (ok.returncode, ok.stderr) == (0, "")
@@ -191,16 +228,31 @@ def test_as_a_real_command_exit_codes_and_streams(tmp_path):
     no_extenders = write(tmp_path, "none.yaml", HEADER + "profiles: [{schedulerName: second}]\n")
     empty = cli(no_extenders)
     assert empty.returncode == 1
-    assert "extenders: no extenders configured: kube-scheduler would never call the function" in empty.stderr
+    assert (
+        "extenders: stricter than kube-scheduler: no extenders configured: kube-scheduler would never call"
+        in empty.stderr
+    )
     usage = cli()
     assert usage.returncode == 2 and "usage:" in usage.stderr
-    for version in ("1.27", "1.36", "2.0", "1.35.4", "v1.35", "latest"):
+    for version in ("1.31", "v1.31", "1.31.4", "v1.31.4", "1.31.4-gke.1200"):
+        right = cli(RECORDED[0], "--kubernetes-version", version)
+        assert (right.returncode, right.stderr) == (0, "")
+        assert right.stdout.startswith(f"{RECORDED[0]}: ok for kube-scheduler 1.31\n")
+    for version in ("1.35-gke.1200", "latest", "1.35.4-", "1.35.x"):
         wrong = cli(RECORDED[0], "--kubernetes-version", version)
-        assert wrong.returncode == 2 and wrong.stdout == ""
-        assert f"argument --kubernetes-version: {version!r} is not a Kubernetes minor version from 1.28 to 1.35" in wrong.stderr
+        assert (wrong.returncode, wrong.stdout) == (2, "")
+        assert (
+            f"argument --kubernetes-version: {version!r} is not a Kubernetes version: write X.Y, X.Y.Z, vX.Y.Z or "
+            "X.Y.Z-gke.N, such as 1.35, 1.35.4 or v1.35.4"
+        ) in wrong.stderr
+    for version in ("1.27", "1.36.1", "v2.0.0"):
+        wrong = cli(RECORDED[0], "--kubernetes-version", version)
+        assert (wrong.returncode, wrong.stdout) == (2, "")
+        assert f"argument --kubernetes-version: {version!r}: Kubernetes" in wrong.stderr
+        assert "is not supported, only 1.28 to 1.35" in wrong.stderr
 
 
-# --- Strict decoding of the whole file ---------------------------------------------------------------------------------
+# --- Strict decoding of the whole file -------------------------------------------------------------------------------
 
 
 def test_keys_set_twice_anywhere_in_a_yaml_file_are_refused_by_line(capsys, tmp_path):
@@ -218,6 +270,7 @@ def test_keys_set_twice_anywhere_in_a_yaml_file_are_refused_by_line(capsys, tmp_
             args: {{scoringStrategy: {{type: MostAllocated}}, scoringStrategy: {{type: LeastAllocated}}}}
         extenders:
         - urlPrefix: {URL}
+          bindVerb: bind
           tlsConfig: {{insecure: true, insecure: false}}
         """,
     )
@@ -228,7 +281,7 @@ def test_keys_set_twice_anywhere_in_a_yaml_file_are_refused_by_line(capsys, tmp_
         '  strict decoding error: yaml: unmarshal errors: line 5: key "schedulerName" already set in map',
         '  strict decoding error: yaml: unmarshal errors: line 8: key "weight" already set in map',
         '  strict decoding error: yaml: unmarshal errors: line 11: key "scoringStrategy" already set in map',
-        '  strict decoding error: yaml: unmarshal errors: line 14: key "insecure" already set in map',
+        '  strict decoding error: yaml: unmarshal errors: line 15: key "insecure" already set in map',
     ]
 
 
@@ -237,7 +290,8 @@ def test_keys_set_twice_in_a_json_file_are_refused_by_path_outside_plugin_args(c
     config.write_text(
         '{"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",'
         ' "profiles": [{"schedulerName": "a", "pluginConfig": [{"name": "X", "args": {"k": 1, "k": 2}}]}],'
-        f' "extenders": [{{"urlPrefix": "{URL}", "weight": 1, "weight": 2, "ignorable": true}}], "kind": "KubeSchedulerConfiguration"}}'
+        f' "extenders": [{{"urlPrefix": "{URL}", "bindVerb": "bind", "weight": 1, "weight": 2, "ignorable": true}}],'
+        ' "kind": "KubeSchedulerConfiguration"}'
     )
     code, out, err = run(capsys, config)
     assert (code, out) == (1, "")
@@ -264,7 +318,7 @@ def test_unknown_fields_and_wrong_types_are_refused_at_every_level(capsys, tmp_p
           pluginConfig:
           - {{name: NodeResourcesFit, args: {{anything: [goes, here]}}}}
         extenders:
-        - urlPrefix: {URL}
+        - {{urlPrefix: {URL}, filterVerb: filter, nodeCacheCapable: true}}
         """,
     )
     code, out, err = run(capsys, config)
@@ -274,19 +328,34 @@ def test_unknown_fields_and_wrong_types_are_refused_at_every_level(capsys, tmp_p
             '  strict decoding error: unknown field "leaderElection.resourceNamespce"',
             '  strict decoding error: unknown field "profiles[0].plugins.filtre"',
             '  strict decoding error: unknown field "profiles[0].plugins.score.enabled[0].wieght"',
-            "  parallelism: json: cannot unmarshal string into Go struct field KubeSchedulerConfiguration.parallelism "
-            "of type int32",
-            "  leaderElection.leaseDuration: json: cannot unmarshal number into Go struct field "
-            "LeaderElectionConfiguration.leaderElection.leaseDuration of type string",
-            "  clientConnection.qps: json: cannot unmarshal string into Go struct field "
-            "ClientConnectionConfiguration.clientConnection.qps of type float32",
-            "  profiles[0].plugins.multiPoint.enabled[0].weight: json: cannot unmarshal number 1.5 into Go struct field "
-            "Plugin.profiles.plugins.multiPoint.enabled.weight of type int32",
+            (
+                "  strict decoding error: decoding .profiles[0].pluginConfig[0]: decoding args for plugin "
+                "NodeResourcesFit: "
+                'strict decoding error: unknown field "anything"'
+            ),
+            (
+                "  parallelism: json: cannot unmarshal string into Go struct field "
+                "KubeSchedulerConfiguration.parallelism "
+                "of type int32"
+            ),
+            (
+                "  leaderElection.leaseDuration: json: cannot unmarshal number into Go struct field "
+                "LeaderElectionConfiguration.leaderElection.leaseDuration of type string"
+            ),
+            (
+                "  clientConnection.qps: json: cannot unmarshal string into Go struct field "
+                "ClientConnectionConfiguration.clientConnection.qps of type float32"
+            ),
+            (
+                "  profiles[0].plugins.multiPoint.enabled[0].weight: json: cannot unmarshal number 1.5 into Go "
+                "struct field "
+                "Plugin.profiles.plugins.multiPoint.enabled.weight of type int32"
+            ),
         ]
     )
 
 
-def test_a_complete_configuration_decodes_and_plugin_args_are_left_to_kube_scheduler(capsys, tmp_path):
+def test_a_complete_configuration_is_valid_and_says_what_is_read_on_the_schedulers_host(capsys, tmp_path):
     config = scheduler_yaml(
         tmp_path,
         f"""\
@@ -299,7 +368,8 @@ def test_a_complete_configuration_decodes_and_plugin_args_are_left_to_kube_sched
           resourceLock: leases
           resourceName: extender-scheduler
           resourceNamespace: kube-system
-        clientConnection: {{kubeconfig: /etc/kubernetes/scheduler.conf, qps: 50, burst: 100, contentType: application/json}}
+        clientConnection:
+          {{kubeconfig: /etc/kubernetes/scheduler.conf, qps: 50, burst: 100, contentType: application/json}}
         enableProfiling: false
         enableContentionProfiling: false
         percentageOfNodesToScore: 0
@@ -329,38 +399,71 @@ def test_a_complete_configuration_decodes_and_plugin_args_are_left_to_kube_sched
     assert out.splitlines() == [
         f"{config}: ok for kube-scheduler 1.35",
         "  extenders[0]: filter; node names; httpTimeout 5s (default)",
-        "  note: pluginConfig args are left to kube-scheduler, which decodes each plugin's args its own way",
+        (
+            "  note: clientConnection.kubeconfig: read on the scheduler's host as it starts, which exits if it "
+            "cannot read "
+            "it"
+        ),
     ]
 
 
 @pytest.mark.parametrize(
     ("header", "version", "problem"),
     [
-        ("kind: KubeSchedulerConfiguration\n", "1.35", "apiVersion: Object 'apiVersion' is missing: set apiVersion: "
-         "kubescheduler.config.k8s.io/v1"),
-        ("apiVersion: kubescheduler.config.k8s.io/v1\n", "1.35", "kind: Object 'Kind' is missing: set kind: "
-         "KubeSchedulerConfiguration"),
-        ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfig\n", "1.35", 'apiVersion, kind: no kind '
-         '"KubeSchedulerConfig" is registered for version "kubescheduler.config.k8s.io/v1": kube-scheduler 1.35 reads a '
-         "KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1"),
-        ("apiVersion: kubescheduler.config.k8s.io/v1beta2\nkind: KubeSchedulerConfiguration\n", "1.28", "apiVersion, "
-         'kind: no kind "KubeSchedulerConfiguration" is registered for version "kubescheduler.config.k8s.io/v1beta2": '
-         "kube-scheduler 1.28 reads a KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1 or "
-         "kubescheduler.config.k8s.io/v1beta3"),
+        (
+            "kind: KubeSchedulerConfiguration\n",
+            "1.35",
+            (
+                "Object 'apiVersion' is missing in 'kind: "
+                "KubeSchedulerConfiguration / extenders: / - {urlPrefix: 'https://schedu...': set apiVersion: "
+                "kubescheduler.config.k8s.io/v1"
+            ),
+        ),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1\n",
+            "1.35",
+            (
+                "Object 'Kind' is missing in 'apiVersion: "
+                "kubescheduler.config.k8s.io/v1 / extenders: / - {urlPrefix: 'http...': set kind: "
+                "KubeSchedulerConfiguration"
+            ),
+        ),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfig\n",
+            "1.35",
+            (
+                "no kind "
+                '"KubeSchedulerConfig" is registered for version "kubescheduler.config.k8s.io/v1": kube-scheduler '
+                "1.35 reads a "
+                "KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1"
+            ),
+        ),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1beta2\nkind: KubeSchedulerConfiguration\n",
+            "1.28",
+            (
+                "no kind "
+                '"KubeSchedulerConfiguration" is registered for version "kubescheduler.config.k8s.io/v1beta2": '
+                "kube-scheduler 1.28 reads a KubeSchedulerConfiguration of kubescheduler.config.k8s.io/v1 or "
+                "kubescheduler.config.k8s.io/v1beta3"
+            ),
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_api_version_and_kind_must_be_ones_that_version_decodes(capsys, tmp_path, header, version, problem):
     config = write(tmp_path, "scheduler.yaml", header + f"extenders:\n- {{urlPrefix: '{URL}'}}\n")
     code, out, err = run(capsys, config, "--kubernetes-version", version)
     assert (code, out, err[1:]) == (1, "", [f"  {problem}"])
 
 
-# --- Blind resource scoring (kubernetes#141781) --------------------------------------------------------------------------
+# --- Blind resource scoring (kubernetes#141781) ----------------------------------------------------------------------
 
 
 def test_blind_scoring_applies_to_filtering_extenders_without_a_node_cache_from_1_33(capsys, tmp_path):
     def refused(version, *fields):
-        config = write(tmp_path, "scheduler.yaml", HEADER + f"extenders:\n- {{urlPrefix: '{URL}', {', '.join(fields)}}}\n")
+        config = write(
+            tmp_path, "scheduler.yaml", HEADER + f"extenders:\n- {{urlPrefix: '{URL}', {', '.join(fields)}}}\n"
+        )
         code, _, err = run(capsys, config, "--kubernetes-version", version)
         return code == 1 and any(BLIND.format(version=version) in line for line in err)
 
@@ -381,7 +484,7 @@ def test_with_a_full_node_policy_the_fix_names_both_files(capsys, tmp_path):
     assert "Set nodeCacheCapable: true here and in the policy (the scheduler then keeps its own node data" in problem
 
 
-# --- Routing urlPrefix as the function routes it -----------------------------------------------------------------------
+# --- Routing urlPrefix as the function routes it ---------------------------------------------------------------------
 
 PROFILES = "profiles: [{name: default}, {name: batch}]\n"
 
@@ -390,7 +493,9 @@ def routed(capsys, tmp_path, url, *argv, policy=PROFILES):
     """(exit code, the extender's line or the problems) of an extender at ``url`` checked against ``policy``."""
     policy_file = write(tmp_path, "policy.yaml", policy)
     config = write(
-        tmp_path, "scheduler.yaml", HEADER + f"extenders:\n- {{urlPrefix: '{url}', filterVerb: filter, nodeCacheCapable: true}}\n"
+        tmp_path,
+        "scheduler.yaml",
+        HEADER + f"extenders:\n- {{urlPrefix: '{url}', filterVerb: filter, nodeCacheCapable: true}}\n",
     )
     code, out, err = run(capsys, config, "--policy", policy_file, *argv)
     assert all(TOKEN not in line for line in [*out.splitlines(), *err]), "the caller token is never shown"
@@ -427,12 +532,16 @@ def test_url_prefixes_route_to_the_profile_the_function_serves_them(capsys, tmp_
         (f"{RUN_APP}/batch/{TOKEN}", PROFILES, "unknown profile '<redacted>': this policy serves batch, default"),
         (f"{RUN_APP}/batch/{TOKEN * 3}", PROFILES, "unknown profile '<redacted>': this policy serves batch, default"),
         (f"{FUNCTIONS}/tenants/batch", PROFILES, "unknown profile 'tenants': this policy serves batch, default"),
-        (f"{RUN_APP}/{TOKEN}", "profiles: [{name: batch}]\n", "the policy has no 'default' profile: name one in the path "
-         "(/<profile>/filter)"),
+        (
+            f"{RUN_APP}/{TOKEN}",
+            "profiles: [{name: batch}]\n",
+            ("the policy has no 'default' profile: name one in the path (/<profile>/filter)"),
+        ),
     ],
-)  # fmt: skip
+)
 def test_url_prefixes_the_function_would_not_route_are_refused(capsys, tmp_path, url, policy, problem):
-    assert routed(capsys, tmp_path, url, policy=policy) == (1, [f"  extenders[0].urlPrefix: every call would fail: {problem}"])
+    refused = f"  extenders[0].urlPrefix: stricter than kube-scheduler: every call would fail: {problem}"
+    assert routed(capsys, tmp_path, url, policy=policy) == (1, [refused])
 
 
 def test_the_environment_caller_token_is_the_one_the_path_must_carry(capsys, tmp_path, monkeypatch):
@@ -441,7 +550,10 @@ def test_the_environment_caller_token_is_the_one_the_path_must_carry(capsys, tmp
     assert routed(capsys, tmp_path, f"{RUN_APP}/{TOKEN[::-1]}/batch") == (
         1,
         [
-            "  extenders[0].urlPrefix: every call would fail: its path does not carry the caller token the function "
-            "holds (EXTENDER_CALLER_TOKEN in this environment)"
+            (
+                "  extenders[0].urlPrefix: stricter than kube-scheduler: every call would fail: its path does not "
+                "carry the "
+                "caller token the function holds (EXTENDER_CALLER_TOKEN in this environment)"
+            )
         ],
     )

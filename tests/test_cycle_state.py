@@ -112,7 +112,11 @@ def test_a_filter_that_skips_the_request_passes_every_node_unasked_and_nothing_i
     source = ListedNodes([node("n-1"), node("n-2")])
     for served in (Profile("p", filters=[plugin]), KeptProfile(Profile("p", filters=[plugin]))):
         skipped = served.filter_names(pod(name="skip"), ["n-1", "n-2"], source)
-        assert skipped.feasible == ["n-1", "n-2"] and not skipped.rejected and skipped.seconds_by_plugin == {"Skipping": 0.0}
+        assert (
+            skipped.feasible == ["n-1", "n-2"]
+            and not skipped.rejected
+            and skipped.seconds_by_plugin == {"Skipping": 0.0}
+        )
         assert plugin.judged == 0 and source.looked_up == []
         judged = served.filter_names(pod(name="other"), ["n-1", "n-2"], source)
         assert judged.feasible == [] and set(judged.rejected) == {"n-1", "n-2"} and plugin.judged == 2

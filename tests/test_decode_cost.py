@@ -92,7 +92,10 @@ def test_a_body_whose_objects_would_pass_the_limit_is_refused_before_any_is_buil
         tracemalloc.stop()
     assert refused.value.status == 413
     assert refused.value.message.startswith("body too costly to decode: it can hold 1398")
-    assert f"over the {meter.limit // MiB} MiB limit ({DECODE_FACTOR} times EXTENDER_MAX_BODY_BYTES)" in refused.value.message
+    assert (
+        f"over the {meter.limit // MiB} MiB limit ({DECODE_FACTOR} times EXTENDER_MAX_BODY_BYTES)"
+        in refused.value.message
+    )
     assert built < 64 * 1024
 
 

@@ -26,7 +26,9 @@ def both(monkeypatch):
     (status, answer) each."""
     clients = [make_client(monkeypatch, **{DECODER_ENV: decoder}) for decoder in ("fast", "full")]
 
-    def answer(verb: str, body: bytes, headers: dict[str, str] | None = None, loads=orjson.loads) -> list[tuple[int, Any]]:
+    def answer(
+        verb: str, body: bytes, headers: dict[str, str] | None = None, loads=orjson.loads
+    ) -> list[tuple[int, Any]]:
         answers = []
         for client in clients:
             response = client.post(f"/{verb}", data=body, headers=headers or {"Content-Type": "application/json"})
@@ -122,7 +124,7 @@ def test_a_number_too_large_in_a_field_nothing_reads_never_changes_a_decision(bo
         kept = [node["metadata"]["name"] for node in fast_answer["Nodes"]["items"]]
         assert kept == [node["metadata"]["name"] for node in answer["Nodes"]["items"]]
         changed = request["Nodes"]["items"][index]["metadata"]["name"]
-        for name, node in zip(kept, fast_answer["Nodes"]["items"]):
+        for name, node in zip(kept, fast_answer["Nodes"]["items"], strict=True):
             assert node == (json.loads(malformed)["Nodes"]["items"][index] if name == changed else sent[name])
 
 

@@ -95,9 +95,20 @@ def test_the_readme_is_a_newcomers_page():
 def test_the_readme_policy_is_valid():
     from extender.policy.loader import parse_policy
     from tests.policy_doc import fenced_blocks
+    from tests.test_readme import readme_files
 
     blocks = [block for fence, block in fenced_blocks((ROOT / "README.md").read_text()) if fence == "yaml"]
+    blocks += [text for name, text in readme_files().items() if name.endswith(".yaml")]
     assert blocks, "the README shows a minimal policy"
     for block in blocks:
         policy = parse_policy(block, "README.md")
         assert list(policy.profiles) == ["default"]
+
+
+def test_the_policy_reference_opens_with_its_contents():
+    """docs/policy.md's contents link every section (##), so that a reader finds a new one."""
+    text = (ROOT / "docs" / "policy.md").read_text()
+    contents = text.split("\nContents:\n", 1)[1].split("\n## ", 1)[0]
+    linked = set(re.findall(r"\]\(#([^)]+)\)", contents))
+    sections = {slug(line[3:]) for line in _prose_lines(text) if line.startswith("## ")}
+    assert sections - linked == set(), "add these sections to the contents at the top of docs/policy.md"

@@ -227,7 +227,11 @@ def test_explain_shows_what_preempt_answers_per_candidate(tmp_path, capsys, monk
     victims = tmp_path / "victims.yaml"
     victims.write_text(
         yaml.safe_dump_all(
-            [victim("batch-1", "batch", "node-a"), victim("dns", "kube-system", "node-b"), victim("batch-2", "batch", "node-d")]
+            [
+                victim("batch-1", "batch", "node-a"),
+                victim("dns", "kube-system", "node-b"),
+                victim("batch-2", "batch", "node-d"),
+            ]
         )
     )
     code, out, _ = run_explain(capsys, pod, *nodes, "--victims", str(victims), "--policy", str(policy), "--json")
@@ -258,9 +262,10 @@ def test_explain_shows_what_preempt_answers_per_candidate(tmp_path, capsys, monk
     ]
 
 
-def test_a_victim_without_a_node_is_named(policy, tmp_path, capsys):
+@pytest.mark.parametrize("node", [None, "", ["node-a"], 7])
+def test_a_victim_without_a_node_is_named(policy, tmp_path, capsys, node):
     victims = tmp_path / "victims.yaml"
-    victims.write_text(yaml.safe_dump(victim("web", "default", None)))
+    victims.write_text(yaml.safe_dump(victim("web", "default", node)))
     pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
     code, out, err = run_explain(capsys, pod, *nodes, "--victims", str(victims), "--policy", str(policy))
     assert (code, out) == (1, "")
@@ -276,3 +281,31 @@ def test_a_file_of_the_wrong_kind_is_named(policy, tmp_path, capsys, option, kin
     code, out, err = run_explain(capsys, pod, *arguments, "--policy", str(policy))
     assert (code, out) == (1, "")
     assert err == f"{wrong}: expected {kind} manifests or a List of them, found ConfigMap\n"
+
+
+GKE_LOAD_POLICY = """
+profiles:
+- name: default
+  plugins: {filter: {enabled: [{name: NodeLoad}]}}
+  pluginConfig: [{name: NodeLoad, args: {preset: gke, filter: [{metric: cpu, above: 0.9}]}}]
+"""
+
+
+def test_offline_explain_needs_only_what_nothing_stands_in_for(tmp_path, capsys, monkeypatch):
+    """NodeLoad's gke preset queries the function's project: explain needs GOOGLE_CLOUD_PROJECT to ask it, and nothing
+    when --metrics answers stand in for the query."""
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(GKE_LOAD_POLICY)
+    pod, nodes = write_inputs(tmp_path, FULL_FILTER.request)
+    code, out, err = run_explain(capsys, pod, *nodes, "--policy", str(policy))
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        "the policy needs variables the environment does not set:",
+        "  GOOGLE_CLOUD_PROJECT: NodeLoad's preset queries Cloud Monitoring in the function's project",
+    ]
+    saved = tmp_path / "cpu.json"
+    saved.write_text(json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}))
+    code, out, err = run_explain(capsys, pod, *nodes, "--policy", str(policy), "--metrics", f"cpu={saved}", "--json")
+    assert "GOOGLE_CLOUD_PROJECT" not in err
+    assert json.loads(out)["filter"]["status"] == 200

@@ -49,6 +49,9 @@ def documented_policies() -> list[tuple[str, str]]:
             except PolicyError:
                 continue  # shown as invalid on purpose (its shown run says so; tests/test_policy_cli.py runs it)
             found.append((f"{path.relative_to(ROOT)}[{index}]", block))
+    from tests.test_readme import readme_files
+
+    found += [(f"README.md:{name}", text) for name, text in readme_files().items() if name.endswith(".yaml")]
     files = [
         *sorted(ROOT.glob("terraform/examples/*/policy*.yaml")),
         ROOT / "bench" / "policy-all.yaml",
@@ -88,24 +91,43 @@ def _generated(kind: str, source: str, full: bool, audit: bool) -> str:
     off = "gpu" if key == POOL else "europe-west1-d"
     filters = ["{name: NodeNameFilter}"] + ([f"{{name: NodeLabelPolicy, enforcement: {mode}}}"] if labels else [])
     scores = [f"{{name: TopologyPreference, weight: 2, enforcement: {mode}}}"] if labels else []
-    if labels and kind in ("none", "static", "kubernetes") or (labels and full):
+    if (labels and kind in ("none", "static", "kubernetes")) or (labels and full):
         scores.append("{name: InstanceCost, weight: 1, failurePolicy: Ignore}")
     preempts = [f"{{name: ProtectedVictims, enforcement: {mode}}}"] if victims else []
     config = [
         "{name: NodeNameFilter, args: {deny: ['*-canary-*']}}",
         *(
             [
-                f"{{name: NodeLabelPolicy, args: {{rules: [{{name: shop-off, pods: {{namespaces: [shop, payments]}}, "
-                f"nodeSelector: {{matchExpressions: [{{key: {key}, operator: NotIn, values: [{off}]}}]}}}}, "
-                f"{{name: \"ml's-pool\", pods: {{namespaces: [ml]}}, nodeSelector: {{matchExpressions: [{{key: {key}, operator: Exists}}]}}}}]}}}}",
-                f"{{name: TopologyPreference, args: {{preferences: [{{label: {key}, weights: {{gpu: 100, general: 40, europe-west1-b: 100, europe-west1-c: 50}}}}]}}}}",
+                (
+                    "{name: NodeLabelPolicy, args: {rules: ["
+                    "{name: shop-off, pods: {namespaces: [shop, payments]}, "
+                    f"nodeSelector: {{matchExpressions: [{{key: {key}, operator: NotIn, values: [{off}]}}]}}}}, "
+                    "{name: \"ml's-pool\", pods: {namespaces: [ml]}, "
+                    f"nodeSelector: {{matchExpressions: [{{key: {key}, operator: Exists}}]}}}}]}}}}"
+                ),
+                (
+                    f"{{name: TopologyPreference, args: {{preferences: [{{label: {key}, "
+                    "weights: {gpu: 100, general: 40, europe-west1-b: 100, europe-west1-c: 50}}]}}"
+                ),
             ]
             if labels
             else []
         ),
-        *(["{name: InstanceCost, args: {prices: {e2-standard-4: 0.134, n2-standard-8: 0.388, g2-standard-8: 0.854}, spotDiscount: 0.7}}"]
-          if len(scores) > 1 else []),
-        *(["{name: ProtectedVictims, args: {protect: [{name: system, pods: {namespaces: [kube-system]}}]}}"] if victims else []),
+        *(
+            [
+                (
+                    "{name: InstanceCost, args: {prices: {e2-standard-4: 0.134, n2-standard-8: 0.388, "
+                    "g2-standard-8: 0.854}, spotDiscount: 0.7}}"
+                )
+            ]
+            if len(scores) > 1
+            else []
+        ),
+        *(
+            ["{name: ProtectedVictims, args: {protect: [{name: system, pods: {namespaces: [kube-system]}}]}}"]
+            if victims
+            else []
+        ),
     ]
     trust = "preemptTrustsSchedulerFilter: true\n" if kind == "none" else ""
     return (
@@ -141,15 +163,38 @@ def cluster_nodes(cluster: str) -> list[dict]:
 
     prefix = f"gke-{cluster}"
     return [
-        node(f"{prefix}-gpu-1a2b3c4d-g001", **{POOL: "gpu", ZONE: "europe-west1-b", TYPE: "g2-standard-8",
-             "cloud.google.com/gke-accelerator": "nvidia-l4", "cloud.google.com/machine-family": "g2"}),
+        node(
+            f"{prefix}-gpu-1a2b3c4d-g001",
+            **{
+                POOL: "gpu",
+                ZONE: "europe-west1-b",
+                TYPE: "g2-standard-8",
+                "cloud.google.com/gke-accelerator": "nvidia-l4",
+                "cloud.google.com/machine-family": "g2",
+            },
+        ),
         node(f"{prefix}-general-1a2b3c4d-n001", **{POOL: "general", ZONE: "europe-west1-c", TYPE: "e2-standard-4"}),
-        node(f"{prefix}-general-1a2b3c4d-n002", **{POOL: "general", ZONE: "europe-west1-b", TYPE: "n2-standard-8", SPOT: "true",
-             "cloud.google.com/machine-family": "n2", "example.com/cpus": "8"}),
+        node(
+            f"{prefix}-general-1a2b3c4d-n002",
+            **{
+                POOL: "general",
+                ZONE: "europe-west1-b",
+                TYPE: "n2-standard-8",
+                SPOT: "true",
+                "cloud.google.com/machine-family": "n2",
+                "example.com/cpus": "8",
+            },
+        ),
         # Labelled gpu, but its name (all the names source reads) says general.
         node(f"{prefix}-general-1a2b3c4d-n003", **{POOL: "gpu", ZONE: "europe-west1-d", TYPE: "g2-standard-8"}),
-        node(f"{prefix}-spot-pool-1a2b3c4d-s001", **{POOL: "spot-pool", ZONE: "europe-west1-d", TYPE: "e2-standard-4", SPOT: "true"}),
-        node(f"{prefix}-default-pool-1a2b3c4d-d001", **{POOL: "default-pool", ZONE: "europe-west1-b", TYPE: "e2-standard-4"}),
+        node(
+            f"{prefix}-spot-pool-1a2b3c4d-s001",
+            **{POOL: "spot-pool", ZONE: "europe-west1-d", TYPE: "e2-standard-4", SPOT: "true"},
+        ),
+        node(
+            f"{prefix}-default-pool-1a2b3c4d-d001",
+            **{POOL: "default-pool", ZONE: "europe-west1-b", TYPE: "e2-standard-4"},
+        ),
         node(f"{prefix}-pool-a-1a2b3c4d-a001", **{POOL: "pool-a", ZONE: "europe-west1-b", TYPE: "n2-standard-8"}),
         node(f"{prefix}-canary-1a2b3c4d-c001", **{POOL: "canary", ZONE: "europe-west1-b", TYPE: "e2-standard-4"}),
         node("node-x", **{ZONE: "europe-west1-b", "team": "shared"}),  # no GKE name, in no inventory
@@ -158,7 +203,10 @@ def cluster_nodes(cluster: str) -> list[dict]:
 
 PODS = [
     {"metadata": {"name": "trainer", "namespace": "ml", "uid": "u-ml"}, "spec": {"priority": 1000}},
-    {"metadata": {"name": "web", "namespace": "shop", "uid": "u-shop", "labels": {"team": "shop"}}, "spec": {"priority": 2000}},
+    {
+        "metadata": {"name": "web", "namespace": "shop", "uid": "u-shop", "labels": {"team": "shop"}},
+        "spec": {"priority": 2000},
+    },
     {"metadata": {"name": "pay", "namespace": "payments", "uid": "u-pay"}, "spec": {"priority": 5000}},
     {"metadata": {"name": "job", "namespace": "default", "uid": "u-default"}, "spec": {}},
 ]
@@ -186,7 +234,11 @@ def ask(client, path: str, payload: dict) -> object:
 def function_answers(client, profile: str, pod: dict, nodes: list[dict], victims: list[dict], full: bool) -> dict:
     """What the function's ``profile`` answers kube-scheduler, which sends the policy's mode."""
     names = [item["metadata"]["name"] for item in nodes]
-    request = {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes} if full else None, "NodeNames": None if full else names}
+    request = {
+        "Pod": pod,
+        "Nodes": {"metadata": {}, "items": nodes} if full else None,
+        "NodeNames": None if full else names,
+    }
     filtered = ask(client, f"/{profile}/filter", request)
     kept = filtered["Nodes"]["items"] if full else filtered["NodeNames"]
     prioritized = None
@@ -200,12 +252,17 @@ def function_answers(client, profile: str, pod: dict, nodes: list[dict], victims
         candidates = {node: {"Pods": pods, "NumPDBViolations": 0} for node, pods in by_node.items()}
         preempt = {"Pod": pod, "NodeNameToVictims": candidates, "NodeNameToMetaVictims": None}
     else:
-        meta = {node: {"Pods": [{"UID": p["metadata"]["uid"]} for p in pods], "NumPDBViolations": 0} for node, pods in by_node.items()}
+        meta = {
+            node: {"Pods": [{"UID": p["metadata"]["uid"]} for p in pods], "NumPDBViolations": 0}
+            for node, pods in by_node.items()
+        }
         preempt = {"Pod": pod, "NodeNameToVictims": None, "NodeNameToMetaVictims": meta}
     return {"filter": filtered, "prioritize": prioritized, "preempt": ask(client, f"/{profile}/preempt", preempt)}
 
 
-def explained(capsys, directory: Path, policy: Path, profile: str, pod: dict, nodes: Path, victims: Path) -> tuple[dict, str]:
+def explained(
+    capsys, directory: Path, policy: Path, profile: str, pod: dict, nodes: Path, victims: Path
+) -> tuple[dict, str]:
     pod_file = directory / "pod.json"
     pod_file.write_text(json.dumps(pod))
     main(["explain", str(pod_file), "--nodes", str(nodes), "--victims", str(victims), "--policy", str(policy),
@@ -232,14 +289,16 @@ def reading_metrics_of(text: str, nodes: list[dict], request: pytest.FixtureRequ
     loads = {name: [0.95, 0.3, 0.6][index % 3] for index, name in enumerate(names)}
     node = {"monitored_resource": "k8s_node"}
     exporter.set_samples(
-        "kubernetes_io:node_cpu_allocatable_utilization", [({**node, "node_name": n}, load) for n, load in loads.items()]
+        "kubernetes_io:node_cpu_allocatable_utilization",
+        [({**node, "node_name": n}, load) for n, load in loads.items()],
     )
     memory = {**node, "memory_type": "non-evictable"}
     exporter.set_samples(
         "kubernetes_io:node_memory_allocatable_utilization", [({**memory, "node_name": n}, 0.5) for n in names]
     )
     prometheus.wait_until(
-        "count by (node) (label_replace(kubernetes_io:node_cpu_allocatable_utilization, 'node', '$1', 'node_name', '(.*)'))",
+        "count by (node) (label_replace(kubernetes_io:node_cpu_allocatable_utilization, 'node', '$1', 'node_name', "
+        "'(.*)'))",
         lambda values: set(values) == set(names),
     )
     for entry in entries:

@@ -212,8 +212,10 @@ def test_filter_names_nodes_its_source_cannot_describe_under_skipped_at_warning(
     rule = "{zone: a}" if node_source.startswith("static") else "{cloud.google.com/gke-nodepool: a}"
     policy = tmp_path / "policy.yaml"
     policy.write_text(
-        f"nodeSource: {{{node_source}}}\nprofiles:\n- name: default\n  plugins: {{filter: {{enabled: [{{name: NodeLabelPolicy}}]}}}}\n"
-        f"  pluginConfig: [{{name: NodeLabelPolicy, args: {{rules: [{{name: r, nodeSelector: {{matchLabels: {rule}}}}}]}}}}]\n"
+        f"nodeSource: {{{node_source}}}\nprofiles:\n- name: default\n"
+        "  plugins: {filter: {enabled: [{name: NodeLabelPolicy}]}}\n"
+        "  pluginConfig: [{name: NodeLabelPolicy, args: {rules: "
+        f"[{{name: r, nodeSelector: {{matchLabels: {rule}}}}}]}}}}]\n"
     )
     client = client_factory(policy)
     with caplog.at_level(logging.INFO, logger="extender.decision"):
@@ -228,7 +230,7 @@ def test_filter_names_nodes_its_source_cannot_describe_under_skipped_at_warning(
 def test_filter_names_a_node_the_api_does_not_list_under_skipped_and_rejects_it_as_failed(
     client_factory, apiserver, tmp_path, caplog
 ):
-    """A node that joined after the start-up list: FailedNodes under Fail (the scheduler retries), never unresolvable."""
+    """A node that joined after the start-up list: FailedNodes under Fail (the scheduler retries), not unresolvable."""
     apiserver.set_nodes([api_node("node-a", {"topology.kubernetes.io/zone": "a"})])
     policy = tmp_path / "policy.yaml"
     policy.write_text(LISTED.format(default="Fail"))

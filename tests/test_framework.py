@@ -74,7 +74,10 @@ def test_first_failing_plugin_in_order_decides():
     assert result.rejected["b"].plugin == "Second"
 
 
-@pytest.mark.parametrize(("verdict", "message"), [("error", "license server down"), ("crash", "plugin RejectByName failed in filter on node b: RuntimeError: boom")])
+@pytest.mark.parametrize(
+    ("verdict", "message"),
+    [("error", "license server down"), ("crash", "plugin RejectByName failed in filter on node b: RuntimeError: boom")],
+)
 def test_filter_error_fails_the_whole_answer(verdict, message):
     result = Profile("p", filters=[RejectByName({"b": verdict})]).filter(POD, NODES)
     assert result.error is not None and result.error.reason == message

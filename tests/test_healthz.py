@@ -50,7 +50,9 @@ def test_a_listing_source_is_healthy_and_says_so(apiserver, policy, client_facto
     [({"KUBERNETES_TOKEN": "rotated-out"}, "401 Unauthorized"), (None, 'cannot list resource "nodes"')],
     ids=["401", "403"],
 )
-def test_refused_credentials_make_healthz_503_with_the_api_servers_answer(apiserver, policy, client_factory, breakage, expected):
+def test_refused_credentials_make_healthz_503_with_the_api_servers_answer(
+    apiserver, policy, client_factory, breakage, expected
+):
     """The function used to start and answer healthz 200 with a token the API server refuses."""
     apiserver.set_nodes([node("node-a", {"zone": "a"})])
     if breakage is None:
@@ -79,7 +81,8 @@ def test_a_list_older_than_the_bound_is_unhealthy_until_a_refresh_succeeds(apise
     assert healthz(extender)[0] == 200
     apiserver.forbidden.add(("list", "nodes"))  # RBAC revoked: refreshes fail from now on
     clock.now += 100
-    status, body = healthz(extender)  # starts a refresh (the list is older than cacheTTL), answers from the list at hand
+    # Starts a refresh (the list is older than cacheTTL), answers from the list at hand.
+    status, body = healthz(extender)
     assert status == 200 and body["nodeSource"]["ageSeconds"] == 100
     assert list_failed(source)
     clock.now += 21

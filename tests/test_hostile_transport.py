@@ -385,16 +385,22 @@ MALFORMED = {
     "unknown transfer coding": f"POST /{TOKEN}/filter HTTP/1.1\r\nTransfer-Encoding: {TOKEN}\r\n\r\n",
     "token as content length": f"POST /{TOKEN}/filter HTTP/1.1\r\nContent-Length: {TOKEN}\r\n\r\n",
     "two content lengths": f"POST /{TOKEN}/filter HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{{",
-    "token as content type": f"POST /{TOKEN}/filter HTTP/1.1\r\nContent-Type: text/{TOKEN}\r\nContent-Length: 2\r\n\r\n{{}}",
+    "token as content type": (
+        f"POST /{TOKEN}/filter HTTP/1.1\r\nContent-Type: text/{TOKEN}\r\nContent-Length: 2\r\n\r\n{{}}"
+    ),
     "token as content encoding": f"POST /{TOKEN}/filter HTTP/1.1\r\n{JSON}\r\nContent-Encoding: {TOKEN}\r\n"
     "Content-Length: 2\r\n\r\n{{}}",
     "token as chunk size": f"POST /{TOKEN}/filter HTTP/1.1\r\n{JSON}\r\nTransfer-Encoding: chunked\r\n\r\n{TOKEN}\r\n",
     "token as profile": f"POST /{TOKEN}/{TOKEN}/filter HTTP/1.1\r\n{JSON}\r\nContent-Length: 2\r\n\r\n{{}}",
     "token piece as profile": f"POST /{TOKEN}/{TOKEN[1:]}/filter HTTP/1.1\r\n{JSON}\r\nContent-Length: 2\r\n\r\n{{}}",
-    "encoded token as profile": f"POST /{TOKEN}/{BASE64_TOKEN}/filter HTTP/1.1\r\n{JSON}\r\nContent-Length: 2\r\n\r\n{{}}",
+    "encoded token as profile": (
+        f"POST /{TOKEN}/{BASE64_TOKEN}/filter HTTP/1.1\r\n{JSON}\r\nContent-Length: 2\r\n\r\n{{}}"
+    ),
     "token as verb": f"POST /{TOKEN}/{TOKEN} HTTP/1.1\r\n{JSON}\r\nContent-Length: 2\r\n\r\n{{}}",
     "token in the body": with_body(f"/{TOKEN}/filter", f'["{TOKEN}"'),
-    "token as node name": with_body(f"/{TOKEN}/filter", f'{{"Pod":{{"metadata":{{"name":"p"}}}},"NodeNames":["{TOKEN}"]}}'),
+    "token as node name": with_body(
+        f"/{TOKEN}/filter", f'{{"Pod":{{"metadata":{{"name":"p"}}}},"NodeNames":["{TOKEN}"]}}'
+    ),
     "SCRIPT_NAME with the token": f"GET /{TOKEN}/healthz HTTP/1.1\r\nSCRIPT_NAME: /{TOKEN}x\r\n\r\n",
     "HTTP/2 preface": f"PRI /{TOKEN} HTTP/2.0\r\n\r\nSM\r\n\r\n",
 }
@@ -438,7 +444,7 @@ def draw_case(rng: random.Random) -> tuple[str, list[bytes], float, str]:
     elif kind == "slow pieces":
         raw = post(path, f"Content-Length: {len(body)}") + body
         cuts = sorted(rng.sample(range(1, len(raw)), min(4, len(raw) - 1)))
-        pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)])]
+        pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
         pause = rng.uniform(0.0, 0.3)
     elif kind == "head cut":
         start = post(path, f"Content-Length: {len(body)}")
@@ -450,7 +456,9 @@ def draw_case(rng: random.Random) -> tuple[str, list[bytes], float, str]:
         prefix = rng.choice(["/", "/x", f"/{TOKEN}", f"/{TOKEN}x", path[: rng.randrange(len(path) + 1)], "%2F"])
         pieces = [post(path, f"SCRIPT_NAME: {prefix}", f"Content-Length: {len(body)}"), body]
     elif kind == "encoded token":
-        encoded = rng.choice([PERCENT_TOKEN, PERCENT_TOKEN.lower(), BASE64_TOKEN, TOKEN[: rng.randrange(8, len(TOKEN))]])
+        encoded = rng.choice(
+            [PERCENT_TOKEN, PERCENT_TOKEN.lower(), BASE64_TOKEN, TOKEN[: rng.randrange(8, len(TOKEN))]]
+        )
         pieces = [post(f"/{encoded}{path}", f"Content-Length: {len(body)}"), body]
     else:
         header = rng.choice(["Content-Length: 5\r\nContent-Length: 6", "Transfer-Encoding: gzip, chunked",

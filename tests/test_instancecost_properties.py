@@ -16,7 +16,9 @@ from extender.framework.types import Node, Pod
 from extender.plugins.instancecost import INSTANCE_TYPE_LABEL, SPOT_LABELS, InstanceCost
 
 TYPES = ["a", "b", "c", "unlisted"]
-prices = st.floats(allow_nan=True, allow_infinity=True) | st.floats(min_value=0, max_value=1e-3) | st.integers(0, 10**20)
+prices = (
+    st.floats(allow_nan=True, allow_infinity=True) | st.floats(min_value=0, max_value=1e-3) | st.integers(0, 10**20)
+)
 args = st.fixed_dictionaries(
     {"prices": st.dictionaries(st.sampled_from(TYPES[:3]), prices, min_size=1)},
     optional={

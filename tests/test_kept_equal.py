@@ -14,12 +14,11 @@ from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder
 
 from extender.decision_log import decision_fields
-from extender.framework import status
+from extender.framework import clock, status
 from extender.framework.kept import KeptProfile
 from extender.framework.profile import Profile
 from extender.framework.types import Node
 from extender.http.handler import Extender
-from extender.plugins import nodenamefilter
 from extender.policy.loader import parse_policy
 from tests.plugin_helpers import ListedNodes
 
@@ -169,7 +168,7 @@ def answer(served: Extender, verb: str, data: bytes) -> tuple[int, bytes, list[A
 @given(STEPS, st.dictionaries(st.sampled_from(NODES), LABELS))
 def test_cached_and_uncached_answer_alike(monkeypatch, steps, labels):
     now = [dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)]
-    monkeypatch.setattr(nodenamefilter, "utc_now", lambda: now[0])
+    monkeypatch.setattr(clock, "now", lambda: now[0].timestamp())
     listed = {name: Node(name, labels.get(name, {})) for name in NODES}
     source = ListedNodes(list(listed.values()))
     cached, plain = extender(True, source, monkeypatch), extender(False, source, monkeypatch)

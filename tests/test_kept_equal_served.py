@@ -26,7 +26,9 @@ REQUESTS_PER_PHASE = 24
 SERVED_POLICY = POLICY.replace(
     "nodeCacheCapable: false  # the tests hand the extender a node source of their own",
     "nodeSource:\n  kubernetes: {minRefreshInterval: 1s}",
-).replace('windows: [{from: "13:30", to: "14:30"}]', 'windows: [{start: "2026-03-01T13:30:00Z", end: "2026-03-01T14:30:00Z"}]')
+).replace(
+    'windows: [{from: "13:30", to: "14:30"}]', 'windows: [{start: "2026-03-01T13:30:00Z", end: "2026-03-01T14:30:00Z"}]'
+)
 
 
 def cluster(rng: random.Random, phase: int) -> list[dict[str, Any]]:

@@ -26,7 +26,11 @@ NAMES = [f"node-{index}" for index in range(12)]
 
 
 def a_node(name: str, rng: random.Random) -> dict[str, Any]:
-    labels = {"pool": rng.choice(["gpu", "web"]), "zone": rng.choice("abc"), "node.kubernetes.io/instance-type": rng.choice(["small", "large"])}
+    labels = {
+        "pool": rng.choice(["gpu", "web"]),
+        "zone": rng.choice("abc"),
+        "node.kubernetes.io/instance-type": rng.choice(["small", "large"]),
+    }
     return {
         "metadata": {"name": name, "labels": labels, "resourceVersion": str(rng.randint(1, 3))},
         "status": {"images": [{"names": [f"image-{rng.randint(1, 3)}"], "sizeBytes": 10}]},
@@ -80,7 +84,9 @@ def test_a_function_keeping_decoded_nodes_answers_as_one_keeping_nothing(monkeyp
         nodes = rng.sample(cluster, rng.randint(0, len(cluster)))
         data = body_of(nodes, change, rng)
         for verb in ("filter", "prioritize"):
-            answers = [client.post(f"/{verb}", data=data, content_type="application/json") for client in (cached, plain)]
+            answers = [
+                client.post(f"/{verb}", data=data, content_type="application/json") for client in (cached, plain)
+            ]
             assert answers[0].status_code == answers[1].status_code, (change, answers[0].data, answers[1].data)
             assert answers[0].data == answers[1].data, change
             assert answers[0].headers.get("X-Extender-Error") == answers[1].headers.get("X-Extender-Error")
@@ -95,7 +101,9 @@ def test_eight_threads_against_a_function_keeping_decoded_nodes_answer_as_one_ke
     for _ in range(48):
         if rng.random() < 0.3:
             cluster[rng.randrange(len(cluster))] = a_node(rng.choice(NAMES), rng)
-        bodies.append((rng.choice(["filter", "prioritize"]), body_of(rng.sample(cluster, 8), rng.choice([None, *CHANGES]), rng)))
+        bodies.append(
+            (rng.choice(["filter", "prioritize"]), body_of(rng.sample(cluster, 8), rng.choice([None, *CHANGES]), rng))
+        )
 
     def post(url: str, verb: str, data: bytes) -> tuple[int, bytes]:
         response = requests.post(f"{url}/{verb}", data=data, headers={"Content-Type": "application/json"}, timeout=30)

@@ -46,9 +46,15 @@ def test_no_url_means_no_client():
         ({"KUBERNETES_API_URL": "https://admin:hunter2@api"}, "must not carry a user or password"),
         ({"KUBERNETES_API_URL": "https://admin@api"}, "must not carry a user or password"),
         ({"KUBERNETES_API_URL": "https://api", "KUBERNETES_TOKEN": "t", "KUBERNETES_TOKEN_FILE": "/f"}, "not both"),
-        ({"KUBERNETES_API_URL": "https://api", "KUBERNETES_TOKEN_FILE": "/nonexistent/token"}, "KUBERNETES_TOKEN_FILE: cannot read"),
+        (
+            {"KUBERNETES_API_URL": "https://api", "KUBERNETES_TOKEN_FILE": "/nonexistent/token"},
+            "KUBERNETES_TOKEN_FILE: cannot read",
+        ),
         ({"KUBERNETES_API_URL": "https://api", "KUBERNETES_CA_DATA": "not base64!"}, "must be PEM or base64 of PEM"),
-        ({"KUBERNETES_API_URL": "https://api", "KUBERNETES_CA_DATA": base64.b64encode(b"hello").decode()}, "holds no PEM certificate"),
+        (
+            {"KUBERNETES_API_URL": "https://api", "KUBERNETES_CA_DATA": base64.b64encode(b"hello").decode()},
+            "holds no PEM certificate",
+        ),
         ({"KUBERNETES_API_URL": "https://api", "EXTENDER_HTTP_TIMEOUT": "soon"}, "EXTENDER_HTTP_TIMEOUT"),
     ],
 )
@@ -67,7 +73,9 @@ def test_the_configuration_shows_no_token_or_ca_bundle():
 def test_ca_as_pem_or_base64_and_http_only_to_loopback(test_ca):
     pem = test_ca.cert_pem.decode()
     as_pem = KubeConfig.from_environment({"KUBERNETES_API_URL": "https://api/", "KUBERNETES_CA_DATA": pem})
-    as_base64 = KubeConfig.from_environment({"KUBERNETES_API_URL": "https://api", "KUBERNETES_CA_DATA": base64.b64encode(pem.encode()).decode()})
+    as_base64 = KubeConfig.from_environment(
+        {"KUBERNETES_API_URL": "https://api", "KUBERNETES_CA_DATA": base64.b64encode(pem.encode()).decode()}
+    )
     assert as_pem is not None and as_base64 is not None
     assert as_pem.ca_pem.strip() == as_base64.ca_pem.strip() == test_ca.cert_pem.strip()
     assert as_pem.url == "https://api"
@@ -106,7 +114,9 @@ def test_pods_on_nodes_uses_a_field_selector(apiserver):
     assert list(found["node-a"]) == ["u1", "u3"]
     assert found["node-a"]["u3"] == Pod("u3", "web-3", "default", {}, {}, 0)
     assert found["node-c"] == {}
-    selectors = sorted(request.query["fieldSelector"][0] for request in apiserver.requests if request.path == "/api/v1/pods")
+    selectors = sorted(
+        request.query["fieldSelector"][0] for request in apiserver.requests if request.path == "/api/v1/pods"
+    )
     assert selectors == ["spec.nodeName=node-a", "spec.nodeName=node-c"]
 
 
@@ -151,7 +161,10 @@ def test_401_names_the_token_settings(apiserver):
     with pytest.raises(KubeError) as error:
         client(apiserver, KUBERNETES_TOKEN="wrong").list_nodes()
     assert error.value.code == 401
-    assert error.value.message == "the Kubernetes API answered 401 Unauthorized: Unauthorized (check KUBERNETES_TOKEN / KUBERNETES_TOKEN_FILE)"
+    assert (
+        error.value.message
+        == "the Kubernetes API answered 401 Unauthorized: Unauthorized (check KUBERNETES_TOKEN / KUBERNETES_TOKEN_FILE)"
+    )
 
 
 def test_403_carries_the_api_message_and_points_at_the_rbac(apiserver):
@@ -178,7 +191,9 @@ def test_system_roots_do_not_trust_a_private_cluster_ca(apiserver):
 
 
 def test_unreachable_api_is_code_0():
-    kube = client_from_settings(Settings.from_environment({"KUBERNETES_API_URL": f"https://127.0.0.1:{free_port()}", "KUBERNETES_TOKEN": "t"}))
+    kube = client_from_settings(
+        Settings.from_environment({"KUBERNETES_API_URL": f"https://127.0.0.1:{free_port()}", "KUBERNETES_TOKEN": "t"})
+    )
     assert kube is not None
     with pytest.raises(KubeError) as error:
         kube.list_nodes()
@@ -265,7 +280,10 @@ def test_a_status_message_that_is_not_text_is_never_shown_as_a_python_repr(apise
     from testkit import fake_apiserver
 
     apiserver.set_pods([pod("p", "u-p", "")])
-    shaped = lambda code, reason, _message: {"kind": "Status", "code": code, "reason": reason, "message": message}
+
+    def shaped(code, reason, _message):
+        return {"kind": "Status", "code": code, "reason": reason, "message": message}
+
     monkeypatch.setattr(fake_apiserver, "status", shaped)
     with pytest.raises(KubeError) as raised:
         client(apiserver).bind("default", "missing", "u-x", "node-a")
@@ -294,7 +312,7 @@ def test_a_head_or_answer_that_drips_costs_at_most_the_call_time_in_all(apiserve
 def test_a_tls_handshake_held_by_the_server_ends_at_the_deadline(apiserver):
     apiserver.stall_handshake = True
     started = time.monotonic()
-    with pytest.raises(KubeError, match="did not answer GET /api/v1/nodes within 0.4 s"):
+    with pytest.raises(KubeError, match=r"did not answer GET /api/v1/nodes within 0\.4 s"):
         client(apiserver, EXTENDER_HTTP_TIMEOUT="800ms").list_nodes()
     assert time.monotonic() - started < 1.0
 

@@ -23,7 +23,10 @@ profiles:
     preempt: {{enabled: [{{name: ProtectedVictims}}]}}
   pluginConfig:
   - name: ProtectedVictims
-    args: {{protect: [{{name: system, pods: {{namespaces: [kube-system]}}}}, {{name: databases, pods: {{labelSelector: {{matchLabels: {{app: db}}}}}}}}]}}
+    args:
+      protect:
+      - {{name: system, pods: {{namespaces: [kube-system]}}}}
+      - {{name: databases, pods: {{labelSelector: {{matchLabels: {{app: db}}}}}}}}
 """
 
 VICTIMS = [
@@ -38,9 +41,13 @@ VICTIMS = [
 def meta_request(victims: dict[str, list[str]], full: bool = False) -> bytes:
     if full:
         by_uid = {victim["metadata"]["uid"]: victim for victim in VICTIMS}
-        candidates = {node: {"Pods": [by_uid[uid] for uid in uids], "NumPDBViolations": 0} for node, uids in victims.items()}
+        candidates = {
+            node: {"Pods": [by_uid[uid] for uid in uids], "NumPDBViolations": 0} for node, uids in victims.items()
+        }
         return json.dumps({"Pod": PREEMPTOR, "NodeNameToVictims": candidates, "NodeNameToMetaVictims": None}).encode()
-    candidates = {node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 1} for node, uids in victims.items()}
+    candidates = {
+        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 1} for node, uids in victims.items()
+    }
     return json.dumps({"Pod": PREEMPTOR, "NodeNameToVictims": None, "NodeNameToMetaVictims": candidates}).encode()
 
 
@@ -63,14 +70,19 @@ def make_client(client_factory, apiserver, tmp_path):
 
 
 def test_victims_are_looked_up_and_protected_ones_veto_their_node(make_client, apiserver):
-    answer = preempt(make_client(), meta_request({"node-a": ["u-dns"], "node-b": ["u-web"], "node-c": ["u-batch", "u-db"], "node-d": ["u-web-2"]}))
+    answer = preempt(
+        make_client(),
+        meta_request({"node-a": ["u-dns"], "node-b": ["u-web"], "node-c": ["u-batch", "u-db"], "node-d": ["u-web-2"]}),
+    )
     assert answer == {
         "NodeNameToMetaVictims": {
             "node-b": {"Pods": [{"UID": "u-web"}], "NumPDBViolations": 1},
             "node-d": {"Pods": [{"UID": "u-web-2"}], "NumPDBViolations": 1},
         }
     }
-    listed = sorted(request.query["fieldSelector"][0] for request in apiserver.requests if request.path == "/api/v1/pods")
+    listed = sorted(
+        request.query["fieldSelector"][0] for request in apiserver.requests if request.path == "/api/v1/pods"
+    )
     assert listed == ["spec.nodeName=node-a", "spec.nodeName=node-b", "spec.nodeName=node-c", "spec.nodeName=node-d"]
 
 
@@ -90,7 +102,9 @@ def test_api_down_follows_the_failure_policy(make_client, caplog, failure_policy
     client = make_client(failure_policy, KUBERNETES_API_URL=f"https://127.0.0.1:{free_port()}")
     with caplog.at_level(logging.WARNING, logger="extender"):
         answer = preempt(client, meta_request({"node-a": ["u-dns"], "node-b": ["u-web"]}))
-    logged = next(record.getMessage() for record in caplog.records if record.getMessage().startswith("victim pods unavailable"))
+    logged = next(
+        record.getMessage() for record in caplog.records if record.getMessage().startswith("victim pods unavailable")
+    )
     assert "node-a (cannot reach the Kubernetes API" in logged
     if failure_policy == "Fail":
         assert answer["NodeNameToMetaVictims"] == {}  # evicting nothing is the safe side
@@ -107,17 +121,23 @@ def test_api_down_follows_the_failure_policy(make_client, caplog, failure_policy
 def test_a_policy_promised_full_pods_gets_uids_only(client_factory, tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_API_URL", raising=False)
     path = tmp_path / "policy.yaml"
-    path.write_text(POLICY.format(failure_policy="Fail").replace("nodeSource:\n  kubernetes: {}\n", "nodeCacheCapable: false\n"))
+    path.write_text(
+        POLICY.format(failure_policy="Fail").replace("nodeSource:\n  kubernetes: {}\n", "nodeCacheCapable: false\n")
+    )
     answer = preempt(client_factory(path), meta_request({"node-b": ["u-web"]}))
     assert answer["NodeNameToMetaVictims"] == {}
-    assert answer["Error"].endswith("node-name preempt requests (nodeCacheCapable: true) need the Kubernetes API (KUBERNETES_API_URL)")
+    assert answer["Error"].endswith(
+        "node-name preempt requests (nodeCacheCapable: true) need the Kubernetes API (KUBERNETES_API_URL)"
+    )
 
 
 def test_plugins_that_read_uids_only_cause_no_lookup(client_factory, apiserver, tmp_path):
     path = tmp_path / "policy.yaml"
     path.write_text("profiles:\n- name: default\n  plugins:\n    filter: {enabled: [{name: NodeNameFilter}]}\n"
                     "  pluginConfig:\n  - name: NodeNameFilter\n    args: {deny: ['node-a']}\n")
-    answer = preempt(client_factory(path, **apiserver.environment()), meta_request({"node-a": ["u-dns"], "node-b": ["u-web"]}))
+    answer = preempt(
+        client_factory(path, **apiserver.environment()), meta_request({"node-a": ["u-dns"], "node-b": ["u-web"]})
+    )
     assert list(answer["NodeNameToMetaVictims"]) == ["node-b"]
     assert apiserver.requests == []
 
@@ -147,7 +167,9 @@ def test_pod_lists_of_the_wrong_shape_are_a_clear_answer_never_a_500(make_client
     assert "\n" not in warning
 
 
-def test_thousands_of_made_up_candidates_cost_a_bounded_number_of_calls_and_a_small_log_entry(make_client, apiserver, caplog):
+def test_thousands_of_made_up_candidates_cost_a_bounded_number_of_calls_and_a_small_log_entry(
+    make_client, apiserver, caplog
+):
     from extender.verbs.preempt import MAX_POD_LISTS
 
     candidates = {f"made-up-node-{index}-" + "x" * 50: ["u-web"] for index in range(20_000)}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,12 @@ def test_the_manifest_is_valid_kubernetes():
 
 def test_only_reads_and_binding_are_granted():
     assert granted() == {
-        ("get", "nodes"), ("list", "nodes"), ("get", "pods"), ("list", "pods"), ("watch", "pods"), ("create", "pods/binding")
+        ("get", "nodes"),
+        ("list", "nodes"),
+        ("get", "pods"),
+        ("list", "pods"),
+        ("watch", "pods"),
+        ("create", "pods/binding"),
     }
 
 
@@ -65,7 +69,9 @@ def test_each_call_needs_exactly_a_granted_permission(apiserver, permission):
 def test_the_role_is_bound_to_the_service_account_whose_token_the_function_uses():
     by_kind = {document["kind"]: document for document in documents()}
     account = by_kind["ServiceAccount"]["metadata"]
-    assert by_kind["ClusterRoleBinding"]["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}]
+    assert by_kind["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+    ]
     assert by_kind["ClusterRoleBinding"]["roleRef"]["name"] == by_kind["ClusterRole"]["metadata"]["name"]
     token = by_kind["Secret"]
     assert token["type"] == "kubernetes.io/service-account-token"

@@ -39,7 +39,7 @@ def restore_logging(monkeypatch):
 
 
 def import_main(env: dict[str, str], then: str = "") -> dict[str, object]:
-    """Import main.py in a fresh interpreter with exactly ``env`` on top of PATH, run ``then``; report what it loaded."""
+    """Import main.py in a fresh interpreter with just ``env`` on top of PATH, run ``then``; report what it loaded."""
     probe = (
         f"import json, logging, sys; import main; {then + '; ' if then else ''}"
         f"print(json.dumps({{'modules': sorted(m for m in sys.modules if m.startswith({LIBRARY_MODULES})), "
@@ -64,7 +64,9 @@ def test_importing_main_on_google_cloud_installs_the_structured_handler_alone_on
     # Not before the first answer: importing the library would make that answer later.
     assert loaded["modules"] == []
     assert loaded["handlers"] == ["DeferredCloudHandler"]
-    loaded = import_main(env, then="logging.getLogger('extender').info('listed'); logging.getLogger().handlers[0].flush()")
+    loaded = import_main(
+        env, then="logging.getLogger('extender').info('listed'); logging.getLogger().handlers[0].flush()"
+    )
     assert "google.cloud.logging_v2.handlers.structured_log" in loaded["modules"]
     assert loaded["handlers"] == ["ExtenderLogHandler"]
 

@@ -18,9 +18,7 @@ import extender.logs
 from extender.logs import deferred
 from extender.logs.deferred import DeferredCloudHandler
 from tests.conftest import ROOT
-
-# restore_logging: test_logging's autouse fixture, here too.
-from tests.test_logging import CLOUD_RUN, PROJECT, TRACE_ID, restore_logging  # noqa: F401
+from tests.test_logging import CLOUD_RUN, PROJECT, TRACE_ID, restore_logging  # noqa: F401 — restore_logging: autouse here too
 
 
 def lines_of(stream: io.StringIO) -> list[str]:
@@ -124,7 +122,10 @@ def test_setup_on_google_cloud_hands_over_to_the_structured_handler_with_the_tra
     logger.warning("the Kubernetes API did not list the nodes within %g s of start-up", 10)
     with flask.Flask(__name__).test_request_context(headers={"X-Cloud-Trace-Context": f"{TRACE_ID}/1;o=1"}):
         logger.info("decision", extra={"json_fields": {"verb": "filter"}})
-    logged = lambda: [entry for entry in map(json.loads, lines_of(stream)) if "message" in entry]
+
+    def logged():
+        return [entry for entry in map(json.loads, lines_of(stream)) if "message" in entry]
+
     wait_for(lambda: len(logged()) == 2)  # (the library adds an entry of its own, on its instrumentation)
     startup, decision = logged()
     assert startup["severity"] == "WARNING" and "within 10 s" in startup["message"]
@@ -166,7 +167,9 @@ handler.flush()
 
 def run_fork_probe(import_seconds: float, before_fork: str) -> tuple[list[str], dict[str, str]]:
     code = textwrap.dedent(FORK_PROBE.format(import_seconds=import_seconds, before_fork=before_fork))
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
     lines = done.stdout.splitlines()
     pids = {line.split()[0]: line.split()[1] for line in lines if line.startswith(("child ", "parent "))}
     return lines, pids
@@ -199,7 +202,7 @@ def test_a_fork_waits_for_an_import_under_way():
 
 
 def test_a_served_instance_writes_start_up_and_request_entries_once_each_request_in_its_trace(apiserver, tmp_path):
-    """gunicorn's master lists the nodes and logs it, its forked worker serves: every entry written once, by the worker."""
+    """gunicorn's master lists the nodes and logs it; its forked worker serves and writes each entry once."""
     import requests
 
     from tests.conftest import serving

@@ -116,6 +116,14 @@ NODES = ["a", "b", "c"]
 NOW = 1_000_000.0
 
 
+@pytest.fixture(autouse=True)
+def judged_at_the_samples_time(monkeypatch):
+    """Saved answers are judged at their samples' time, as ``explain --metrics`` judges them."""
+    from extender.framework import clock
+
+    monkeypatch.setattr(clock, "now", lambda: NOW)
+
+
 def answer(values: dict[str, float], at: float = NOW) -> bytes:
     result = [{"metric": {"node": node}, "value": [at, repr(value)]} for node, value in values.items()]
     return orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
@@ -424,7 +432,10 @@ def test_explain_shows_the_prediction_offline_with_in_flight_pods_from_a_file(tm
 @pytest.mark.parametrize(
     "status",
     [
-        {"allocatable": {"cpu": "3920m", "memory": "12Gi", "pods": "110"}, "images": [{"names": ["x"], "sizeBytes": 1}]},
+        {
+            "allocatable": {"cpu": "3920m", "memory": "12Gi", "pods": "110"},
+            "images": [{"names": ["x"], "sizeBytes": 1}],
+        },
         {"allocatable": {"cpu": 4}},  # not strings: not read
         "not an object",
         None,
@@ -438,9 +449,13 @@ def test_both_decoders_read_a_full_node_s_allocatable_alike(status):
     item: dict[str, Any] = {"metadata": {"name": "a", "labels": {"k": "v"}}}
     if status is not None:
         item["status"] = status
-    body = orjson.dumps({"Pod": {"metadata": {"uid": "u"}}, "Nodes": {"metadata": {}, "items": [item]}, "NodeNames": None})
+    body = orjson.dumps(
+        {"Pod": {"metadata": {"uid": "u"}}, "Nodes": {"metadata": {}, "items": [item]}, "NodeNames": None}
+    )
     fast = ExtenderArgsSchema().load(decode_fast_or_full(body, Meter(2**30)))
     full = ExtenderArgsSchema().load(decode_full(body, Meter(2**30)))
     assert fast.nodes[0].allocatable == full.nodes[0].allocatable
-    expected = {"cpu": "3920m", "memory": "12Gi", "pods": "110"} if isinstance(status, dict) and status.get("images") else None
+    expected = (
+        {"cpu": "3920m", "memory": "12Gi", "pods": "110"} if isinstance(status, dict) and status.get("images") else None
+    )
     assert full.nodes[0].allocatable == expected

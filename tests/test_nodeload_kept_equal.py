@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from extender.framework import clock
 from extender.framework.kept import KeptProfile
 from extender.framework.profile import Profile
 from extender.http.handler import Extender
 from extender.nodesource.base import NamesOnly
-from extender.plugins import nodeload
 from extender.plugins.nodeload import NodeLoad, Saved
 from extender.policy.loader import parse_policy
 from tests.test_kept_equal import answer
@@ -166,7 +166,7 @@ _ALL = {"verb": "filter", "names": NODES}
 )
 def test_kept_and_fresh_answers_agree(monkeypatch, steps, first):
     now = [1_000_000.0]
-    monkeypatch.setattr(nodeload, "wall_clock", lambda: now[0])
+    monkeypatch.setattr(clock, "now", lambda: now[0])
     answers = Answers()
     answers.set(first, now[0])
     cached, plain = extender(True, answers, monkeypatch), extender(False, answers, monkeypatch)
@@ -185,7 +185,7 @@ def test_the_cache_keeps_one_answer_per_refresh_interval(monkeypatch):
     """What the differential test relies on: the cached extender asks once per refreshInterval, the other on every
     request."""
     now = [1_000_000.0]
-    monkeypatch.setattr(nodeload, "wall_clock", lambda: now[0])
+    monkeypatch.setattr(clock, "now", lambda: now[0])
     asked: list[str] = []
     answers = Answers()
     answers.set({"cpu": {"node-1": (0.5, 0.0)}, "memory": {"node-1": (0.5, 0.0)}}, now[0])

@@ -14,7 +14,12 @@ from extender.nodesource.gke_names import NODE_POOL_LABEL, GkeNodeNames
         ("prod-us", (), "gke-prod-us-default-pool-3b2e4a1f-8d7x", "default-pool"),
         ("prod", (), "gke-prod-gpu-l4-0a1b2c3d-abcd", "gpu-l4"),
         # GKE shortens long names; listed pools map the shortened one back.
-        ("production-europe-west1", ("highmem-workloads", "default-pool"), "gke-production-europe-highmem-wo-9f8e7d6c-q1w2", "highmem-workloads"),
+        (
+            "production-europe-west1",
+            ("highmem-workloads", "default-pool"),
+            "gke-production-europe-highmem-wo-9f8e7d6c-q1w2",
+            "highmem-workloads",
+        ),
         ("a-b", ("c-d",), "gke-a-b-c-d-01234567-zz99", "c-d"),
     ],
 )
@@ -28,7 +33,10 @@ def test_the_pool_between_cluster_and_hash(cluster, pools, name, pool):
     [
         ("node-a", "node node-a is not named like a GKE node (gke-<cluster>-<pool>-<hash>-<suffix>)"),
         ("gke-prod-us-pool-XYZ12345-abcd", "is not named like a GKE node"),
-        ("gke-other-pool-3b2e4a1f-8d7x", "node gke-other-pool-3b2e4a1f-8d7x is not in a known node pool of GKE cluster prod-us"),
+        (
+            "gke-other-pool-3b2e4a1f-8d7x",
+            "node gke-other-pool-3b2e4a1f-8d7x is not in a known node pool of GKE cluster prod-us",
+        ),
         ("gke-prod-us-batch-3b2e4a1f-8d7x", "is not in a known node pool"),
     ],
 )

@@ -36,7 +36,9 @@ class Clock:
         return self.now
 
 
-def source(env: dict[str, str], clock: Clock | None = None, fail_open: bool = False, **settings: float) -> KubernetesNodes:
+def source(
+    env: dict[str, str], clock: Clock | None = None, fail_open: bool = False, **settings: float
+) -> KubernetesNodes:
     kube = client_from_settings(Settings.from_environment(env))
     assert kube is not None
     made = KubernetesNodes(kube, KubernetesSettings(**settings), fail_open, clock or Clock())
@@ -166,7 +168,10 @@ def test_a_node_a_fresh_list_lacks_is_still_only_missing_facts(apiserver):
     clock.now += 10
     [gone] = nodes.lookup(["node-gone"])
     assert node_lists(apiserver) == 2
-    assert gone.why_unknown.code is Code.ERROR and "node node-gone is not in the node list fetched" in gone.why_unknown.reason
+    assert (
+        gone.why_unknown.code is Code.ERROR
+        and "node node-gone is not in the node list fetched" in gone.why_unknown.reason
+    )
 
 
 def test_a_node_the_api_does_not_list_scores_lowest_without_failing_the_others(apiserver):
@@ -193,9 +198,12 @@ def test_api_down_follows_the_failure_policy_and_logs_the_decision(caplog, fail_
         assert "cannot reach the Kubernetes API" in result.error.reason
     decision = next(record.getMessage() for record in caplog.records if "failurePolicy" in record.getMessage())
     default = "Ignore" if fail_open else "Fail"
-    assert decision.startswith("node labels unavailable for node-a, node-b: node facts unavailable: listing nodes failed: cannot reach")
+    assert decision.startswith(
+        "node labels unavailable for node-a, node-b: node facts unavailable: listing nodes failed: cannot reach"
+    )
     assert decision.endswith(
-        f"each plugin's failurePolicy decides (policy default {default}): Fail rejects these nodes, Ignore lets them pass"
+        f"each plugin's failurePolicy decides (policy default {default}): Fail rejects these nodes, Ignore lets them "
+        "pass"
     )
 
 

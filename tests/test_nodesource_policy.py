@@ -38,9 +38,13 @@ def problems(text: str) -> list[str]:
 
 
 def test_kubernetes_settings_are_durations():
-    loaded = parse_policy(policy("  kubernetes: {cacheTTL: 2m, maxWait: 750ms, listTimeout: 20s, minRefreshInterval: 10s}\n"), "test")
+    loaded = parse_policy(
+        policy("  kubernetes: {cacheTTL: 2m, maxWait: 750ms, listTimeout: 20s, minRefreshInterval: 10s}\n"), "test"
+    )
     assert loaded.node_source.kind == "kubernetes"
-    assert loaded.node_source.settings == KubernetesSettings(cache_ttl=120.0, max_wait=0.75, list_timeout=20.0, min_refresh_interval=10.0)
+    assert loaded.node_source.settings == KubernetesSettings(
+        cache_ttl=120.0, max_wait=0.75, list_timeout=20.0, min_refresh_interval=10.0
+    )
     assert loaded.node_source.fail_open is False
 
 
@@ -59,17 +63,28 @@ def test_no_node_source_knows_names_only():
 @pytest.mark.parametrize(
     ("node_source", "expected"),
     [
-        ("  kubernetes: {cacheTtl: 5s}\n", ["nodeSource.kubernetes.cacheTtl: Unknown field."]),
-        ("  kubernetes: {maxWait: 5}\n", ["nodeSource.kubernetes.maxWait: Not a duration: write it like 500ms, 5s or 1m30s."]),
+        ("  kubernetes: {cacheTtl: 5s}\n", ["nodeSource.kubernetes.cacheTtl: Unknown field. Did you mean cacheTTL?"]),
+        (
+            "  kubernetes: {maxWait: 5}\n",
+            ["nodeSource.kubernetes.maxWait: Not a duration: write it like 500ms, 5s or 1m30s."],
+        ),
         ("  kubernetes: {cacheTTL: 100ms}\n", ["nodeSource.kubernetes.cacheTTL: Must be at least 1s."]),
-        ("  names: {cluster: prod}\n  static: {nodes: [{names: ['*'], labels: {}}]}\n",
-         ["nodeSource: set exactly one of kubernetes, static, names (got static, names)"]),
+        (
+            "  names: {cluster: prod}\n  static: {nodes: [{names: ['*'], labels: {}}]}\n",
+            ["nodeSource: set exactly one of kubernetes, static, names (got static, names)"],
+        ),
         ("  {}\n", ["nodeSource: set exactly one of kubernetes, static, names (got none)"]),
         ("  names: {nodePools: [a]}\n", ["nodeSource.names.cluster: Missing data for required field."]),
         ("  static: {nodes: []}\n", ["nodeSource.static.nodes: Shorter than minimum length 1."]),
-        ("  static: {nodes: [{names: ['*'], labels: {zone: 'a b'}}]}\n",
-         [("nodeSource.static.nodes[0].labels.zone: 'a b' is not a valid label value: at most 63 letters, digits, '-', '_' or '.', "
-           "starting and ending with a letter or digit")]),
+        (
+            "  static: {nodes: [{names: ['*'], labels: {zone: 'a b'}}]}\n",
+            [
+                (
+                    "nodeSource.static.nodes[0].labels.zone: 'a b' is not a valid label value: at most 63 letters, "
+                    "digits, '-', '_' or '.', starting and ending with a letter or digit"
+                )
+            ],
+        ),
     ],
 )
 def test_problems_are_named_with_their_path(node_source, expected):
@@ -81,21 +96,35 @@ def test_each_kind_builds_its_source(apiserver):
     from extender.settings import Settings
 
     kube = client_from_settings(Settings.from_environment(apiserver.environment()))
-    static = parse_policy(policy("  static: {nodes: [{names: ['*'], labels: {zone: a}}]}\n"), "t").node_source.build(None)
+    static = parse_policy(policy("  static: {nodes: [{names: ['*'], labels: {zone: a}}]}\n"), "t").node_source.build(
+        None
+    )
     pool_rule = policy("  names: {cluster: prod, nodePools: [gpu]}\n").replace(
         "{zone: a}", "{cloud.google.com/gke-nodepool: gpu}"
     )  # the names source supplies the node-pool label only
     names = parse_policy(pool_rule, "t").node_source.build(None)
     kubernetes = parse_policy(policy("  kubernetes: {}\n"), "t").node_source.build(kube)
-    assert isinstance(static, StaticInventory) and isinstance(names, GkeNodeNames) and isinstance(kubernetes, KubernetesNodes)
+    assert (
+        isinstance(static, StaticInventory)
+        and isinstance(names, GkeNodeNames)
+        and isinstance(kubernetes, KubernetesNodes)
+    )
 
 
 def test_kubernetes_without_the_api_stops_start_up(tmp_path, monkeypatch):
     path = tmp_path / "policy.yaml"
     path.write_text(policy("  kubernetes: {}\n"))
     monkeypatch.delenv("KUBERNETES_API_URL", raising=False)
-    with pytest.raises(ValueError, match="nodeSource is kubernetes, but KUBERNETES_API_URL is not set"):
+    monkeypatch.delenv("KUBERNETES_TOKEN", raising=False)
+    with pytest.raises(ValueError, match=r"^the policy needs variables the environment does not set:") as raised:
         Extender.from_environment(str(path))
+    assert str(raised.value).splitlines()[1:] == [
+        "  KUBERNETES_API_URL: the policy's kubernetes nodeSource lists the nodes from the API server",
+        (
+            "  KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE: the API server refuses to list nodes for an anonymous caller "
+            "(only an http:// KUBERNETES_API_URL, kubectl proxy on the loopback, needs none)"
+        ),
+    ]
 
 
 def test_check_policy_needs_no_cluster_access(tmp_path, capsys):
@@ -113,12 +142,21 @@ def node_name_filter(names: list[str]) -> bytes:
 
 def test_the_function_uses_the_configured_static_source(client_factory, tmp_path):
     path = tmp_path / "policy.yaml"
-    path.write_text(policy("  static: {nodes: [{names: ['zone-a-*'], labels: {zone: a}}, {names: ['zone-b-*'], labels: {zone: b}}]}\n"))
+    path.write_text(
+        policy(
+            "  static: {nodes: [{names: ['zone-a-*'], labels: {zone: a}}, {names: ['zone-b-*'], labels: {zone: b}}]}\n"
+        )
+    )
     client = client_factory(path)
-    answer = client.post("/filter", data=node_name_filter(["zone-a-1", "zone-b-1", "elsewhere"]), content_type="application/json").get_json()
+    answer = client.post(
+        "/filter", data=node_name_filter(["zone-a-1", "zone-b-1", "elsewhere"]), content_type="application/json"
+    ).get_json()
     assert answer["NodeNames"] == ["zone-a-1"]
     assert set(answer["FailedAndUnresolvableNodes"]) == {"zone-b-1", "elsewhere"}
-    assert answer["FailedAndUnresolvableNodes"]["elsewhere"] == "node elsewhere matches no entry of the static nodeSource inventory"
+    assert (
+        answer["FailedAndUnresolvableNodes"]["elsewhere"]
+        == "node elsewhere matches no entry of the static nodeSource inventory"
+    )
     assert answer["Error"] == ""
 
 
@@ -129,7 +167,9 @@ def test_the_function_with_the_api_down(client_factory, tmp_path, failure_policy
     path = tmp_path / "policy.yaml"
     path.write_text(policy("  kubernetes: {maxWait: 2s}\n", failure_policy))
     client = client_factory(path, KUBERNETES_API_URL=f"https://127.0.0.1:{free_port()}", KUBERNETES_TOKEN="t")
-    answer = client.post("/filter", data=node_name_filter(["node-a", "node-b"]), content_type="application/json").get_json()
+    answer = client.post(
+        "/filter", data=node_name_filter(["node-a", "node-b"]), content_type="application/json"
+    ).get_json()
     if failure_policy == "Fail":
         assert answer["NodeNames"] == [] and "cannot reach the Kubernetes API" in answer["Error"]
     else:
@@ -141,7 +181,9 @@ def test_the_function_with_the_kubernetes_source(client_factory, tmp_path, apise
     path = tmp_path / "policy.yaml"
     path.write_text(policy("  kubernetes: {}\n"))
     client = client_factory(path, **apiserver.environment())
-    answer = client.post("/filter", data=node_name_filter(["node-a", "node-b"]), content_type="application/json").get_json()
+    answer = client.post(
+        "/filter", data=node_name_filter(["node-a", "node-b"]), content_type="application/json"
+    ).get_json()
     assert answer["NodeNames"] == ["node-a"]
     assert "NodeLabelPolicy rule 'zone-a'" in answer["FailedAndUnresolvableNodes"]["node-b"]
 
@@ -157,7 +199,9 @@ def test_a_served_function_lists_nodes_and_learns_new_ones(apiserver, tmp_path):
     path.write_text(policy("  kubernetes: {minRefreshInterval: 1s}\n"))
     with serving(EXTENDER_POLICY=str(path), **apiserver.environment()) as url:
         def filter_names(names: list[str]) -> dict:
-            response = requests.post(f"{url}/filter", data=node_name_filter(names), headers={"Content-Type": "application/json"}, timeout=10)
+            response = requests.post(
+                f"{url}/filter", data=node_name_filter(names), headers={"Content-Type": "application/json"}, timeout=10
+            )
             return response.json()
 
         assert filter_names(["node-a", "node-b"])["NodeNames"] == ["node-a"]

@@ -29,6 +29,13 @@ def test_a_node_outside_the_inventory_is_unknowable_not_unlabelled():
     assert stray.why_unknown.reason == "node gke-dev-web-1 matches no entry of the static nodeSource inventory"
 
 
+def test_an_entry_without_globs_matches_no_node():
+    inventory = StaticInventory([InventoryEntry((), {"tier": "none"}), InventoryEntry(("gke-*",), {"tier": "general"})])
+    assert inventory.lookup(["gke-a"]) == [Node("gke-a", {"tier": "general"})]
+    [stray] = inventory.lookup(["other"])
+    assert stray.labels is None and stray.why_unknown is not None
+
+
 class CountingInventory(StaticInventory):
     """Records each name it works out facts for."""
 

@@ -104,7 +104,11 @@ def victim_names(request: dict[str, Any], pods: list[dict[str, Any]]) -> dict[st
 def decision(exchange: Exchange, answer: Any, pods: list[dict[str, Any]]) -> Any:
     """What was decided, free of the mode's wire form (node objects vs names, victim UIDs of one run)."""
     if exchange.verb == "filter":
-        kept = [node["metadata"]["name"] for node in answer["Nodes"]["items"]] if "Nodes" in answer else answer["NodeNames"]
+        kept = (
+            [node["metadata"]["name"] for node in answer["Nodes"]["items"]]
+            if "Nodes" in answer
+            else answer["NodeNames"]
+        )
         return kept, answer["FailedNodes"], answer["FailedAndUnresolvableNodes"], answer["Error"]
     if exchange.verb == "preempt":
         names = victim_names(exchange.request, pods)
@@ -133,7 +137,7 @@ def test_node_name_requests_decide_like_their_full_node_twins(
     client = client_factory(policy, **apiserver.environment())
 
     decisions = []
-    for full_exchange, names_exchange in zip(full, names):
+    for full_exchange, names_exchange in zip(full, names, strict=True):
         if offered(full_exchange) != offered(names_exchange):
             # The two runs placed an earlier pod differently, a tie the scheduler broke its own way in each (v1.35.4
             # put low-1 on node-a in one run and on node-b in the other): from here on they are not twins.
@@ -153,7 +157,9 @@ def test_node_name_requests_decide_like_their_full_node_twins(
     assert first_filter[3] == "", "no Error: the node source served every node"
     if names_name == "b-nodecache-true":
         assert first_filter[0] == ["node-a"]  # node-b (idx 1) and node-c (idx 2) are off limits for demo web pods
-        assert json.dumps(decisions[1][1]) == json.dumps([{"Host": "node-a", "Score": 3}, {"Host": "node-b", "Score": 10}, {"Host": "node-c", "Score": 3}])
+        assert json.dumps(decisions[1][1]) == json.dumps(
+            [{"Host": "node-a", "Score": 3}, {"Host": "node-b", "Score": 10}, {"Host": "node-c", "Score": 3}]
+        )
     if names_name == "g-preempt-nodecache-true-echo" and len(decisions) == len(full):
         preempt = next(answer for verb, answer in decisions if verb == "preempt")
         # node-a is in zone-0, off limits for the high-priority preemptor; low-2 on node-b is not protected.

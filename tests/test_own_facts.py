@@ -86,7 +86,9 @@ def test_a_plugin_failing_to_say_which_facts_it_lacks_is_its_failure():
     assert enforced.error.reason == "plugin Measured failed in filter: RuntimeError: the metrics store is gone"
     audited = profile(Measured(broken=True), audit=True)
     judged, scored = audited.filter(pod(), NODES), audited.prioritize(pod(), NODES)
-    assert judged.error is None and judged.feasible == ["a", "b", "x-1"] and set(judged.audit_failed) == {"a", "b", "x-1"}
+    assert (
+        judged.error is None and judged.feasible == ["a", "b", "x-1"] and set(judged.audit_failed) == {"a", "b", "x-1"}
+    )
     assert scored.error is None and set(scored.audit_failed) == {"a", "b", "x-1"}
 
 

@@ -71,7 +71,8 @@ def test_custom_args_are_validated_with_field_paths(plugin_dir):
     with pytest.raises(PolicyError) as caught:
         parse_policy(
             "pluginModules: [tests.custom_plugins]\n"
-            "profiles: [{name: a, plugins: {filter: {enabled: [{name: LicenseSlots}]}}, pluginConfig: [{name: LicenseSlots, args: {full: node-b}}]}]",
+            "profiles: [{name: a, plugins: {filter: {enabled: [{name: LicenseSlots}]}}, "
+            "pluginConfig: [{name: LicenseSlots, args: {full: node-b}}]}]",
             "test.yaml",
         )
     assert caught.value.problems == ["profiles[0].pluginConfig[0].args.full: Not a valid list."]
@@ -94,7 +95,8 @@ def test_custom_args_are_validated_with_field_paths(plugin_dir):
             class Impostor(FilterPlugin):
                 name = "NodeNameFilter"
             """,
-            "cannot import '{module}': ValueError: a plugin named 'NodeNameFilter' is already registered (extender.plugins.nodenamefilter)",
+            ("cannot import '{module}': ValueError: a plugin named 'NodeNameFilter' is already registered "
+             "(extender.plugins.nodenamefilter)"),
         ),
     ],
     ids=["raises", "syntax-error", "name-clash"],
@@ -140,11 +142,13 @@ def test_custom_plugins_that_read_labels_fall_under_the_node_facts_rule(plugin_d
 def test_unknown_plugin_messages_list_the_registered_custom_plugins(plugin_dir):
     with pytest.raises(PolicyError) as caught:
         parse_policy(
-            "pluginModules: [tests.custom_plugins]\nprofiles: [{name: a, plugins: {filter: {enabled: [{name: LicenceSlots}]}}}]",
+            "pluginModules: [tests.custom_plugins]\n"
+            "profiles: [{name: a, plugins: {filter: {enabled: [{name: LicenceSlots}]}}}]",
             "t",
         )
     (problem,) = caught.value.problems
     assert problem.startswith(
-        "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'LicenceSlots'; known plugins: "
+        "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'LicenceSlots': did you mean LicenseSlots? (known "
+        "plugins: "
     )
     assert "LicenseSlots" in problem and "NodeLabelPolicy" in problem

@@ -127,7 +127,10 @@ def test_scores_round_to_the_nearest_integer():
         ({"prices": PRICES, "ceiling": 1}, "ceiling: only scale: absolute takes a ceiling"),
         ({"prices": PRICES, "scale": "log"}, "scale: Must be one of: relative, absolute."),
         ({"prices": ["e2-standard-4"]}, "prices: Not a valid mapping type."),
-        ({"prices": PRICES, "spotDiscount": 1.5}, "spotDiscount: Must be greater than or equal to 0 and less than or equal to 1."),
+        (
+            {"prices": PRICES, "spotDiscount": 1.5},
+            "spotDiscount: Must be greater than or equal to 0 and less than or equal to 1.",
+        ),
         ({"prices": PRICES, "defaultPrice": -0.1}, "defaultPrice: Must be greater than or equal to 0."),
         ({"spotPrice": 0.3}, "spotPrice: Unknown field."),
     ],
@@ -147,9 +150,9 @@ def test_absolute_scale_scores_each_price_against_the_ceiling():
     absolute = {"prices": close, "scale": "absolute", "ceiling": 1.0}
     assert scores(absolute, nodes) == {"a": 87, "b": 87}
     # At or above the ceiling: 0; free: 100; unknown types cost the dearest listed price (1.5, above the ceiling).
-    assert scores({**absolute, "prices": {**close, "free": 0}}, [typed("f", "free"), typed("d", "dear"), node("x")]) == {
-        "f": 100, "d": 0, "x": 0
-    }
+    assert scores(
+        {**absolute, "prices": {**close, "free": 0}}, [typed("f", "free"), typed("d", "dear"), node("x")]
+    ) == {"f": 100, "d": 0, "x": 0}
 
 
 def test_the_relative_scale_is_exact_in_any_unit():
@@ -196,7 +199,8 @@ def test_check_policy_names_a_huge_price_at_its_field(tmp_path, capsys):
 
     policy = tmp_path / "policy.yaml"
     policy.write_text(
-        "nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n"
+        "nodeCacheCapable: false\nprofiles:\n- name: default\n"
+        "  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n"
         "  pluginConfig: [{name: InstanceCost, args: {prices: {e2-standard-4: 1e303}}}]\n"
     )
     assert main(["check-policy", str(policy)]) == 1
@@ -226,7 +230,8 @@ def test_a_json_policy_may_write_prices_with_exponents(tmp_path):
     assert "2e-6" in policy.read_text()
     load_policy(policy)
     (tmp_path / "policy.yaml").write_text(
-        "nodeCacheCapable: false\nprofiles:\n- name: default\n  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n"
+        "nodeCacheCapable: false\nprofiles:\n- name: default\n"
+        "  plugins: {score: {enabled: [{name: InstanceCost, weight: 1}]}}\n"
         "  pluginConfig: [{name: InstanceCost, args: {prices: {a: 2e-6, b: 1e+3}}}]\n"
     )
     load_policy(tmp_path / "policy.yaml")

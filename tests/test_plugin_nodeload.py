@@ -13,7 +13,7 @@ from extender.framework.args import loading_for
 from extender.plugins import NodeLoad
 from extender.plugins.nodeload import least_loaded, target_load
 from extender.plugins.nodeload.args import GMP_URL, PRESETS, QUERY_SHARE
-from extender.policy.loader import PolicyError, parse_policy
+from extender.policy.loader import parse_policy
 from extender.settings import Settings
 from extender.wire.errors import flatten_errors
 from tests.conftest import ROOT
@@ -217,25 +217,32 @@ profiles:
 """
 
 
-def test_preset_gke_without_a_known_project_stops_start_up_and_check_policy(tmp_path):
-    with pytest.raises(PolicyError) as raised:
-        parse_policy(GKE_POLICY, "test", Settings())
-    [problem] = raised.value.problems
-    assert problem.startswith("profiles[0].pluginConfig[0].args.prometheus.url: preset gke queries Cloud Monitoring")
-    assert "set GOOGLE_CLOUD_PROJECT" in problem
-    assert parse_policy(GKE_POLICY, "test", Settings(project="p")).profiles["default"].filters[0].name == "NodeLoad"
+def test_preset_gke_needs_the_project_at_start_up_which_check_policy_lists(tmp_path):
+    """The policy is valid anywhere (the deployment sets GOOGLE_CLOUD_PROJECT); start-up, and check-policy --env,
+    refuse to run without the project the preset queries."""
+    need = "GOOGLE_CLOUD_PROJECT: NodeLoad's preset queries Cloud Monitoring in the function's project"
+    policy = parse_policy(GKE_POLICY, "test", Settings())
+    assert [str(found) for found in policy.needs()] == [need]
+    assert parse_policy(GKE_POLICY, "test", Settings(project="p")).profiles["default"].filters[0].config.url == (
+        "https://monitoring.googleapis.com/v1/projects/p/location/global/prometheus"
+    )
     path = tmp_path / "policy.yaml"
     path.write_text(GKE_POLICY)
     environment = {"PATH": "/usr/bin:/bin"}
-    checked = subprocess.run(
-        [sys.executable, "-m", "extender", "check-policy", str(path)],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert checked.returncode == 1 and "set GOOGLE_CLOUD_PROJECT" in checked.stderr
+
+    def check(*options: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "extender", "check-policy", str(path), *options]
+        return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, check=False)
+
+    checked = check()
+    assert (checked.returncode, checked.stderr) == (0, "")
+    assert checked.stdout.splitlines()[-1] == f"  needs {need}"
+    checked = check("--env")
+    assert checked.returncode == 2
+    assert checked.stderr.splitlines() == [
+        f"{path}: the policy needs variables the environment does not set:",
+        f"  {need}",
+    ]
     started = subprocess.run(
         [sys.executable, "-c", "from extender.startup import start; start()"],
         cwd=ROOT,
@@ -244,19 +251,14 @@ def test_preset_gke_without_a_known_project_stops_start_up_and_check_policy(tmp_
         text=True,
         check=False,
     )
-    assert started.returncode == 1 and "extender cannot start: invalid policy" in started.stderr
-    assert "set GOOGLE_CLOUD_PROJECT" in started.stderr and "Traceback" not in started.stderr
+    assert started.returncode == 1 and "Traceback" not in started.stderr
+    assert started.stderr.splitlines()[-2:] == [
+        "extender cannot start: the policy needs variables the environment does not set:",
+        f"  {need}",
+    ]
     environment["GOOGLE_CLOUD_PROJECT"] = "p"
-    checked = subprocess.run(
-        [sys.executable, "-m", "extender", "check-policy", str(path)],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    checked = check("--env")
     assert checked.returncode == 0, checked.stderr
-
 
 @pytest.mark.parametrize(
     ("load", "score"),

@@ -9,10 +9,11 @@ import pytest
 import yaml
 from marshmallow import ValidationError
 
+from extender.framework.clock import utc_now
 from extender.framework.profile import Profile
 from extender.framework.status import Code
 from extender.framework.types import Node
-from extender.plugins.nodenamefilter import NodeNameFilter, utc_now
+from extender.plugins.nodenamefilter import NodeNameFilter
 from extender.wire.errors import flatten_errors
 from tests.plugin_helpers import build, pod
 
@@ -211,16 +212,28 @@ def test_yaml_timestamps_load_like_strings():
         ({"allow": [""]}, "allow[0]: a glob cannot be empty"),
         # Globs that can never match a node name (a lowercase RFC 1123 name) would silently deny nothing.
         ({"deny": ["gke-[prod-*"]}, "deny[0]: glob 'gke-[prod-*': the bracket opened at position 4 is never closed"),
-        ({"deny": ["GKE-prod-*"]}, "deny[0]: glob 'GKE-prod-*' can never match a node name: 'E', 'G', 'K' cannot appear in one"
-            " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
-        ({"deny": ["pool_a-*"]}, "deny[0]: glob 'pool_a-*' can never match a node name: '_' cannot appear in one"
-            " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"),
+        (
+            {"deny": ["GKE-prod-*"]},
+            (
+                "deny[0]: glob 'GKE-prod-*' can never match a node name: 'E', 'G', 'K' cannot appear in one"
+                " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"
+            ),
+        ),
+        (
+            {"deny": ["pool_a-*"]},
+            (
+                "deny[0]: glob 'pool_a-*' can never match a node name: '_' cannot appear in one"
+                " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"
+            ),
+        ),
         ({"allow": ["a]*"]}, "allow[0]: glob 'a]*': ']' at position 1 closes no bracket"),
         ({"allow": ["node-[]"]}, "allow[0]: glob 'node-[]': the bracket at position 5 is empty"),
         (
             {"maintenance": [{"name": "m", "nodes": ["Node-*"], "windows": [{"from": "01:00", "to": "02:00"}]}]},
-            "maintenance[0].nodes[0]: glob 'Node-*' can never match a node name: 'N' cannot appear in one"
-            " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])",
+            (
+                "maintenance[0].nodes[0]: glob 'Node-*' can never match a node name: 'N' cannot appear in one"
+                " (node names hold lowercase letters, digits, '-' and '.'; globs add *, ? and [...])"
+            ),
         ),
         (
             {"maintenance": [{"nodes": ["x"], "windows": [ONE_OFF]}]},
@@ -250,7 +263,8 @@ def test_yaml_timestamps_load_like_strings():
         ),
         (
             maintenance({"start": "2026-03-01T22:00:00"}),
-            "maintenance[0].windows[0].start: 2026-03-01T22:00:00 has no UTC offset: end it with Z or an offset such as +01:00",
+            ("maintenance[0].windows[0].start: 2026-03-01T22:00:00 has no UTC offset: end it with Z or an offset such "
+             "as +01:00"),
         ),
         (
             maintenance({"start": "yesterday", "end": "2026-03-01T22:00:00Z"}),
@@ -266,12 +280,13 @@ def test_yaml_timestamps_load_like_strings():
         ),
         (
             maintenance({"start": "2026-03-01T22:00:00Z", "end": "2026-03-02T04:00:00Z", "days": ["Sat"]}),
-            "maintenance[0].windows[0]: a window is either one-off (start, end) or weekly (days, from, to, timeZone), not both",
+            ("maintenance[0].windows[0]: a window is either one-off (start, end) or weekly (days, from, to, timeZone), "
+             "not both"),
         ),
         (maintenance({"from": "22:00"}), "maintenance[0].windows[0].to: Missing data for required field."),
         (
             maintenance({"from": 1320, "to": "04:00"}),
-            'maintenance[0].windows[0].from: must be a quoted "HH:MM" string (unquoted, YAML reads 22:00 as a number)',
+            'maintenance[0].windows[0].from: Not a valid string: a time of day is a quoted "HH:MM".',
         ),
         (
             maintenance({"from": "7:00", "to": "08:00"}),
@@ -292,11 +307,13 @@ def test_yaml_timestamps_load_like_strings():
         ),
         (
             maintenance({"from": "08:00", "to": "09:00", "timeZone": "CEST"}),
-            "maintenance[0].windows[0].timeZone: unknown time zone 'CEST': use an IANA name such as Europe/Berlin or UTC",
+            ("maintenance[0].windows[0].timeZone: unknown time zone 'CEST': use an IANA name such as Europe/Berlin or "
+             "UTC"),
         ),
         (
             maintenance({"from": "08:00", "to": "09:00", "timeZone": "../etc/passwd"}),
-            "maintenance[0].windows[0].timeZone: unknown time zone '../etc/passwd': use an IANA name such as Europe/Berlin or UTC",
+            ("maintenance[0].windows[0].timeZone: unknown time zone '../etc/passwd': use an IANA name such as "
+             "Europe/Berlin or UTC"),
         ),
         (maintenance({"from": "08:00", "until": "09:00"}), "maintenance[0].windows[0].until: Unknown field."),
     ],

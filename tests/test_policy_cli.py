@@ -42,8 +42,11 @@ def test_a_valid_policy_exits_0_and_lists_its_profiles(capsys, tmp_path):
     assert out.splitlines() == [
         f"{tmp_path / 'policy.yaml'}: ok",
         "  profile batch: score InstanceCost (weight 1)",
-        "  profile default: filter NodeNameFilter, NodeLabelPolicy; score InstanceCost (weight 3, failurePolicy Ignore), "
-        "TopologyPreference (weight 1); preempt ProtectedVictims",
+        (
+            "  profile default: filter NodeNameFilter, NodeLabelPolicy; "
+            "score InstanceCost (weight 3, failurePolicy Ignore), TopologyPreference (weight 1); "
+            "preempt ProtectedVictims"
+        ),
     ]
 
 
@@ -91,6 +94,7 @@ def cli(*args, cwd=ROOT):
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
 
 
@@ -126,13 +130,16 @@ def test_the_docs_show_what_the_checks_print(command, tmp_path):
         result = subprocess.run(
             [sys.executable, *line.split()[2:]],
             cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            # No Kubernetes API setting: a shown --env run names them all.
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}, "PYTHONPATH": str(ROOT)},
             capture_output=True,
             text=True,
             timeout=60,
+            check=False,
         )
         assert (result.stdout + result.stderr).splitlines() == expected, line
-        assert result.returncode == (1 if expected[0].startswith("invalid ") else 0)
+        unset = any(line.endswith(": the policy needs variables the environment does not set:") for line in expected)
+        assert result.returncode == (1 if expected[0].startswith("invalid ") else 2 if unset else 0)
 
 
 def test_a_wrong_setting_in_the_environment_is_named_not_a_traceback(capsys, monkeypatch):
@@ -142,3 +149,63 @@ def test_a_wrong_setting_in_the_environment_is_named_not_a_traceback(capsys, mon
     code, out, err = run(capsys, DEFAULT)
     assert code == 2 and out == ""
     assert err == 'python -m extender check-policy: EXTENDER_HTTP_TIMEOUT: time: invalid duration "5" (e.g. 5s)\n'
+
+
+KUBERNETES_SOURCE = "nodeSource: {kubernetes: {}}\nprofiles: [{name: default}]\n"
+API_URL_NEED = "KUBERNETES_API_URL: the policy's kubernetes nodeSource lists the nodes from the API server"
+TOKEN_NEED = (
+    "KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE: the API server refuses to list nodes for an anonymous caller (only an "
+    "http:// KUBERNETES_API_URL, kubectl proxy on the loopback, needs none)"
+)
+
+
+def test_the_variables_the_policy_needs_at_start_up_are_listed_one_a_line(capsys, tmp_path, monkeypatch):
+    for name in ("KUBERNETES_API_URL", "KUBERNETES_TOKEN", "KUBERNETES_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "policy.yaml").write_text(KUBERNETES_SOURCE)
+    code, out, err = run(capsys, tmp_path / "policy.yaml")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-2:] == [f"  needs {API_URL_NEED}", f"  needs {TOKEN_NEED}"]
+
+
+@pytest.mark.parametrize(
+    ("environment", "unmet"),
+    [
+        ({}, [API_URL_NEED, TOKEN_NEED]),
+        ({"KUBERNETES_API_URL": "https://203.0.113.10"}, [TOKEN_NEED]),
+        ({"KUBERNETES_API_URL": "https://203.0.113.10", "KUBERNETES_TOKEN": "t"}, []),
+        ({"KUBERNETES_API_URL": "http://127.0.0.1:8001"}, []),  # kubectl proxy adds its own credentials
+    ],
+)
+def test_env_checks_them_as_start_up_does(capsys, tmp_path, monkeypatch, environment, unmet):
+    for name in ("KUBERNETES_API_URL", "KUBERNETES_TOKEN", "KUBERNETES_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "policy.yaml"
+    path.write_text(KUBERNETES_SOURCE)
+    code, out, err = run(capsys, path, "--env")
+    assert out.startswith(f"{path}: ok\n")
+    if unmet:
+        assert code == 2
+        assert err.splitlines() == [f"{path}: the policy needs variables the environment does not set:"] + [
+            f"  {line}" for line in unmet
+        ]
+    else:
+        assert (code, err) == (0, "")
+    from extender.startup import start
+
+    monkeypatch.setenv("EXTENDER_POLICY", str(path))
+    monkeypatch.setenv("EXTENDER_PROCESS_TUNING", "off")
+    if unmet:  # start-up decides with the same code
+        with pytest.raises(SystemExit) as stopped:
+            start()
+        assert str(stopped.value).splitlines()[1:] == [f"  {line}" for line in unmet]
+
+
+def test_env_checks_the_kubernetes_variables_values_too(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBERNETES_API_URL", "http://203.0.113.10")
+    (tmp_path / "policy.yaml").write_text(KUBERNETES_SOURCE)
+    code, _, err = run(capsys, tmp_path / "policy.yaml", "--env")
+    assert code == 2
+    assert "KUBERNETES_API_URL must use https: the bearer token would cross the network in clear text" in err

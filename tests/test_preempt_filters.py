@@ -31,7 +31,9 @@ profiles:
         pods: {{namespaces: [payments]}}
         nodeSelector: {{matchExpressions: [{{key: {SPOT}, operator: DoesNotExist}}]}}
 """
-STATIC_WITHOUT_SPOT = "nodeSource: {static: {nodes: [{names: ['*'], labels: {cloud.google.com/gke-nodepool: general}}]}}\n"
+STATIC_WITHOUT_SPOT = (
+    "nodeSource: {static: {nodes: [{names: ['*'], labels: {cloud.google.com/gke-nodepool: general}}]}}\n"
+)
 NAMES = "nodeSource: {names: {cluster: prod}}\n"
 SPOT_NODE, OTHER_NODE = "gke-prod-general-1a2b3c4d-spt1", "gke-prod-general-1a2b3c4d-x1y2"
 PAYMENTS_POD = {"metadata": {"name": "pay", "namespace": "payments", "uid": "u-pay"}, "spec": {"priority": 1000}}
@@ -60,7 +62,9 @@ def test_a_filter_reading_a_key_the_source_lacks_is_refused_in_a_profile_without
         "profiles[0].pluginConfig[0].args.rules[0].nodeSelector.matchExpressions[0].key: plugin NodeLabelPolicy reads "
         f"node label {SPOT}: preempt requests (which carry no Node objects) take labels from the nodeSource, and the "
     )
-    assert line.endswith("or set preemptTrustsSchedulerFilter: true to rely on the scheduler's own filter there (see docs/policy.md)")
+    assert line.endswith(
+        "or set preemptTrustsSchedulerFilter: true to rely on the scheduler's own filter there (see docs/policy.md)"
+    )
 
 
 def test_check_policy_refuses_it_too(tmp_path, capsys):
@@ -80,7 +84,9 @@ def decide(client, verb: str, payload: dict, caplog) -> tuple[dict, logging.LogR
 
 def test_trusting_the_scheduler_preempt_does_not_judge_the_filter_and_says_so(client_factory, tmp_path, caplog):
     policy = tmp_path / "policy.yaml"
-    policy.write_text("nodeCacheCapable: false\npreemptTrustsSchedulerFilter: true\n" + STATIC_WITHOUT_SPOT + PAYMENTS_OFF_SPOT)
+    policy.write_text(
+        "nodeCacheCapable: false\npreemptTrustsSchedulerFilter: true\n" + STATIC_WITHOUT_SPOT + PAYMENTS_OFF_SPOT
+    )
     client = client_factory(policy)
     filtered, _ = decide(client, "filter", {"Pod": PAYMENTS_POD, "Nodes": {"items": NODES}, "NodeNames": None}, caplog)
     assert list(filtered["FailedAndUnresolvableNodes"]) == [SPOT_NODE]
@@ -128,8 +134,12 @@ profiles:
   - name: NodeLabelPolicy
     args:
       rules:
-      - {{name: shop-off-gpu, pods: {{namespaces: [shop]}}, nodeSelector: {{matchExpressions: [{{key: {POOL}, operator: NotIn, values: [gpu]}}]}}}}
-      - {{name: shop-off-spot, pods: {{namespaces: [shop]}}, nodeSelector: {{matchExpressions: [{{key: {POOL}, operator: NotIn, values: [spot]}}]}}}}
+      - name: shop-off-gpu
+        pods: {{namespaces: [shop]}}
+        nodeSelector: {{matchExpressions: [{{key: {POOL}, operator: NotIn, values: [gpu]}}]}}
+      - name: shop-off-spot
+        pods: {{namespaces: [shop]}}
+        nodeSelector: {{matchExpressions: [{{key: {POOL}, operator: NotIn, values: [spot]}}]}}
 """
 SHOP_POD = {"metadata": {"name": "web", "namespace": "shop", "uid": "u-web"}, "spec": {"priority": 1000}}
 
@@ -140,19 +150,29 @@ MODES = [(kind, full) for kind in SOURCES for full in (True, False) if kind != "
 
 @pytest.mark.parametrize("failure_policy", ["Fail", "Ignore"])
 @pytest.mark.parametrize(("kind", "full"), MODES, ids=[f"{k}-{'full' if f else 'names'}" for k, f in MODES])
-def test_preempt_accepts_no_candidate_filter_rejects(client_factory, apiserver, tmp_path, caplog, kind, full, failure_policy):
+def test_preempt_accepts_no_candidate_filter_rejects(
+    client_factory, apiserver, tmp_path, caplog, kind, full, failure_policy
+):
     apiserver.set_nodes([api_node(name, labels) for name, labels in CLUSTER])
     policy = tmp_path / "policy.yaml"
-    policy.write_text(f"nodeCacheCapable: {str(not full).lower()}\nfailurePolicy: {failure_policy}\n" + SOURCES[kind] + POOL_RULES)
+    policy.write_text(
+        f"nodeCacheCapable: {str(not full).lower()}\nfailurePolicy: {failure_policy}\n" + SOURCES[kind] + POOL_RULES
+    )
     client = client_factory(policy, **apiserver.environment())
     names = [name for name, _ in CLUSTER] + ([UNKNOWN] if not full else [])
     if full:
-        request = {"Pod": SHOP_POD, "Nodes": {"items": [full_node(name, labels) for name, labels in CLUSTER]}, "NodeNames": None}
+        request = {
+            "Pod": SHOP_POD,
+            "Nodes": {"items": [full_node(name, labels) for name, labels in CLUSTER]},
+            "NodeNames": None,
+        }
     else:
         request = {"Pod": SHOP_POD, "Nodes": None, "NodeNames": names}
     filtered, _ = decide(client, "filter", request, caplog)
     kept = [item["metadata"]["name"] for item in filtered["Nodes"]["items"]] if full else filtered["NodeNames"]
-    assert kept == ["gke-prod-general-1a2b3c4d-bbbb"] + ([UNKNOWN] if not full and failure_policy == "Ignore" and kind == "kubernetes" else [])
+    assert kept == ["gke-prod-general-1a2b3c4d-bbbb"] + (
+        [UNKNOWN] if not full and failure_policy == "Ignore" and kind == "kubernetes" else []
+    )
     candidates = {name: {"Pods": [VICTIM], "NumPDBViolations": 0} for name in names}
     preempted, record = decide(client, "preempt", {"Pod": SHOP_POD, "NodeNameToVictims": candidates}, caplog)
     accepted = sorted(preempted["NodeNameToMetaVictims"])

@@ -222,10 +222,14 @@ def test_maintenance_windows_follow_the_real_clock(client_factory, tmp_path):
               maintenance:
               - name: upgrade
                 nodes: ["node-[ab]"]
-                windows: [{{start: "{(now - dt.timedelta(hours=1)).isoformat()}", end: "{(now + dt.timedelta(hours=1)).isoformat()}"}}]
+                windows:
+                - start: "{(now - dt.timedelta(hours=1)).isoformat()}"
+                  end: "{(now + dt.timedelta(hours=1)).isoformat()}"
               - name: last-week
                 nodes: ["node-c"]
-                windows: [{{start: "{(now - dt.timedelta(days=8)).isoformat()}", end: "{(now - dt.timedelta(days=7)).isoformat()}"}}]
+                windows:
+                - start: "{(now - dt.timedelta(days=8)).isoformat()}"
+                  end: "{(now - dt.timedelta(days=7)).isoformat()}"
         """
     )
     (tmp_path / "policy.yaml").write_text(policy)
@@ -248,6 +252,8 @@ def test_an_invalid_policy_stops_start_up_with_every_problem(client_factory, tmp
         client_factory(tmp_path / "policy.yaml")
     assert str(caught.value).splitlines() == [
         f"extender cannot start: invalid policy {tmp_path / 'policy.yaml'}:",
-        "  profiles[2].pluginConfig[0].args.rules[0].nodeSelector.matchExpressions[0].values: NotIn needs at least one value",
-        "  profiles[3].plugins.score.enabled[0].weight: Must be greater than or equal to 1 and less than or equal to 100.",
+        ("  profiles[2].pluginConfig[0].args.rules[0].nodeSelector.matchExpressions[0].values: NotIn needs at least "
+         "one value"),
+        ("  profiles[3].plugins.score.enabled[0].weight: Must be greater than or equal to 1 and less than or equal to "
+         "100."),
     ]

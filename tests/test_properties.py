@@ -46,11 +46,25 @@ json_values = st.recursive(
     max_leaves=30,
 )
 wire_keys = st.sampled_from(
-    ["Pod", "Nodes", "NodeNames", "NodeNameToVictims", "NodeNameToMetaVictims", "PodName", "PodNamespace", "PodUID", "Node", "items", "metadata"]
+    [
+        "Pod",
+        "Nodes",
+        "NodeNames",
+        "NodeNameToVictims",
+        "NodeNameToMetaVictims",
+        "PodName",
+        "PodNamespace",
+        "PodUID",
+        "Node",
+        "items",
+        "metadata",
+    ]
 )
 wire_shaped = st.recursive(
     json_values,
-    lambda children: st.dictionaries(wire_keys | st.text(max_size=8), children, max_size=6) | st.lists(children, max_size=4),
+    lambda children: (
+        st.dictionaries(wire_keys | st.text(max_size=8), children, max_size=6) | st.lists(children, max_size=4)
+    ),
     max_leaves=40,
 )
 
@@ -83,9 +97,16 @@ labels = st.dictionaries(
     st.sampled_from(["small", "large", "true", "false"]) | label_values,
     max_size=4,
 )
-node_names = st.lists(st.text(st.characters(codec="ascii", categories=["L", "N", "Pd"]), min_size=1, max_size=12), max_size=8, unique=True)
+node_names = st.lists(
+    st.text(st.characters(codec="ascii", categories=["L", "N", "Pd"]), min_size=1, max_size=12), max_size=8, unique=True
+)
 pods = st.fixed_dictionaries(
-    {"metadata": st.fixed_dictionaries({"name": st.text(max_size=8), "namespace": st.text(max_size=8), "uid": st.uuids().map(str)}, optional={"labels": st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3)})},
+    {
+        "metadata": st.fixed_dictionaries(
+            {"name": st.text(max_size=8), "namespace": st.text(max_size=8), "uid": st.uuids().map(str)},
+            optional={"labels": st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3)},
+        )
+    },
     optional={"spec": st.fixed_dictionaries({}, optional={"priority": st.integers(-(2**31), 2**31 - 1) | st.none()})},
 )
 
@@ -95,7 +116,10 @@ def extender_args(draw):
     names = draw(node_names)
     pod = draw(pods)
     if draw(st.booleans()):
-        items = [{"metadata": {"name": name, "labels": draw(labels), "uid": name}, "status": {"images": []}} for name in names]
+        items = [
+            {"metadata": {"name": name, "labels": draw(labels), "uid": name}, "status": {"images": []}}
+            for name in names
+        ]
         return {"Pod": pod, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None}
     return {"Pod": pod, "Nodes": None, "NodeNames": names}
 
@@ -108,7 +132,10 @@ def preemption_args(draw):
     if draw(st.booleans()):
         full = {name: {"Pods": pods_, "NumPDBViolations": draw(st.integers(0, 3))} for name, pods_ in victims.items()}
         return {"Pod": pod, "NodeNameToVictims": full, "NodeNameToMetaVictims": None}
-    meta = {name: {"Pods": [{"UID": p["metadata"]["uid"]} for p in pods_], "NumPDBViolations": 0} for name, pods_ in victims.items()}
+    meta = {
+        name: {"Pods": [{"UID": p["metadata"]["uid"]} for p in pods_], "NumPDBViolations": 0}
+        for name, pods_ in victims.items()
+    }
     return {"Pod": pod, "NodeNameToVictims": None, "NodeNameToMetaVictims": meta}
 
 
@@ -120,8 +147,12 @@ def test_well_formed_requests_get_answers_the_scheduler_accepts(client, verb, re
     answer = response.get_json()
     check_answer(verb, request, answer)
     if verb == "filter":
-        kept = answer["NodeNames"] if request["NodeNames"] is not None else [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
-        denied = {name for name in answer["FailedAndUnresolvableNodes"]}
+        kept = (
+            answer["NodeNames"]
+            if request["NodeNames"] is not None
+            else [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
+        )
+        denied = set(answer["FailedAndUnresolvableNodes"])
         assert all("-x" not in name for name in kept)
         assert all("-x" in name for name in denied)
 
@@ -133,5 +164,7 @@ def test_well_formed_preemption_requests_answer_offered_victims_only(client, req
     assert response.status_code == 200, response.data
     answer = response.get_json()
     check_answer("preempt", request, answer)
-    offered = request["NodeNameToVictims"] if request["NodeNameToVictims"] is not None else request["NodeNameToMetaVictims"]
+    offered = (
+        request["NodeNameToVictims"] if request["NodeNameToVictims"] is not None else request["NodeNameToMetaVictims"]
+    )
     assert set(answer["NodeNameToMetaVictims"]) == {name for name in offered if "-x" not in name}

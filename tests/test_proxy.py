@@ -26,6 +26,7 @@ import functions_framework
 import google.auth.crypt
 import google.auth.exceptions
 import google.auth.jwt
+import google.oauth2.id_token
 import pytest
 import requests
 from cryptography.hazmat.primitives import serialization
@@ -334,6 +335,19 @@ def test_a_failed_renewal_keeps_the_current_token_until_it_expires(token_source,
         source.token()
 
 
+def test_credentials_that_give_no_token_are_a_refresh_error(monkeypatch):
+    class Tokenless:
+        token = None
+
+        def refresh(self, request: Any) -> None:
+            pass
+
+    monkeypatch.setattr(google.oauth2.id_token, "fetch_id_token_credentials", lambda audience, request: Tokenless())
+    source = IdTokenSource("https://my-extender.a.run.app")
+    with pytest.raises(google.auth.exceptions.RefreshError, match=r"no ID token for https://my-extender\.a\.run\.app"):
+        source.token()
+
+
 # --- a proxy that lends its identity only for what is unambiguous ---------------------------------------
 
 
@@ -405,7 +419,7 @@ def test_paths_that_could_leave_the_target_prefix_are_refused(echo, path, proble
 
 
 def test_dots_inside_segments_are_not_dot_segments(echo):
-    target, url = echo
+    _target, url = echo
     assert requests.get(f"{url}/v1.2/..x/healthz", timeout=10).json() == {"path": "/fn-a/v1.2/..x/healthz"}
 
 

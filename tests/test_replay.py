@@ -25,7 +25,9 @@ def test_checks_accept_what_the_real_scheduler_accepted(exchange):
 
 @pytest.mark.parametrize("exchange", EXCHANGES, ids=lambda e: e.id)
 def test_replay_in_process(client, exchange):
-    response = client.post(f"/{exchange.verb}", data=exchange.body, headers=exchange.meta["headers"] | {"Host": "localhost"})
+    response = client.post(
+        f"/{exchange.verb}", data=exchange.body, headers=exchange.meta["headers"] | {"Host": "localhost"}
+    )
     assert response.status_code == 200, response.data
     assert response.mimetype == "application/json"
     check_answer(exchange.verb, exchange.request, response.get_json())
@@ -33,7 +35,9 @@ def test_replay_in_process(client, exchange):
 
 @pytest.mark.parametrize("exchange", EXCHANGES, ids=lambda e: e.id)
 def test_replay_through_a_served_process(served_url, exchange):
-    headers = {name: value for name, value in exchange.meta["headers"].items() if name not in ("Host", "Content-Length")}
+    headers = {
+        name: value for name, value in exchange.meta["headers"].items() if name not in ("Host", "Content-Length")
+    }
     response = requests.post(f"{served_url}//{exchange.verb}", data=exchange.body, headers=headers, timeout=10)
     assert response.status_code == 200, response.text
     check_answer(exchange.verb, exchange.request, response.json())

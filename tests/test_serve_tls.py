@@ -118,7 +118,7 @@ def test_a_server_certificate_from_another_ca_is_rejected(tls_url, pki):
 
 
 def test_a_host_the_certificate_does_not_name_is_rejected(tls_url, pki):
-    with pytest.raises(requests.exceptions.SSLError, match="match|mismatch"):
+    with pytest.raises(requests.exceptions.SSLError, match=r"match|mismatch"):
         post_filter(tls_url.replace("127.0.0.1", "localhost"), verify=str(pki.ca))
 
 

@@ -25,7 +25,9 @@ PROBE = (
 def started_process(**env: str) -> list[bool]:
     """Whether the collector runs, and whether ``start`` froze objects, in a fresh interpreter."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith("EXTENDER_")} | env
-    finished = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=environment, capture_output=True, text=True)
+    finished = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=environment, capture_output=True, text=True, check=False
+    )
     assert finished.returncode == 0, finished.stderr
     return json.loads(finished.stdout)
 
@@ -176,7 +178,9 @@ def test_start_up_says_when_the_allocator_is_not_set_up_as_deployed(as_deployed)
     environment = {key: value for key, value in os.environ.items() if key not in ALLOCATOR_ENVIRONMENT}
     environment |= dict(ALLOCATOR_ENVIRONMENT) if as_deployed else {"PYTHONMALLOC": "malloc"}
     probe = "import logging; logging.basicConfig(level=logging.INFO); from extender.startup import start; start()"
-    finished = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=environment, capture_output=True, text=True)
+    finished = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=environment, capture_output=True, text=True, check=False
+    )
     assert finished.returncode == 0, finished.stderr
     said = "the allocator is not set up as deployed (PYTHONMALLOC=malloc GLIBC_TUNABLES=glibc.malloc.tcache_count=1)"
     assert (said in finished.stderr) is not as_deployed, finished.stderr

@@ -74,7 +74,13 @@ def test_fields_are_redacted_in_a_copy_keys_included_and_the_callers_objects_lef
     fields = {"path": f"/{TOKEN}/filter", "nodes": [TOKEN, "node-a"], TOKEN: 1, "count": 3, "nested": {"e": TOKEN}}
     redactor = Redactor([TOKEN])
     redacted = redactor.redact_fields(fields)
-    assert redacted == {"path": REDACTED, "nodes": [REDACTED, "node-a"], REDACTED: 1, "count": 3, "nested": {"e": REDACTED}}
+    assert redacted == {
+        "path": REDACTED,
+        "nodes": [REDACTED, "node-a"],
+        REDACTED: 1,
+        "count": 3,
+        "nested": {"e": REDACTED},
+    }
     assert fields["nodes"][0] == TOKEN and TOKEN in fields
     clean = {"path": "/<redacted>/filter", "count": 3}
     assert redactor.redact_fields(clean) is clean

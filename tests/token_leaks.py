@@ -59,7 +59,7 @@ def record_text(record: logging.LogRecord) -> str:
     """Everything a handler could write of ``record``."""
     try:
         message = record.getMessage()
-    except Exception:  # arguments that do not fit: logging prints both
+    except Exception:  # noqa: BLE001 — as logging: args that do not fit, or whose str() fails, are printed as is
         message = f"{record.msg!s} {record.args!r}"
     fields = getattr(record, "json_fields", None)
     parts = [message, orjson.dumps(fields, default=str).decode() if fields else ""]

@@ -1,13 +1,21 @@
-"""check-policy FILE... [--function-name NAME]: validate policy files exactly as the function does at start-up, for
-CI pipelines.
+"""check-policy FILE... [--function-name NAME] [--env]: validate policy files exactly as the function does at
+start-up, for CI pipelines.
 
 Every problem of a file is reported in one run. A profile cannot be named like
 a name that may prefix the function's URLs: its entry point "extender", and,
 given --function-name, the name it is deployed under (Terraform's
 function_name), whatever this environment sets.
 
+A valid file's variables that the function cannot start without are listed,
+one line each (``needs KUBERNETES_API_URL: ...``): the kubernetes node source's
+API server and token, the project NodeLoad's gke preset queries. The policy
+itself is valid without them, since the deployment sets them; --env checks them
+(and the Kubernetes API variables' values) against this environment, as
+start-up will: run it where the function's environment is known.
+
 Exit status 0 when every file is valid, 1 when any is not (each problem on
-stderr as ``field.path: message``), 2 on a usage error.
+stderr as ``field.path: message``), 2 on a usage error or, with --env, a
+variable the function could not start with.
 """
 
 from __future__ import annotations
@@ -15,14 +23,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from extender.errors import ConfigError
 from extender.framework.kept import KeptProfile
 from extender.framework.plugin import Plugin
 from extender.framework.profile import Profile
-from extender.policy.loader import PolicyError, load_policy, plugin_notes
+from extender.policy.loader import Policy, PolicyError, load_policy, plugin_notes
 from extender.settings import Settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "check-policy",
         help="validate policy files (exit 1 on problems)",
@@ -31,6 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="policy file (YAML or JSON)")
     add_function_name(parser)
+    parser.add_argument(
+        "--env",
+        action="store_true",
+        help="also check that this environment sets the variables the policy needs at start-up",
+    )
     parser.set_defaults(run=run)
 
 
@@ -65,7 +79,24 @@ def run(args: argparse.Namespace) -> int:
             print(f"  profile {name}: {describe(policy.profiles[name])}")
             for note in plugin_notes(policy.profiles[name]):
                 print(f"    note: {note}")
+        for need in policy.needs():
+            print(f"  needs {need}")
+        if args.env:
+            try:
+                check_environment(policy, settings)
+            except ConfigError as exc:
+                print(f"{path}: {exc}", file=sys.stderr)
+                status = 2
     return status
+
+
+def check_environment(policy: Policy, settings: Settings) -> None:
+    """What start-up checks of the environment beside the policy: the policy's needs, the Kubernetes API's
+    variables."""
+    from extender.kube import client_from_settings
+
+    policy.check_needs(settings)
+    client_from_settings(settings)
 
 
 def describe(profile: Profile | KeptProfile) -> str:

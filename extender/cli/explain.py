@@ -15,22 +15,29 @@ API's node list. A full-node policy gets the file's nodes; its preempt requests
 (which carry no nodes) read the node source as the function does. Whatever
 stands in for what the function would read is said on stderr. With --metrics,
 NodeLoad judges on saved Prometheus answers (``curl '<url>/api/v1/query?query=...'``)
-at their newest sample's time, and asks no Prometheus; its in-flight pods come
-from --in-flight (``kubectl get pods -A --field-selector spec.nodeName!= -o json``:
-the pods bound to nodes, each at its PodScheduled time) and the nodes'
-allocatable from --nodes, and it asks no Kubernetes API either.
+and asks no Prometheus; its in-flight pods come from --in-flight (``kubectl get
+pods -A --field-selector spec.nodeName!= -o json``: the pods bound to nodes, each
+at its PodScheduled time) and the nodes' allocatable from --nodes, and it asks no
+Kubernetes API either.
+
+Every plugin judges at one instant: --at's (an RFC 3339 timestamp), else with
+--metrics the newest saved sample's time, else now. A maintenance window is
+checked at the time it should be open; the instant reaches the plugins as the
+request's (``extender.framework.clock``), as it does in the function.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime as dt
 import os
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import yaml
@@ -38,15 +45,21 @@ from flask import Request
 from werkzeug.test import EnvironBuilder
 
 from extender.decision_log import plugin_ms
-from extender.framework.profile import FilterResult, PreemptResult, Profile, ScoreResult
+from extender.framework.clock import judged_at, parse_instant
+from extender.framework.kept import ServedProfile
+from extender.framework.plugin import Plugin
+from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
 from extender.framework.status import Code
 from extender.framework.types import Node, VictimFacts
 from extender.http.handler import Extender
 from extender.nodesource.base import NodeSource, PerNameSource, unavailable
 from extender.policy.loader import PolicyError, load_policy
 from extender.protocol import DEFAULT_PROFILE
-from extender.settings import Settings
+from extender.settings import Settings, unmet
 from extender.verbs import Answer
+
+if TYPE_CHECKING:
+    from extender.plugins.nodeload import NodeLoad
 
 STDIN = "-"
 # Where a node is in the filter answer.
@@ -65,7 +78,7 @@ class InputError(Exception):
     """A manifest explain cannot read; the message names the file and the problem."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "explain",
         help="show what filter and prioritize answer for a pod, per node and per plugin",
@@ -97,8 +110,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--metrics",
         metavar="[METRIC=]FILE",
         action="append",
-        help="a saved Prometheus /api/v1/query answer: NodeLoad judges on it instead of asking Prometheus, at its "
-        "newest sample's time; METRIC= says which of NodeLoad's metrics it answers (needed when it queries several)",
+        help="a saved Prometheus /api/v1/query answer: NodeLoad judges on it instead of asking Prometheus (at its "
+        "newest sample's time, unless --at says); METRIC= says which of NodeLoad's metrics it answers (needed when "
+        "it queries several)",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        type=_instant,
+        help="judge at this RFC 3339 timestamp (2026-03-01T02:30:00Z) instead of now: maintenance windows, and the "
+        "age of --metrics samples",
     )
     parser.add_argument(
         "--in-flight",
@@ -122,19 +143,29 @@ def run(args: argparse.Namespace) -> int:
         extender = offline(args.policy, nodes) if nodes is not None else Extender.from_environment(args.policy)
         if args.in_flight and not args.metrics:
             raise InputError("--in-flight needs --metrics: it stands in for the API beside saved Prometheus answers")
+        at: dt.datetime | None = args.at
         if args.metrics:
             in_flight = _manifests(args.in_flight, "Pod") if args.in_flight else None
-            judge_on_saved_metrics(extender, args.profile, args.metrics, in_flight, nodes)
+            newest = judge_on_saved_metrics(extender, args.profile, args.metrics, in_flight, nodes)
+            if at is None and newest is not None:
+                at = dt.datetime.fromtimestamp(newest, dt.UTC)
+            when = "their newest sample's time" if newest is not None else "now (they hold no sample)"
+            when = "--at" if args.at else when
+            bound = (
+                "the --in-flight pods for the pods bound to nodes it reads from the Kubernetes API"
+                if args.in_flight
+                else "no --in-flight file: no pod bound since the samples is counted"
+            )
             print(
-                "explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at their "
-                "newest sample's time; "
-                + (
-                    "the --in-flight pods for the pods bound to nodes it reads from the Kubernetes API"
-                    if args.in_flight
-                    else "no --in-flight file: no pod bound since the samples is counted"
-                ),
+                f"explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at {when}; "
+                f"{bound}",
                 file=sys.stderr,
             )
+        elif args.at is not None:
+            refuse_live_metrics_at(extender, args.profile)
+        if nodes is not None:  # built offline: what stands in for the node source and the metrics needs nothing set
+            stood_in = _node_loads(extender, args.profile) if args.metrics else []
+            check_plugin_needs(extender, args.profile, stood_in)
     except (InputError, PolicyError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -142,12 +173,20 @@ def run(args: argparse.Namespace) -> int:
         for note in stand_ins(extender, args.profile, victims is not None):
             print(f"explain: {note}", file=sys.stderr)
         if extender.policy.node_cache_capable is not False:  # kube-scheduler sends this policy names only
-            nodes, names = None, [_node_name(node) for node in nodes]
-    explanation = explain(extender, args.profile, pod, nodes, names, victims)
+            names = [_node_name(node) for node in nodes]
+            nodes = None
+    explanation = explain(extender, args.profile, pod, nodes, names, victims, at)
     _print(
         orjson.dumps(explanation.as_json(), option=orjson.OPT_INDENT_2).decode() if args.json else explanation.table()
     )
     return 1 if explanation.failed else 0
+
+
+def _instant(text: str) -> dt.datetime:
+    try:
+        return parse_instant(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _print(text: str) -> None:
@@ -207,26 +246,49 @@ def stand_ins(extender: Extender, profile_name: str, victims: bool) -> list[str]
     return notes
 
 
+def _node_loads(extender: Extender, profile_name: str) -> list[NodeLoad]:
+    from extender.plugins.nodeload import NodeLoad
+
+    profile = extender.policy.profiles.get(profile_name)
+    return [plugin for plugin in profile.plugins if isinstance(plugin, NodeLoad)] if profile is not None else []
+
+
+def check_plugin_needs(extender: Extender, profile_name: str, stood_in: Sequence[Plugin]) -> None:
+    """ConfigError for a variable a plugin of the profile asks with, unless what it asks is stood in for."""
+    profile = extender.policy.profiles.get(profile_name)
+    plugins = [plugin for plugin in profile.plugins if plugin not in stood_in] if profile is not None else []
+    problem = unmet([need for plugin in plugins for need in plugin.needs()], extender.settings)
+    if problem is not None:
+        raise problem
+
+
+def refuse_live_metrics_at(extender: Extender, profile_name: str) -> None:
+    """--at without --metrics: NodeLoad would ask Prometheus for the load of now and judge it as the load of then."""
+    if _node_loads(extender, profile_name):
+        raise InputError(
+            f"--at: profile {profile_name}'s NodeLoad reads the nodes' load now, not at --at: give answers saved at "
+            "that time with --metrics"
+        )
+
+
 def judge_on_saved_metrics(
     extender: Extender,
     profile_name: str,
     given: Sequence[str],
     in_flight: Sequence[dict[str, Any]] | None = None,
     nodes: Sequence[dict[str, Any]] | None = None,
-) -> None:
+) -> float | None:
     """--metrics: each NodeLoad of the profile judges on the saved answers (``[METRIC=]FILE``), asking no Prometheus,
-    with the ``in_flight`` pods (--in-flight; none counted without) and the allocatable of ``nodes`` (--nodes)."""
+    with the ``in_flight`` pods (--in-flight; none counted without) and the allocatable of ``nodes`` (--nodes).
+    Returns the newest saved sample's time (None: they hold no sample)."""
     import msgspec
 
     from extender.kube.bound_pods import Bindings, by_node, collect
     from extender.kube.demand import resources
     from extender.kube.lists import decode_bound_pod_page
-    from extender.plugins.nodeload import NodeLoad
     from extender.plugins.nodeload.answers import AnswerError
 
-    profile = extender.policy.profiles.get(profile_name)
-    plugins = [*profile.filters, *(entry.plugin for entry in profile.scores)] if profile is not None else []
-    loads = list({id(plugin): plugin for plugin in plugins if isinstance(plugin, NodeLoad)}.values())
+    loads = _node_loads(extender, profile_name)
     if not loads:
         raise InputError(f"--metrics: profile {profile_name} has no NodeLoad plugin")
     files: dict[str | None, str] = {}
@@ -236,10 +298,13 @@ def judge_on_saved_metrics(
         if metric in files:
             raise InputError(f"--metrics: two answers for {'one unnamed metric' if metric is None else metric}")
         files[metric] = path
+    times: list[float] = []
     for plugin in loads:
         metrics = [metric.name for metric in plugin.config.metrics]
         if None in files and len(metrics) > 1:
-            raise InputError(f"--metrics: NodeLoad queries {', '.join(metrics)}: name each answer's metric, {metrics[0]}=FILE")
+            raise InputError(
+                f"--metrics: NodeLoad queries {', '.join(metrics)}: name each answer's metric, {metrics[0]}=FILE"
+            )
         paths = {metric: files.get(metric) or files.get(None) for metric in metrics}
         missing = [metric for metric, path in paths.items() if path is None]
         if missing:
@@ -262,16 +327,18 @@ def judge_on_saved_metrics(
                 listed, _, _ = decode_bound_pod_page(orjson.dumps({"items": list(in_flight)}), len(in_flight))
             except msgspec.DecodeError as exc:  # a manifest of another shape
                 raise InputError(f"--in-flight: not pods the API would list: {exc}") from None
-            newest = max((float(row[0]) for row in _sample_times(answers)), default=0.0)
-            kept, _ = collect(listed, newest, plugin.horizon)
+            sampled = max((float(row[0]) for row in _sample_times(answers)), default=0.0)
+            kept, _ = collect(listed, sampled, plugin.horizon)
             bindings = Bindings(by_node(kept))
         allocatable = {
             _node_name(node): resources(((node.get("status") or {}).get("allocatable")), None) for node in nodes or ()
         }
         try:
-            plugin.judge_offline(answers, bindings, allocatable or None)
+            newest = plugin.judge_offline(answers, bindings, allocatable or None)
         except AnswerError as exc:
             raise InputError(f"--metrics: not a usable Prometheus /api/v1/query answer: {exc}") from None
+        times += [] if newest is None else [newest]
+    return max(times, default=None)
 
 
 @dataclass
@@ -301,9 +368,11 @@ class Explanation:
     preempt: Answer | None = None
     # Candidate node -> its victim pods, as given with --victims.
     victims: dict[str, list[dict[str, Any]]] | None = None
+    # The instant every plugin judged at; None: when explain ran.
+    at: dt.datetime | None = None
 
     @property
-    def profile(self) -> Profile | None:
+    def profile(self) -> ServedProfile | None:
         return self.extender.policy.profiles.get(self.profile_name)
 
     @property
@@ -324,9 +393,9 @@ class Explanation:
                 rows[name].answer, rows[name].reason = answer, reason
         if isinstance(self.filter.result, FilterResult) and self.profile is not None:
             self._add_filter_verdicts(rows, self.filter.result, [plugin.name for plugin in self.profile.filters])
-        for answer in (self.filter, self.prioritize):
-            if answer is not None and isinstance(answer.result, (FilterResult, ScoreResult)):
-                for plugin, facts in answer.result.observed.items():
+        for answered in (self.filter, self.prioritize):
+            if answered is not None and isinstance(answered.result, (FilterResult, ScoreResult)):
+                for plugin, facts in answered.result.observed.items():
                     for row in rows.values():
                         row.measured.setdefault(plugin, facts(row.name))
         if self.prioritize is not None:
@@ -361,6 +430,7 @@ class Explanation:
             "policy": {"source": policy.source, "sha256": policy.sha256},
             "profile": self.profile_name,
             "pod": self.pod_identity(),
+            "at": self.at.isoformat() if self.at is not None else None,
             "filter": _call_json(self.filter),
             "prioritize": _call_json(self.prioritize) if self.prioritize is not None else None,
             "nodes": [asdict(row) for row in self.rows()],
@@ -400,7 +470,10 @@ class Explanation:
         pod = self.pod_identity()
         policy = self.extender.policy
         title = f"pod {pod['namespace']}/{pod['name']} · profile {self.profile_name} · policy {policy.source}"
-        lines = [f"{title} (sha256 {policy.sha256[:12]})", ""]
+        title += f" (sha256 {policy.sha256[:12]})"
+        if self.at is not None:
+            title += f" · at {self.at.isoformat()}"
+        lines = [title, ""]
         if self.failed:
             lines.append(f"filter answered {self.filter.status} with Error: {self.filter.error}")
             lines.append("kube-scheduler fails this scheduling attempt (unless the extender is ignorable: true).")
@@ -410,7 +483,9 @@ class Explanation:
         filters = [plugin.name for plugin in profile.filters]
         scores = [(entry.plugin.name, entry.weight) for entry in profile.scores]
         audited = {entry.plugin.name for entry in profile.scores if profile.entry("score", entry.plugin).audit}
-        weights = [f"{name} ×{weight}" + (" (audit: not counted)" if name in audited else "") for name, weight in scores]
+        weights = [
+            f"{name} ×{weight}" + (" (audit: not counted)" if name in audited else "") for name, weight in scores
+        ]
         rows = self.rows()
         measuring = any(row.measured for row in rows)
         header = ["NODE", *filters, *weights, "SCORE", *(["MEASURED"] if measuring else []), "ANSWER"]
@@ -424,7 +499,8 @@ class Explanation:
             table.append([row.name, *verdicts, *plugin_scores, score, *measured, answer])
         widths = [max(len(line[column]) for line in table) for column in range(len(header) - 1)]
         for line in table:
-            lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)) + "  " + line[-1])
+            cells = (cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True))
+            lines.append("  ".join(cells) + "  " + line[-1])
         return "\n".join([*lines, "", *self._summary(), *self._preempt_lines()])
 
     def _score_cell(self, row: NodeRow, plugin: str) -> str:
@@ -478,18 +554,21 @@ def explain(
     nodes: Sequence[dict[str, Any]] | None,
     names: Sequence[str] | None,
     victims: dict[str, list[dict[str, Any]]] | None = None,
+    at: dt.datetime | None = None,
 ) -> Explanation:
-    node_names = [_node_name(node) for node in nodes] if nodes is not None else list(names or ())
-    filtered = call(extender, profile, "filter", extender_args(pod, nodes, names))
-    explanation = Explanation(extender, profile, pod, node_names, filtered, victims=victims)
-    if victims is not None:
-        explanation.preempt = call(extender, profile, "preempt", preemption_args(pod, victims))
-    if explanation.failed or not filtered.nodes_out:
+    """The function's answers for ``pod``, every request judged at ``at`` (None: now)."""
+    with judged_at(at) if at is not None else contextlib.nullcontext():
+        node_names = [_node_name(node) for node in nodes] if nodes is not None else list(names or ())
+        filtered = call(extender, profile, "filter", extender_args(pod, nodes, names))
+        explanation = Explanation(extender, profile, pod, node_names, filtered, victims=victims, at=at)
+        if victims is not None:
+            explanation.preempt = call(extender, profile, "preempt", preemption_args(pod, victims))
+        if explanation.failed or not filtered.nodes_out:
+            return explanation
+        body = filtered.body
+        kept_nodes, kept_names = (body["Nodes"]["items"], None) if "Nodes" in body else (None, body["NodeNames"])
+        explanation.prioritize = call(extender, profile, "prioritize", extender_args(pod, kept_nodes, kept_names))
         return explanation
-    body = filtered.body
-    kept_nodes, kept_names = (body["Nodes"]["items"], None) if "Nodes" in body else (None, body["NodeNames"])
-    explanation.prioritize = call(extender, profile, "prioritize", extender_args(pod, kept_nodes, kept_names))
-    return explanation
 
 
 def extender_args(
@@ -613,9 +692,9 @@ def read_victims(path: str) -> dict[str, list[dict[str, Any]]]:
     """Victim pods by the node they run on (spec.nodeName); a pod without a UID gets namespace/name as one."""
     victims: dict[str, list[dict[str, Any]]] = {}
     for pod in _manifests(path, "Pod"):
-        metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+        metadata = given if isinstance(given := pod.get("metadata"), dict) else {}
         node = (pod.get("spec") or {}).get("nodeName") if isinstance(pod.get("spec"), dict) else None
-        if not node:
+        if not node or not isinstance(node, str):
             raise InputError(f"{path}: victim pod {metadata.get('name', '?')} has no spec.nodeName")
         namespace = metadata.get("namespace") or "default"
         uid = metadata.get("uid") or f"{namespace}/{metadata.get('name', '')}"
@@ -626,7 +705,9 @@ def read_victims(path: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def _manifests(path: str, kind: str) -> list[dict[str, Any]]:
-    """The ``kind`` objects of a file: manifests, Lists of them, or YAML sequences of them (a kind left out is taken)."""
+    """The ``kind`` objects of a file: manifests, Lists of them, or YAML sequences of them.
+
+    An object that leaves its kind out is taken as one."""
     manifests: list[dict[str, Any]] = []
     for document in _documents(path):
         items = document.get("items") if isinstance(document, dict) and "items" in document else document

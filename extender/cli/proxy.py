@@ -11,7 +11,7 @@ import logging
 import sys
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "proxy",
         help="forward the scheduler's calls to the function with a Google ID token",

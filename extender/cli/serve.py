@@ -23,10 +23,12 @@ import ssl
 import sys
 from pathlib import Path
 
+# The function's entry point: serve runs in a checkout of the repository, where main.py sits beside the package (an
+# installed package has no main.py, as only Cloud Functions' source directory needs one).
 MAIN = Path(__file__).resolve().parents[2] / "main.py"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="run the function locally over HTTPS (mutual TLS with --client-ca)",
@@ -42,6 +44,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
+    if not MAIN.is_file():
+        print(
+            f"serve: no main.py beside the installed package ({MAIN.parent}): serve runs the function of a checkout "
+            "of the repository; run `python -m extender serve` at its root",
+            file=sys.stderr,
+        )
+        return 2
     try:
         # Load everything once here: a wrong file fails now with its name, not at the first handshake.
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

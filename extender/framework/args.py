@@ -50,7 +50,7 @@ class Map(fields.Dict):
         self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any
     ) -> dict[Any, Any]:
         try:
-            return super()._deserialize(value, attr, data, **kwargs)
+            loaded: dict[Any, Any] = super()._deserialize(value, attr, data, **kwargs)
         except ValidationError as exc:
             if not isinstance(exc.messages, dict):
                 raise
@@ -60,6 +60,7 @@ class Map(fields.Dict):
                     for key, problems in exc.messages.items()
                 }
             ) from None
+        return loaded
 
 
 class Number(fields.Float):

@@ -131,6 +131,7 @@ class KeptProfile:
     def __init__(self, plain: Profile) -> None:
         self.plain = plain
         self.name, self.filters, self.scores, self.preempts = plain.name, plain.filters, plain.scores, plain.preempts
+        self.plugins = plain.plugins
         self.fail_open, self.facts, self.victim_facts = plain.fail_open, plain.facts, plain.victim_facts
         self.entry = plain.entry
         self._kept = _Generation(None, {})
@@ -202,7 +203,7 @@ class KeptProfile:
         # One lookup per name, then C-speed passes: which names are refused, in the request's order.
         if any(verdicts):
             result.feasible = list(compress(names, map(not_, verdicts)))
-            result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts)))  # type: ignore[arg-type]
+            result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts), strict=True))
         return judged_or_error(result, len(names))
 
     def prioritize_names(

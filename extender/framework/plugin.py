@@ -20,6 +20,7 @@ from marshmallow import Schema
 
 from extender.framework.status import Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
+from extender.settings import Need
 
 # Scores live on the scheduling framework's 0..100 scale until the profile
 # combines them into the extender protocol's 0..10.
@@ -36,7 +37,7 @@ def rescale_scores(scores: dict[str, int], scale: Callable[[int], int]) -> None:
     """Replace every score in place by ``scale(score)``, worked out once per distinct value: thousands of nodes
     share a few raw scores, and ``normalize_scores`` runs on every request."""
     scaled = {raw: scale(raw) for raw in set(scores.values())}
-    scores.update(zip(list(scores), map(scaled.__getitem__, list(scores.values()))))
+    scores.update(zip(list(scores), map(scaled.__getitem__, list(scores.values())), strict=True))
 
 
 class Skip:
@@ -105,6 +106,11 @@ class Plugin:
         with the nodes still to judge; the default (no facts of its own) lacks none.
         """
         return {}
+
+    def needs(self) -> Iterable[Need]:
+        """Optional: the variables the plugin, as configured, cannot work without (``extender.settings.Need``).
+        Start-up refuses to start without them and ``check-policy`` lists them; the default needs none."""
+        return ()
 
     def notes(self) -> list[str]:
         """Optional: what an operator must know of how the plugin will judge with these args on this instance (what it

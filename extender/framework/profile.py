@@ -29,10 +29,10 @@ failure is in the result's ``skipped``, ``would_reject`` / ``would_veto`` and
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, is_, not_
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, TypeVarTuple
 
 from extender.framework import status as st
 from extender.framework.cycle import CycleState
@@ -63,6 +63,7 @@ Notes = dict[str, tuple[Status, ...]]
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+_Args = TypeVarTuple("_Args")
 
 
 class EntryPolicy(NamedTuple):
@@ -250,8 +251,10 @@ class Profile:
         # Filters preempt cannot evaluate (no node source, or one lacking their label keys, in full-node mode), with
         # why: the policy trusts the scheduler's filter there (preemptTrustsSchedulerFilter), and they pass, noted.
         self.preempt_trusted = dict(preempt_trusted or {})
+        # Each plugin instance once (one may serve several extension points), in running order.
         plugins = [*self.filters, *(entry.plugin for entry in self.scores), *self.preempts]
-        self.facts = max((plugin.facts for plugin in plugins), default=Facts.NAME)
+        self.plugins: tuple[Plugin, ...] = tuple({id(plugin): plugin for plugin in plugins}.values())
+        self.facts = max((plugin.facts for plugin in self.plugins), default=Facts.NAME)
         self.filter_facts = max((plugin.facts for plugin in self.filters), default=Facts.NAME)
         self.victim_facts = max((plugin.victim_facts for plugin in self.preempts), default=VictimFacts.UID)
 
@@ -283,7 +286,7 @@ class Profile:
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
         if False in passed:
-            for name, verdict in compress(zip(names, verdicts), map(not_, passed)):
+            for name, verdict in compress(zip(names, verdicts, strict=True), map(not_, passed)):
                 if verdict.code is Code.ERROR:
                     return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds, observed=result.observed)
                 result.rejected[name] = verdict
@@ -310,8 +313,8 @@ class Profile:
             if observes(plugin):
                 try:
                     found = plugin.observations(*cycle.extra(plugin))
-                except Exception:  # its prepare failed: the plugin reported that where it ran
-                    continue
+                except Exception:  # noqa: BLE001 — plugin code (custom plugins too): reported where it ran
+                    found = None
                 if found is not None:
                     observed[plugin.name] = found
         return observed
@@ -329,7 +332,7 @@ class Profile:
             passed = list(map(is_, map(_code, outcomes), repeat(Code.SUCCESS)))
             failed = False
             if False in passed:
-                for index, outcome in compress(zip(at, outcomes), map(not_, passed)):
+                for index, outcome in compress(zip(at, outcomes, strict=True), map(not_, passed)):
                     verdicts[index] = outcome
                     failed = outcome.code is Code.ERROR
                     if failed:
@@ -435,7 +438,8 @@ class Profile:
         for preempt_plugin in self.preempts:
             entry = self.entry("preempt", preempt_plugin)
             if preempt_plugin.victim_facts > VictimFacts.UID and any(victim.labels is None for victim in victims.pods):
-                cause = st.error(_missing_victim_details(preempt_plugin.name, node.name)).with_plugin(preempt_plugin.name)
+                missing = _missing_victim_details(preempt_plugin.name, node.name)
+                cause = st.error(missing).with_plugin(preempt_plugin.name)
                 outcome = _unknown_facts(preempt_plugin.name, cause, entry.fail_open)
                 judging.skip(node.name, outcome)
                 if not outcome.is_success and not entry.audit:
@@ -474,7 +478,7 @@ class Profile:
                     judging.ran.add(name)
                 try:
                     outcome = failure if failure is not None else check(pod, node, *cycle.extra(plugin))
-                except Exception as exc:  # a plugin bug must become the answer's Error, not a 500
+                except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
                     outcome = _crashed(name, "filter", node.name, exc)
                 if outcome.code is Code.SUCCESS:
                     yield outcome  # most nodes: no copy
@@ -521,14 +525,14 @@ class Profile:
             extra = cycle.extra(plugin)
             scores = {node.name: score(pod, node, *extra) for node in nodes}
             plugin.normalize_scores(pod, scores, *extra)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
             return {}, [], _crashed(plugin.name, "score", "", exc)
         scores.update(dict.fromkeys(zeros, MIN_NODE_SCORE))
         if not _all_in_range(scores.values()):
-            for name, score in scores.items():
-                if type(score) is not int or not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
+            for name, value in scores.items():
+                if type(value) is not int or not MIN_NODE_SCORE <= value <= MAX_NODE_SCORE:
                     return {}, [], st.error(
-                        f"plugin {plugin.name} scored node {name} {score!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
+                        f"plugin {plugin.name} scored node {name} {value!r}, outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}"
                     ).with_plugin(plugin.name)
         return scores, left_out, None
 
@@ -559,7 +563,7 @@ def _own_missing(plugin: Plugin, point: str, cycle: CycleState, nodes: Sequence[
         return _NONE_MISSING
     try:
         return plugin.missing_facts(point, nodes, *cycle.extra(plugin))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
         return _crashed(plugin.name, point, "", exc)
 
 
@@ -575,7 +579,8 @@ def _unknown_facts(plugin: str, cause: Status, fail_open: bool) -> Status:
         return cause
     if fail_open:
         return Status(Code.SUCCESS, f"not evaluated (failurePolicy Ignore): {cause.reason}", plugin)
-    return st.unschedulable(f"plugin {plugin} could not judge the node (failurePolicy Fail): {cause.reason}").with_plugin(plugin)
+    judged = f"plugin {plugin} could not judge the node (failurePolicy Fail): {cause.reason}"
+    return st.unschedulable(judged).with_plugin(plugin)
 
 
 def _score_skipped(plugin: str, outcome: Status) -> Status:
@@ -595,12 +600,12 @@ def _trusted(plugin: str, blind: str) -> Status:
 def _run_preempt(plugin: PreemptPlugin, pod: Pod, node_name: str, victims: Victims) -> Status:
     try:
         outcome = plugin.select_victims(pod, node_name, victims)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
         return _crashed(plugin.name, "preempt", node_name, exc)
     return outcome.with_plugin(plugin.name)
 
 
-def _timed(seconds: dict[str, float], name: str, run, *args) -> Status:  # type: ignore[no-untyped-def]
+def _timed(seconds: dict[str, float], name: str, run: Callable[[*_Args], Status], *args: *_Args) -> Status:
     started = time.perf_counter()
     try:
         return run(*args)

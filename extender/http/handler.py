@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -16,10 +17,10 @@ from extender.http.body_budget import BodyBudget
 from extender.http.memory import Release
 from extender.http.request_body import check_headers, finish_body, hang_up_after, read_body
 from extender.http.routing import Router
-from extender.protocol import Route
 from extender.kube import client_from_settings
 from extender.nodesource.base import NodeSource
 from extender.policy.loader import Policy, load_policy
+from extender.protocol import Route
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer, filtering
 from extender.wire.decode import decoder_for
@@ -35,7 +36,7 @@ logger = logging.getLogger("extender")
 # An empty environment's settings.
 DEFAULTS = Settings()
 # What each verb answers for a failure the scheduler must see as a reason (HTTP 200), not as its URL (any other status).
-FAILED = {
+FAILED: dict[str, Callable[[str], dict[str, Any] | list[Any]]] = {
     "filter": lambda message: {
         "Nodes": None,
         "NodeNames": None,
@@ -87,6 +88,7 @@ class Extender:
         start-up. ``policy_path`` overrides ``EXTENDER_POLICY``."""
         settings = Settings.from_environment() if settings is None else settings
         policy = load_policy(policy_path, settings)
+        policy.check_needs(settings)
         kube = client_from_settings(settings)
         source = policy.node_source.build(kube, settings.node_source_max_age)
         return cls(policy, source, settings, kube)
@@ -194,5 +196,5 @@ def _nothing() -> None:
 
 
 def _header_value(text: str) -> str:
-    """Printable ASCII, bounded: messages quote node names, which may hold newlines or any Unicode (a header may not)."""
+    """Printable ASCII, bounded: messages quote node names, which may hold newlines or any Unicode; a header may not."""
     return bounded(text).encode("unicode_escape").decode("ascii")

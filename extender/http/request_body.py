@@ -14,9 +14,10 @@ import socket
 from typing import IO
 
 from flask import Request, Response
+from werkzeug.exceptions import ClientDisconnected
 
-from extender.errors import RequestError
 from extender import read_deadline
+from extender.errors import RequestError
 from extender.http.body_budget import Holding
 
 # The body is read, and charged to the budget, a piece of this size at a time. gunicorn (functions-framework's
@@ -70,7 +71,7 @@ def read_body(request: Request, max_bytes: int, seconds: float, holding: Holding
                 raise RequestError(413, _too_large(max_bytes, f"more than {max_bytes} bytes sent"))
             holding.take(len(piece))
             body += piece
-    except Exception as exc:  # the server's framing errors, a reset connection, werkzeug's ClientDisconnected
+    except _transport_errors(RequestError) as exc:
         failure = exc
     if alarm is not None and read_deadline.disarm(alarm):
         raise _too_slow(seconds, size)
@@ -126,10 +127,21 @@ def _drain_or_hang_up(sock: socket.socket, stream: IO[bytes]) -> None:
             piece = stream.read(_DRAIN_BYTES)
             drained += len(piece)
             ended = not piece
-    except Exception:  # framing errors, resets: the connection is done for
+    except _transport_errors():  # the connection is done for
         ended = False
     if read_deadline.disarm(alarm) or not ended:
         read_deadline.hang_up(sock)
+
+
+def _transport_errors(*also: type[Exception]) -> tuple[type[Exception], ...]:
+    """``also``, and what reading a body from the client can raise: a reset, a timeout or gunicorn's end of data
+    (OSError), werkzeug's body cut short of its Content-Length, gunicorn's refusal of its framing (a chunk size, a
+    missing CRLF). Looked up only when a read fails: gunicorn is imported once it serves, and absent where it cannot."""
+    try:
+        from gunicorn.http.errors import ParseException
+    except ImportError:
+        return (*also, OSError, ClientDisconnected)
+    return (*also, OSError, ClientDisconnected, ParseException)
 
 
 def _has_body(request: Request) -> bool:

@@ -39,7 +39,9 @@ class Router:
         self.prefixes = prefixes
         names = (CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV)
         public = {*VERBS, *profiles, *prefixes}
-        self._tokens = [_check_token(token, name, public).encode() for name, token in zip(names, caller_tokens)]
+        self._tokens = [
+            _check_token(token, name, public).encode() for name, token in zip(names, caller_tokens, strict=False)
+        ]
 
     @property
     def guarded(self) -> bool:

@@ -33,4 +33,4 @@ class DefendedHTTPServer(functions_framework_http.HTTPServer):
 
 def install() -> None:
     """Make functions-framework build its servers as ``DefendedHTTPServer`` in this process (idempotent)."""
-    functions_framework_http.HTTPServer = DefendedHTTPServer
+    functions_framework_http.HTTPServer = DefendedHTTPServer  # type: ignore[misc]  # replacing the class is the point

@@ -122,7 +122,7 @@ class RedactTokens(logging.Filter):
         redactor = self.redactor
         try:
             message = record.getMessage()
-        except Exception:  # arguments that do not fit the message: logging would print both, so both are redacted
+        except Exception:  # noqa: BLE001 — a logging filter: args that do not fit, or whose str() fails, are printed as is
             message = f"{record.msg!s} {record.args!r}"
         redacted = redactor.redact(message)
         if redacted is not message:

@@ -36,6 +36,7 @@ def setup_logging(stream: TextIO | None = None, settings: Settings | None = None
         _installed = None
     logging.getLogger(LOGGER).setLevel(logging.INFO)
     settings = Settings.from_environment() if settings is None else settings
+    handler: logging.Handler
     if settings.on_google_cloud:
         from extender.logs.deferred import DeferredCloudHandler
 

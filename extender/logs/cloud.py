@@ -22,7 +22,8 @@ class ExtenderLogHandler(StructuredLogHandler):
     Cloud Run's own request log already records the request; the trace links each entry to it.
     """
 
-    def filter(self, record: logging.LogRecord) -> bool | logging.LogRecord:
+    # From Python 3.12 on, a filter answers the record itself (or its replacement); 3.11's answers a bool.
+    def filter(self, record: logging.LogRecord) -> bool | logging.LogRecord:  # type: ignore[override]  # as 3.12
         record.http_request = None
         return super().filter(record)
 

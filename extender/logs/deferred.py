@@ -68,7 +68,7 @@ class DeferredCloudHandler(logging.Handler):
                 record.held_headers = {name: headers[name] for name in TRACE_HEADERS if name in headers}
             # Held entries are written later: their message must not change with the objects it names.
             record.msg, record.args = record.getMessage(), None
-        except Exception:
+        except Exception:  # noqa: BLE001 — a logging handler: the standard library's handleError reports anything
             self.handleError(record)
             return
         with self._state:
@@ -109,11 +109,16 @@ class DeferredCloudHandler(logging.Handler):
             self._importing = True
         try:
             target = self._make_target()
-        except Exception as exc:  # a broken install must not swallow the entries: plain lines on stderr instead
+        except Exception as exc:  # noqa: BLE001 — a broken install (any error) must not swallow the held entries
             target = logging.StreamHandler()
             target.handle(
                 logging.makeLogRecord(
-                    {"name": __name__, "levelno": logging.ERROR, "levelname": "ERROR", "msg": f"google-cloud-logging unavailable: {exc!r}"}
+                    {
+                        "name": __name__,
+                        "levelno": logging.ERROR,
+                        "levelname": "ERROR",
+                        "msg": f"google-cloud-logging unavailable: {exc!r}",
+                    }
                 )
             )
         self._hand_over(target)

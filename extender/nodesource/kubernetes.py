@@ -154,7 +154,9 @@ class KubernetesNodes:
 
     def _unknown(self, name: str, snapshot: _Snapshot, slow: bool) -> Node:
         if slow:
-            return unavailable(name, f"the Kubernetes API did not list the nodes within {self._wait:g} s (nodeSource maxWait)")
+            return unavailable(
+                name, f"the Kubernetes API did not list the nodes within {self._wait:g} s (nodeSource maxWait)"
+            )
         if snapshot.error or snapshot.listed_at is None:
             return unavailable(name, f"node facts unavailable: {snapshot.error or 'the nodes were not listed yet'}")
         age = max(0.0, self._clock() - snapshot.listed_at)
@@ -190,10 +192,14 @@ class KubernetesNodes:
         try:
             listed = self._client.list_nodes(total=self._settings.list_timeout)
             snapshot = _Snapshot(_index(listed, snapshot.nodes), listed_at=started)
-        except Exception as exc:  # KubeError, or a bug: either way the cache must not stay "refreshing" forever
+        except Exception as exc:  # noqa: BLE001 — KubeError, or a bug: either way the list's error, said to requests
             reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             snapshot = snapshot._replace(error=f"listing nodes failed: {reason}")
-            served = f"still serving the list from {started - snapshot.listed_at:.0f} s ago" if snapshot.listed_at else "no list yet"
+            served = (
+                f"still serving the list from {started - snapshot.listed_at:.0f} s ago"
+                if snapshot.listed_at
+                else "no list yet"
+            )
             logger.warning("%s; %s", snapshot.error, served)
         finally:
             self._snapshot = snapshot

@@ -85,6 +85,8 @@ class NodeSourceSchema(Schema):
     def exactly_one(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
         given = data.keys() | failed_fields(self, data, original)  # a kind with errors of its own is still chosen
         chosen = [kind for kind in KINDS if kind in given]
+        if not chosen and isinstance(original, dict) and original:
+            return  # only unknown keys, each reported with the kind it is nearest
         if len(chosen) != 1:
             got = f"got {', '.join(chosen)}" if chosen else "got none"
             raise ValidationError(f"set exactly one of {', '.join(KINDS)} ({got})")

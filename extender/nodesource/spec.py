@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from extender.errors import ConfigError
+from extender.kube.variables import API_URL_ENV, TOKEN_ENV, TOKEN_FILE_ENV
 from extender.nodesource.base import NamesOnly, NodeSource
-from extender.settings import DEFAULT_MAX_AGE
+from extender.settings import DEFAULT_MAX_AGE, Need, Settings
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -35,14 +36,26 @@ class NodeSourceSpec(NamedTuple):
             return frozenset({NODE_POOL_LABEL})
         return frozenset()
 
+    def needs(self) -> tuple[Need, ...]:
+        """What the source needs set at start-up: the kubernetes source lists the nodes before the function serves."""
+        if self.kind != "kubernetes":
+            return ()
+        return (
+            Need((API_URL_ENV,), "the policy's kubernetes nodeSource lists the nodes from the API server"),
+            Need(
+                (TOKEN_ENV, TOKEN_FILE_ENV),
+                "the API server refuses to list nodes for an anonymous caller (only an http:// KUBERNETES_API_URL, "
+                "kubectl proxy on the loopback, needs none)",
+                waived=_through_kubectl_proxy,
+            ),
+        )
+
     def build(self, kube: KubeClient | None, max_age: float = DEFAULT_MAX_AGE) -> NodeSource:
-        """``max_age``: the oldest node list a listing source calls healthy (EXTENDER_NODE_SOURCE_MAX_AGE)."""
+        """``max_age``: the oldest node list a listing source calls healthy (EXTENDER_NODE_SOURCE_MAX_AGE). Start-up
+        checks ``needs`` first: the kubernetes source gets a client."""
         if self.kind == "kubernetes":
             if kube is None:
-                raise ConfigError(
-                    "the policy's nodeSource is kubernetes, but KUBERNETES_API_URL is not set: "
-                    "set it, with KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE and the API server's CA"
-                )
+                raise ConfigError(f"the policy's kubernetes nodeSource needs the Kubernetes API: set {API_URL_ENV}")
             from extender.nodesource.kubernetes import KubernetesNodes
 
             source = KubernetesNodes(kube, self.settings, self.fail_open, max_age=max_age)
@@ -57,3 +70,8 @@ class NodeSourceSpec(NamedTuple):
 
             return GkeNodeNames(self.settings["cluster"], self.settings["nodePools"])
         return NamesOnly()
+
+
+def _through_kubectl_proxy(settings: Settings) -> bool:
+    """KUBERNETES_API_URL takes http:// only on the loopback, where kubectl proxy adds its own credentials."""
+    return settings.kubernetes.get(API_URL_ENV, "").strip().startswith("http://")

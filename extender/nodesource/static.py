@@ -32,8 +32,11 @@ class InventoryEntry(NamedTuple):
 class StaticInventory(PerNameSource):
     def __init__(self, entries: Sequence[InventoryEntry]) -> None:
         super().__init__()
-        # One regex per entry: a node is matched against each entry once, however many globs it lists.
-        self._entries = [(compile_globs(entry.names), dict(entry.labels)) for entry in entries]
+        # One regex per entry: a node is matched against each entry once, however many globs it lists. An entry
+        # without globs matches no node.
+        self._entries = [
+            (pattern, dict(entry.labels)) for entry in entries if (pattern := compile_globs(entry.names)) is not None
+        ]
 
     def describe(self, name: str) -> Node:
         labels: dict[str, str] = {}

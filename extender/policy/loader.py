@@ -14,8 +14,8 @@ from marshmallow import ValidationError
 from extender.framework.args import loading_for
 from extender.framework.kept import ServedProfile, keeping_results
 from extender.nodesource.spec import NodeSourceSpec
-from extender.settings import Settings
-from extender.wire.errors import flatten_errors
+from extender.settings import Need, Settings, unmet
+from extender.wire.errors import Hint, flatten_errors, suggest_fields
 
 EMBEDDED = "embedded default"
 # The embedded policy's files sit beside this module (a deployed function is a directory, never a zip).
@@ -53,6 +53,21 @@ class Policy:
         self.node_cache_capable = node_cache_capable
         self.preempt_trusts_scheduler_filter = preempt_trusts_scheduler_filter
 
+    def needs(self) -> list[Need]:
+        """The variables the function cannot start without, with this policy: its node source's, then its plugins',
+        each variable once."""
+        plugins = [plugin for profile in self.profiles.values() for plugin in profile.plugins]
+        unique: dict[tuple[str, ...], Need] = {}
+        for need in [*self.node_source.needs(), *(need for plugin in plugins for need in plugin.needs())]:
+            unique.setdefault(need.names, need)
+        return list(unique.values())
+
+    def check_needs(self, settings: Settings) -> None:
+        """ConfigError naming each of ``needs`` that ``settings`` leave unmet: start-up refuses to start then."""
+        problem = unmet(self.needs(), settings)
+        if problem is not None:
+            raise problem
+
 
 def load_policy(path: str | os.PathLike[str] | None = None, settings: Settings | None = None) -> Policy:
     """Load ``path``, else the file named by ``EXTENDER_POLICY``, else the embedded default.
@@ -86,11 +101,13 @@ def embedded_default(settings: Settings | None = None) -> Policy:
 def parse_policy(text: str, source: str, settings: Settings | None = None) -> Policy:
     import yaml  # JSON is YAML too; imported here so that only a policy file pays for it
 
+    from extender.policy.yaml_hints import yaml_hint
+
     try:
         document = yaml.load(text, Loader=_policy_loader())
     except yaml.YAMLError as exc:
         raise PolicyError(source, [f"not valid YAML or JSON: {exc}"]) from None
-    return build_policy(document, text, source, settings)
+    return build_policy(document, text, source, settings, yaml_hint(text, _policy_loader()))
 
 
 @functools.cache
@@ -99,7 +116,7 @@ def _policy_loader() -> type:
     ``2e-6`` and ``1e303`` as strings, so that a JSON policy's prices would be rejected as text."""
     import yaml
 
-    class PolicyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    class PolicyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # libyaml's, if built
         pass
 
     exponent = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
@@ -107,21 +124,27 @@ def _policy_loader() -> type:
     return PolicyLoader
 
 
-def build_policy(document: object, text: str, source: str, settings: Settings | None = None) -> Policy:
-    """The policy ``document`` describes, validated; ``text`` is what it was read from, for its sha256."""
+def build_policy(
+    document: object, text: str, source: str, settings: Settings | None = None, hint: Hint | None = None
+) -> Policy:
+    """The policy ``document`` describes, validated; ``text`` is what it was read from, for its sha256 (and ``hint``
+    for what it says where a value has the wrong type)."""
     from extender import plugins  # noqa: F401  (registers the built-in plugins)
     from extender.policy.schema import PolicySchema
 
     if not isinstance(document, dict):
         raise PolicyError(source, ["the policy must be a mapping with a 'profiles' list"])
     settings = Settings.from_environment() if settings is None else settings
+    schema = PolicySchema(function_names=settings.function_names)
     try:
         with loading_for(settings):
-            loaded = PolicySchema(function_names=settings.function_names).load(document)
+            loaded = schema.load(document)
     except ValidationError as exc:
-        raise PolicyError(source, flatten_errors(exc.messages)) from None
+        raise PolicyError(source, flatten_errors(suggest_fields(schema, exc.messages), hint=hint)) from None
     return Policy(
-        profiles={name: keeping_results(profile, settings.result_cache) for name, profile in loaded["profiles"].items()},
+        profiles={
+            name: keeping_results(profile, settings.result_cache) for name, profile in loaded["profiles"].items()
+        },
         source=source,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
         node_source=loaded["node_source"],

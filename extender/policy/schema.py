@@ -20,7 +20,7 @@ from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.types import Facts, VictimFacts
 from extender.nodesource.spec import NodeSourceSpec
 from extender.protocol import ENTRY_POINT, VERBS
-from extender.wire.errors import entries_as_written, flatten_errors
+from extender.wire.errors import entries_as_written, flatten_errors, nearest, suggest_fields
 
 API_VERSION = "extender.scheduling.gcf/v1alpha1"
 KIND = "ExtenderPolicy"
@@ -33,7 +33,9 @@ EXTENSION_POINTS: dict[str, type[Plugin]] = {
 }
 
 # A profile name is a URL path segment.
-_PROFILE_NAME = Regexp(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", error="must be a DNS label (lowercase letters, digits, '-')")
+_PROFILE_NAME = Regexp(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", error="must be a DNS label (lowercase letters, digits, '-')"
+)
 # Compiled on first use (re caches it): only a policy that names plugin modules needs it.
 _MODULE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
@@ -89,10 +91,12 @@ class ProfileSchema(StrictSchema):
         raw = original if isinstance(original, dict) else {}
         errors: dict[str, Any] = {}
         enabled: set[str] = set()
+        # An unknown name is reported where it first appears, once: its other entries cannot be checked either.
+        unknown: set[str] = set()
         for point, interface in EXTENSION_POINTS.items():
             seen: set[str] = set()
             for index, ref in _raw_enabled(raw, point):
-                problem = _check_plugin_ref(point, interface, ref, seen)
+                problem = _check_plugin_ref(point, interface, ref, seen, unknown)
                 if problem:
                     errors.setdefault("plugins", {}).setdefault(point, {}).setdefault("enabled", {})[index] = problem
                 seen.add(ref["name"])
@@ -100,7 +104,7 @@ class ProfileSchema(StrictSchema):
         configured: set[str] = set()
         loaded = data.get("pluginConfig")  # the loaded entries, when every one of them loaded
         for index, config in _raw_configs(raw):
-            problem, args = _check_plugin_config(config, enabled, configured)
+            problem, args = _check_plugin_config(config, enabled, configured, unknown)
             if problem:
                 errors.setdefault("pluginConfig", {})[index] = problem
             elif loaded is not None:
@@ -118,11 +122,14 @@ class ProfileSchema(StrictSchema):
 
 
 def _enabled(profile: dict[str, Any], point: str) -> list[dict[str, Any]]:
-    return profile.get("plugins", {}).get(point, {}).get("enabled", [])
+    enabled: list[dict[str, Any]] = profile.get("plugins", {}).get(point, {}).get("enabled", [])
+    return enabled
 
 
 def _raw_named(value: Any) -> list[tuple[int, dict[str, Any]]]:
-    return [(index, item) for index, item in entries_as_written(value) if isinstance(item.get("name"), str) and item["name"]]
+    return [
+        (index, item) for index, item in entries_as_written(value) if isinstance(item.get("name"), str) and item["name"]
+    ]
 
 
 def _raw_enabled(profile: dict[str, Any], point: str) -> list[tuple[int, dict[str, Any]]]:
@@ -141,11 +148,13 @@ def _raw_enabled_refs(profile: dict[str, Any]) -> list[tuple[str, int, dict[str,
     return [(point, index, ref) for point in EXTENSION_POINTS for index, ref in _raw_enabled(profile, point)]
 
 
-def _check_plugin_ref(point: str, interface: type[Plugin], ref: dict[str, Any], seen: set[str]) -> dict[str, list[str]]:
+def _check_plugin_ref(
+    point: str, interface: type[Plugin], ref: dict[str, Any], seen: set[str], unknown: set[str]
+) -> dict[str, list[str]]:
     name = ref["name"]
     plugin = registry.lookup(name)
     if plugin is None:
-        return {"name": [_unknown_plugin(name)]}
+        return _unknown_plugin(name, unknown)
     if not issubclass(plugin, interface):
         return {"name": [f"plugin {name} does not implement the {point} extension point"]}
     if name in seen:
@@ -157,24 +166,34 @@ def _check_plugin_ref(point: str, interface: type[Plugin], ref: dict[str, Any], 
     return {}
 
 
-def _check_plugin_config(config: dict[str, Any], enabled: set[str], configured: set[str]) -> tuple[dict[str, Any], Any]:
+def _check_plugin_config(
+    config: dict[str, Any], enabled: set[str], configured: set[str], unknown: set[str]
+) -> tuple[dict[str, Any], Any]:
     """The problems of one pluginConfig entry, else its loaded args."""
     name = config["name"]
+    plugin = registry.lookup(name)
+    if plugin is None:  # its args cannot be checked
+        return _unknown_plugin(name, unknown), None
     if name not in enabled:
         return {"name": [f"plugin {name} is not enabled in this profile"]}, None
     if name in configured:
         return {"name": [f"plugin {name} is configured twice"]}, None
-    plugin = registry.lookup(name)
-    if plugin is None:  # its enabled entries say so too; its args cannot be checked
-        return {"name": [_unknown_plugin(name)]}, None
     try:
         return {}, _load_args(plugin, config.get("args", {}))
     except ValidationError as exc:
         return {"args": exc.messages}, None
 
 
-def _unknown_plugin(name: str) -> str:
-    return f"unknown plugin {name!r}; known plugins: {', '.join(registry.names())}"
+def _unknown_plugin(name: str, reported: set[str]) -> dict[str, list[str]]:
+    """The problem of an unknown plugin name, the first time the profile names it (``reported``), with the nearest
+    known name."""
+    if name in reported:
+        return {}
+    reported.add(name)
+    known = registry.names()
+    close = nearest(name, known)
+    guess = f": did you mean {close}?" if close is not None else ""
+    return {"name": [f"unknown plugin {name!r}{guess} (known plugins: {', '.join(known)})"]}
 
 
 def _check_default_args(name: str, configured: set[str]) -> dict[str, list[str]]:
@@ -195,7 +214,12 @@ def _load_args(plugin: type[Plugin], args: dict[str, Any]) -> Any:
         if args:
             raise ValidationError(f"plugin {plugin.name} takes no args")
         return {}
-    return plugin.args_schema().load(args)
+    schema = plugin.args_schema()
+    try:
+        return schema.load(args)
+    except ValidationError as exc:
+        suggest_fields(schema, exc.messages)  # its own schema knows the args' field names
+        raise
 
 
 class PluginModule(fields.String):
@@ -207,7 +231,7 @@ class PluginModule(fields.String):
             raise ValidationError(f"{name!r} is not a Python module name such as acme_plugins or acme.scheduling")
         try:
             importlib.import_module(name)
-        except Exception as exc:  # whatever the module does wrong must become a message, not a traceback
+        except Exception as exc:  # noqa: BLE001 — a user's module: whatever it does wrong is a message, not a traceback
             raise ValidationError(f"cannot import {name!r}: {type(exc).__name__}: {exc}") from None
         return name
 
@@ -274,7 +298,9 @@ class PolicySchema(StrictSchema):
         if wrong or not isinstance(data.get("nodeSource", NodeSourceSpec()), NodeSourceSpec):
             return  # what the facts depend on is itself wrong: its own errors say so
         facts = _FactsAvailable(
-            data.get("nodeCacheCapable") is False, data.get("nodeSource"), data.get("preemptTrustsSchedulerFilter", False)
+            data.get("nodeCacheCapable") is False,
+            data.get("nodeSource"),
+            data.get("preemptTrustsSchedulerFilter", False),
         )
         errors: dict[int, Any] = {}
         for profile_index, profile in entries_as_written(raw.get("profiles")):
@@ -366,10 +392,11 @@ class _FactsAvailable:
                     ": add it to the nodeSource, or set preemptTrustsSchedulerFilter: true to rely on the scheduler's "
                     "own filter there (see docs/policy.md)"
                 )
-            missing.append(
-                (where, f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
-                 f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it{remedy}")
+            problem = (
+                f"plugin {plugin.name} reads node label {shown}: {during}the {self.source.kind} nodeSource "
+                f"does not supply it (it supplies: {has}), so the rule would judge every node as lacking it{remedy}"
             )
+            missing.append((where, problem))
         return missing
 
 

@@ -91,7 +91,7 @@ class Forwarder:
         # No cookie jar shared by every caller: a Set-Cookie from the target is neither kept nor passed back.
         self._session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
         # The target's path as requests sends it (percent-encoded): what every forwarded path must start with.
-        self._sent_prefix = urlsplit(self._session.prepare_request(requests.Request("GET", self.target)).url).path
+        self._sent_prefix = _path_of(self._session.prepare_request(requests.Request("GET", self.target)))
 
     def forward(self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes) -> Reply:
         try:
@@ -104,7 +104,7 @@ class Forwarder:
         # Checked as it will be sent: requests normalises dot-segments away and drops what follows a "#".
         request = requests.Request(method, self.target + path, data=body, headers=outgoing)
         prepared = self._session.prepare_request(request)
-        if not self._inside(urlsplit(prepared.url).path):
+        if not self._inside(_path_of(prepared)):
             return failure(400, "the path leaves the target once normalised as it would be sent: not forwarded")
         settings = self._session.merge_environment_settings(prepared.url, {}, True, None, None)
         try:
@@ -144,6 +144,11 @@ class Forwarder:
             if secret.strip("/"):
                 text = text.replace(secret, "/<path>")
         return text
+
+
+def _path_of(prepared: requests.PreparedRequest) -> str:
+    """The path of a prepared request's URL, as requests will send it (a prepared request always has a URL)."""
+    return urlsplit(prepared.url or "").path
 
 
 def _per_hop(headers: list[tuple[str, str]]) -> frozenset[str]:

@@ -50,12 +50,13 @@ class IdTokenSource:
         """A token valid for at least the refresh margin, or the old one while it lasts if renewing fails."""
         with self._lock:
             now = self._clock()
-            if self._token is not None and now < self._expires_at - self._margin:
-                return self._token
+            current = self._token
+            if current is not None and now < self._expires_at - self._margin:
+                return current
             try:
-                self._refresh()
+                return self._refresh()
             except google.auth.exceptions.GoogleAuthError as exc:
-                if self._token is None or now >= self._expires_at:
+                if current is None or now >= self._expires_at:
                     raise
                 logger.warning(
                     "renewing the ID token for %s failed, the current one lasts %.0f s more: %s",
@@ -63,13 +64,16 @@ class IdTokenSource:
                     self._expires_at - now,
                     exc,
                 )
-            return self._token
+                return current
 
-    def _refresh(self) -> None:
+    def _refresh(self) -> str:
         if self._credentials is None:
             self._credentials = google.oauth2.id_token.fetch_id_token_credentials(self.audience, request=self._request)
         self._credentials.refresh(self._request)
         token = self._credentials.token
+        if not isinstance(token, str) or not token:
+            raise google.auth.exceptions.RefreshError(f"the credentials gave no ID token for {self.audience}")
         # The token's own claim, whatever kind of credentials minted it.
         self._expires_at = float(google.auth.jwt.decode(token, verify=False)["exp"])
         self._token = token
+        return token

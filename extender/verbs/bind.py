@@ -22,7 +22,8 @@ _result = ExtenderBindingResultSchema()
 
 NOT_CONFIGURED = (
     "binding is not configured: this extender has no Kubernetes API access to create the Binding; "
-    "set KUBERNETES_API_URL (with a token allowed to create pods/binding) or remove bindVerb from the scheduler configuration"
+    "set KUBERNETES_API_URL (with a token allowed to create pods/binding) or remove bindVerb from the scheduler "
+    "configuration"
 )
 
 

@@ -29,7 +29,9 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     result = _filter(args, profile, source)
     note_answer(args.pod.uid, result.error is None and bool(result.feasible))
     failed = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE}
-    unresolvable = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
+    unresolvable = {
+        name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    }
     answer: dict[str, Any] = {
         "FailedNodes": failed,
         "FailedAndUnresolvableNodes": unresolvable,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from extender.errors import bounded
 from extender.framework import status
-from extender.framework.profile import Profile
+from extender.framework.kept import ServedProfile
 from extender.framework.status import Status
 from extender.framework.types import Facts, Pod, VictimFacts, Victims
 from extender.kube.errors import KubeError
@@ -46,10 +46,11 @@ _NAMED_IN_LOG = 10
 _ENTRY_CHARS = 300
 
 
-def handle(payload: Any, profile: Profile, source: NodeSource, kube: KubeClient | None) -> Answer:
+def handle(payload: Any, profile: ServedProfile, source: NodeSource, kube: KubeClient | None) -> Answer:
     args = load_request(_args, payload, "ExtenderPreemptionArgs")
     names = list(args.candidates)
-    candidates, stale = args.candidates, {}
+    candidates: Mapping[str, Victims] = args.candidates
+    stale: dict[str, Status] = {}
     if not args.full_pods and profile.victim_facts > VictimFacts.UID:
         candidates, stale = _with_victim_pods(candidates, kube, profile.fail_open)
     # Preemption requests never carry node objects: labels come from the node source, if any.
@@ -80,13 +81,13 @@ def _with_victim_pods(
     stale: dict[str, Status] = {}
     unavailable: list[str] = []
     for node, victims in candidates.items():
-        found = listed[node]
-        if not isinstance(found, KubeError):
-            found = _victims_in(found, victims)
-        if isinstance(found, KubeError):
-            unavailable.append(bounded(f"{node} ({found.message})", _ENTRY_CHARS))
+        listing = listed[node]
+        if isinstance(listing, KubeError):
+            unavailable.append(bounded(f"{node} ({listing.message})", _ENTRY_CHARS))
             detailed[node] = victims  # UID-only: each plugin's failurePolicy decides
-        elif isinstance(found, Status):
+            continue
+        found = _victims_in(listing, victims)
+        if isinstance(found, Status):
             stale[node] = found
         else:
             detailed[node] = Victims(found, victims.num_pdb_violations)

@@ -62,7 +62,7 @@ def _answer(result: ScoreResult, names: Sequence[str]) -> orjson.Fragment:
     encoded = _encoded.get(scores) if result.kept else None
     if encoded is None:
         entries = _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])
-        encoded = dict(zip(scores, map(orjson.dumps, entries)))
+        encoded = dict(zip(scores, map(orjson.dumps, entries), strict=True))
         if result.kept:
             _encoded.put(scores, encoded)
     return orjson.Fragment(b"[%b]" % b",".join(map(encoded.__getitem__, names)))

@@ -125,8 +125,8 @@ def _nodes(items: list[msgspec.Raw], kept: KeptNodes | None, meter: Meter) -> li
     limit allows, is over ``PART_BYTES`` or more than ``meter`` affords (the full decoder then answers)."""
     nodes: list[EncodedNode | None] = list(map(kept.get, items)) if kept is not None else [None] * len(items)
     if None not in nodes:
-        return nodes  # type: ignore[return-value]
-    unknown = [raw for raw, node in zip(items, nodes) if node is None]
+        return nodes  # type: ignore[return-value]  # no None in it, as just checked
+    unknown = [raw for raw, node in zip(items, nodes, strict=True) if node is None]
     largest = max(map(len, unknown))
     if largest > PART_BYTES or not meter.afford_more(RENDER_BYTES_PER_BYTE * largest):
         return None
@@ -142,7 +142,7 @@ def _nodes(items: list[msgspec.Raw], kept: KeptNodes | None, meter: Meter) -> li
             fresh.append((encoded, node))
     if kept is not None:
         kept.keep(fresh)
-    return nodes  # type: ignore[return-value]
+    return nodes  # type: ignore[return-value]  # each None was replaced by its node, or None returned
 
 
 class _Decoding:

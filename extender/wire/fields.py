@@ -7,21 +7,23 @@ strings is checked in one pass instead of one marshmallow field per entry.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from marshmallow import fields
 from marshmallow.validate import Length
 
 
-class StringMap(fields.Field):
+class StringMap(fields.Field[dict[str, str]]):
     """A ``map[string]string`` such as labels or annotations; ``null`` reads as empty."""
 
-    default_error_messages = {
+    default_error_messages = {  # noqa: RUF012 — marshmallow's API: a class attribute (mypy refuses ClassVar here)
         "invalid": "Not a valid map of strings.",
         "invalid_entry": "Not a valid map of strings: the value of {label!r} is {kind}.",
     }
 
-    def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> dict[str, str]:
+    def _deserialize(
+        self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any
+    ) -> dict[str, str]:
         if value is None:
             return {}
         if not isinstance(value, dict):
@@ -32,7 +34,7 @@ class StringMap(fields.Field):
         return value
 
 
-class NameList(fields.List):
+class NameList(fields.Field[list[str]]):
     """A ``[]string`` of names, such as NodeNames: thousands of them are checked (or dumped) in one pass.
 
     Anything but a plain list of non-empty strings goes through ``fields.List``
@@ -40,16 +42,20 @@ class NameList(fields.List):
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(non_empty_string(), **kwargs)
+        super().__init__(**kwargs)
+        self._checked = fields.List(non_empty_string())
 
     def _deserialize(self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any) -> list[str]:
         plain = plain_names(value)
-        return plain if plain is not None else super()._deserialize(value, attr, data, **kwargs)
+        if plain is not None:
+            return plain
+        # fields.List types its entries as optional; non_empty_string refuses None, so every entry is a str.
+        return cast(list[str], self._checked.deserialize(value, attr, data, **kwargs))
 
     def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> list[str] | None:
         if type(value) is list and all_strings(value):
             return list(value)
-        return super()._serialize(value, attr, obj, **kwargs)
+        return self._checked._serialize(value, attr, obj, **kwargs)
 
 
 def plain_names(value: Any) -> list[str] | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre_load, validates_schema
+from marshmallow.types import UnknownOption
 
 from extender.framework.types import Node, Pod
 from extender.wire.fields import NameList, StringMap, all_strings, non_empty_string, plain_strings, strict_int
@@ -73,8 +74,8 @@ class NodeSchema(WireSchema):
     metadata = fields.Nested(NodeMetaSchema, required=True)
 
 
-class EncodedNode(dict):  # type: ignore[type-arg]
-    """A node item as ``wire.fast_decoder`` decodes it: the fields NodeSchema reads, and the whole node still encoded."""
+class EncodedNode(dict[str, Any]):
+    """A node item as ``wire.fast_decoder`` decodes it: the fields NodeSchema reads, and the whole node, encoded."""
 
     __slots__ = ("encoded",)
 
@@ -83,7 +84,7 @@ class EncodedNode(dict):  # type: ignore[type-arg]
         self.encoded = encoded
 
 
-class NodeItems(fields.Field):
+class NodeItems(fields.Field[list[Node]]):
     """``NodeList.items``: loads each node's facts and keeps the object itself for echoing back.
 
     Thousands of nodes with a plainly valid name and labels are loaded in one
@@ -186,7 +187,9 @@ class ExtenderArgsSchema(WireSchema):
     Nodes = fields.Nested(NodeListSchema)
     NodeNames = NameList()
 
-    def load(self, data: Any, *, many: bool | None = None, partial: Any = None, unknown: str | None = None) -> Any:
+    def load(
+        self, data: Any, *, many: bool | None = None, partial: Any = None, unknown: UnknownOption | None = None
+    ) -> Any:
         if many is None and partial is None and unknown is None:
             plain = _plain_args(data)
             if plain is not None:
@@ -244,7 +247,9 @@ def _plain_pod(pod: Any) -> Pod | None:
     priority = spec.get("priority") if spec is not None else None
     if priority is not None and type(priority) is not int:
         return None
-    return Pod(*texts, *(value if value is not None else {} for value in maps), priority, pod)
+    uid, name, namespace = texts
+    labels, annotations = (value if value is not None else {} for value in maps)
+    return Pod(uid, name, namespace, labels, annotations, priority, pod)
 
 
 def _unique(names: list[str], absent: str | None) -> bool:

@@ -21,7 +21,9 @@ from tests.terraform.support import BLOCK_MARKER
 META_ARGUMENTS = {"count", "for_each", "depends_on", "lifecycle", "provider", "provisioner", "connection"}
 _DOC_LINK = re.compile(r"docs/(resources|data-sources)/\S+ (\w+)\}")
 _ARGUMENT_LINK = re.compile(r"#(\w+) ")
-_REFERENCE = re.compile(r"\b(data\.)?((?:google|random|archive|time)_[a-z0-9_]+)\.([a-z0-9_]+)((?:\[[^\]]*\]|\.[a-z_][a-z0-9_]*)*)")
+_REFERENCE = re.compile(
+    r"\b(data\.)?((?:google|random|archive|time)_[a-z0-9_]+)\.([a-z0-9_]+)((?:\[[^\]]*\]|\.[a-z_][a-z0-9_]*)*)"
+)
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,11 @@ class ProviderSchema:
         for key, value in body.items():
             if key == BLOCK_MARKER or key in META_ARGUMENTS:
                 continue
-            blocks = [(name, dynamic["content"]) for entry in value for name, dynamic in entry.items()] if key == "dynamic" else [(key, value)]
+            blocks = (
+                [(name, dynamic["content"]) for entry in value for name, dynamic in entry.items()]
+                if key == "dynamic"
+                else [(key, value)]
+            )
             for name, content in blocks:
                 present.add(name)
                 argument = arguments.get(name)
@@ -103,7 +109,11 @@ class ProviderSchema:
                         continue
                     for index, nested in enumerate(content):
                         problems.extend(self.check_block(argument.block, nested, f"{path}.{name}[{index}]"))
-        problems.extend(f"{path}.{name}: required, missing" for name, argument in arguments.items() if argument.required and name not in present)
+        problems.extend(
+            f"{path}.{name}: required, missing"
+            for name, argument in arguments.items()
+            if argument.required and name not in present
+        )
         return problems
 
     def check_reference(self, reference: str) -> str | None:
@@ -140,7 +150,11 @@ class ProviderSchema:
 
 
 def _is_block(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(item, dict) and item.get(BLOCK_MARKER) for item in value)
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(item, dict) and item.get(BLOCK_MARKER) for item in value)
+    )
 
 
 def references(value: Any) -> set[str]:

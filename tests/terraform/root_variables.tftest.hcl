@@ -347,6 +347,38 @@ run "policy_profile_named_like_another_function" {
   }
 }
 
+# The function lists the nodes before it serves: it cannot start without the API server and a token.
+run "policy_kubernetes_source_without_the_api" {
+  command = plan
+  variables { policy_file = "policies/kubernetes-source.yaml" }
+  expect_failures = [var.policy_file]
+}
+
+run "policy_kubernetes_source_without_a_token" {
+  command = plan
+  variables {
+    policy_file        = "policies/kubernetes-source.yaml"
+    kubernetes_api_url = "https://203.0.113.10"
+  }
+  expect_failures = [var.policy_file]
+}
+
+run "policy_kubernetes_source_with_the_api_and_a_token" {
+  command = plan
+  variables {
+    policy_file                     = "policies/kubernetes-source.yaml"
+    kubernetes_api_url              = "https://203.0.113.10"
+    kubernetes_ca_data              = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
+}
+
+run "policy_without_the_kubernetes_source_needs_no_api" {
+  command = plan
+  variables { policy_file = "policies/node-names.yaml" }
+}
+
 run "policy_for_full_nodes_with_node_names_sent" {
   command = plan
   variables { policy_file = "policies/full-nodes.yaml" }

@@ -22,14 +22,40 @@ def module_arguments(pki: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Module arguments for each shape a user deploys."""
     common = {"source": str(SCHEDULER_CONFIG), "url": FUNCTION_URL, "kubernetes_version": KUBERNETES_VERSION}
     return {
-        "public": {**common, "caller_token": CALLER_TOKEN, "profile": "gpu", "verbs": ["filter", "prioritize", "preempt", "bind"],
-                   "weight": 5, "managed_resources": [{"name": "example.com/gpu", "ignored_by_scheduler": True}]},
-        "ca_bundle": {**common, "caller_token": CALLER_TOKEN, "tls": {"ca_data": _b64(pki["ca"].cert_pem), "server_name": "localhost"}},
-        "mtls": {**common, "tls": {"ca_data": _b64(pki["ca"].cert_pem), "cert_data": _b64(pki["client"].cert_pem)},
-                 "tls_key_data": _b64(pki["client"].key_pem)},
-        "identity_proxy": {**common, "namespace": "scheduling", "node_cache_capable": False, "ignorable": True,
-                           "identity_proxy": {"image": "europe-docker.pkg.dev/acme/tools/extender:0.1.0",
-                                              "google_service_account": "extender-proxy@acme.iam.gserviceaccount.com"}},
-        "control_plane": {**common, "scheduler_name": "default-scheduler", "leader_election_lease_name": "kube-scheduler",
-                          "kubeconfig": "/etc/kubernetes/scheduler.conf", "percentage_of_nodes_to_score": None, "http_timeout": "2500ms"},
+        "public": {
+            **common,
+            "caller_token": CALLER_TOKEN,
+            "profile": "gpu",
+            "verbs": ["filter", "prioritize", "preempt", "bind"],
+            "weight": 5,
+            "managed_resources": [{"name": "example.com/gpu", "ignored_by_scheduler": True}],
+        },
+        "ca_bundle": {
+            **common,
+            "caller_token": CALLER_TOKEN,
+            "tls": {"ca_data": _b64(pki["ca"].cert_pem), "server_name": "localhost"},
+        },
+        "mtls": {
+            **common,
+            "tls": {"ca_data": _b64(pki["ca"].cert_pem), "cert_data": _b64(pki["client"].cert_pem)},
+            "tls_key_data": _b64(pki["client"].key_pem),
+        },
+        "identity_proxy": {
+            **common,
+            "namespace": "scheduling",
+            "node_cache_capable": False,
+            "ignorable": True,
+            "identity_proxy": {
+                "image": "europe-docker.pkg.dev/acme/tools/extender:0.1.0",
+                "google_service_account": "extender-proxy@acme.iam.gserviceaccount.com",
+            },
+        },
+        "control_plane": {
+            **common,
+            "scheduler_name": "default-scheduler",
+            "leader_election_lease_name": "kube-scheduler",
+            "kubeconfig": "/etc/kubernetes/scheduler.conf",
+            "percentage_of_nodes_to_score": None,
+            "http_timeout": "2500ms",
+        },
     }

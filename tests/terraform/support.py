@@ -26,10 +26,16 @@ POLICIES = Path(__file__).with_name("policies")
 _HCL_OPTIONS = SerializationOptions(with_comments=False, strip_string_quotes=True, preserve_heredocs=False)
 
 
-def run_terraform(terraform: str, *args: str, cwd: Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([terraform, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+def run_terraform(
+    terraform: str, *args: str, cwd: Path, env: dict[str, str], check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [terraform, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     if check and result.returncode != 0:
-        raise AssertionError(f"terraform {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"terraform {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
@@ -67,7 +73,12 @@ def named(blocks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def resources(module: dict[str, list[Any]], kind: str = "resource") -> dict[tuple[str, str], dict[str, Any]]:
     """{(type, name): body} of a module's resource (or data) blocks."""
-    return {(rtype, name): body for block in module.get(kind, []) for rtype, bodies in block.items() for name, body in bodies.items()}
+    return {
+        (rtype, name): body
+        for block in module.get(kind, [])
+        for rtype, bodies in block.items()
+        for name, body in bodies.items()
+    }
 
 
 def pip_download(requirement: str, dest: Path) -> Path:
@@ -78,7 +89,18 @@ def pip_download(requirement: str, dest: Path) -> Path:
     found = sorted(dest.glob(pattern))
     if not found:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(dest), requirement],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--dest",
+                str(dest),
+                requirement,
+            ],
             check=True,
             capture_output=True,
             text=True,
@@ -97,7 +119,7 @@ def tftest_runs(path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def terraform_test(terraform: str, module: Path, env: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Runs `terraform test -json` in ``module``: {(test file, run): completion event}, plus ("error", message) entries."""
+    """Runs `terraform test -json` in ``module``: {(test file, run): completion event}, and ("error", message)."""
     result = run_terraform(terraform, "test", "-json", cwd=module, env=env, check=False)
     results: dict[tuple[str, str], dict[str, Any]] = {}
     for line in result.stdout.splitlines():
@@ -117,7 +139,9 @@ def assert_run_passed(results: dict[tuple[str, str], dict[str, Any]], test_file:
     assert event["test_run"]["status"] == "pass", f"{event['@message']}: {problems}"
 
 
-def thin_validation_coverage(variables: dict[str, dict[str, Any]], test_files: list[Path]) -> dict[str, tuple[int, int]]:
+def thin_validation_coverage(
+    variables: dict[str, dict[str, Any]], test_files: list[Path]
+) -> dict[str, tuple[int, int]]:
     """{variable: (validation blocks, expect_failures runs)} where a variable has fewer failing runs than rules."""
     expected = Counter(
         failure.removeprefix("${").removesuffix("}").removeprefix("var.")

@@ -25,8 +25,13 @@ LOCALS = ["promql_window", "promql_latency", "promql_function", "promql_cloud_ru
 THRESHOLD_MS = 4000
 MIN_REQUESTS = 100
 FUNCTION = "scheduler-extender"
-FUNCTION_SERIES = 'logging_googleapis_com:user_scheduler_extender_latency{monitored_resource="cloud_run_revision",verb="filter"}'
-CLOUD_RUN_SERIES = 'run_googleapis_com:request_latencies{monitored_resource="cloud_run_revision",service_name="scheduler-extender",response_code="200"}'
+FUNCTION_SERIES = (
+    'logging_googleapis_com:user_scheduler_extender_latency{monitored_resource="cloud_run_revision",verb="filter"}'
+)
+CLOUD_RUN_SERIES = (
+    'run_googleapis_com:request_latencies{monitored_resource="cloud_run_revision",service_name="scheduler-extender",'
+    'response_code="200"}'
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,20 +55,28 @@ def queries(terraform: str, terraform_env: dict[str, str], tmp_path_factory: pyt
     )
     module = variables_module(tmp_path_factory.mktemp("alert-queries") / "module", [], {"probe.tf": probe})
     env = {**terraform_env, "TF_DATA_DIR": str(module / ".terraform")}
-    variables = ["-var=project_id=acme", "-var=function_location=us-central1", "-var=invocation=public", "-var=kubernetes_version=1.31.4"]
+    variables = [
+        "-var=project_id=acme",
+        "-var=function_location=us-central1",
+        "-var=invocation=public",
+        "-var=kubernetes_version=1.31.4",
+    ]
     run_terraform(terraform, "apply", "-auto-approve", "-input=false", *variables, cwd=module, env=env)
     outputs = json.loads(run_terraform(terraform, "output", "-json", cwd=module, env=env).stdout)
     return {name: outputs[name]["value"] for name in QUERIES}
 
 
 def _histogram(series: str, fast: list[int], slow: list[int]) -> list[dict[str, str]]:
-    """Counter series of a histogram from the calls of each minute: fast ones under 1 s, slow ones between 4.5 and 10 s."""
+    """Counter series of a histogram from the calls of each minute: fast ones under 1 s, slow ones 4.5 to 10 s."""
     totals = {"1000": fast, "4500": fast, "10000": [a + b for a, b in zip(fast, slow, strict=True)]}
     totals["+Inf"] = totals["10000"]
     rows = {f'_bucket{{le="{le}",': counts for le, counts in totals.items()}
     rows["_count{"] = totals["+Inf"]
     return [
-        {"series": series.replace("{", suffix, 1), "values": " ".join(str(sum(counts[:minute])) for minute in range(len(counts) + 1))}
+        {
+            "series": series.replace("{", suffix, 1),
+            "values": " ".join(str(sum(counts[:minute])) for minute in range(len(counts) + 1)),
+        }
         for suffix, counts in rows.items()
     ]
 
@@ -74,7 +87,11 @@ CASES = {
     "busy_and_slow": ([29] * MINUTES, [1] * MINUTES, True),
     "busy_and_fast": ([30] * MINUTES, [0] * MINUTES, False),
     # A call a minute and a slow one every third minute: every window's p99 is a slow call, over a handful of calls.
-    "sparse_with_a_slow_call_in_every_window": ([1] * MINUTES, [int(minute % 3 == 0) for minute in range(MINUTES)], False),
+    "sparse_with_a_slow_call_in_every_window": (
+        [1] * MINUTES,
+        [int(minute % 3 == 0) for minute in range(MINUTES)],
+        False,
+    ),
     # Every call slow, but fewer than the minimum: the timeouts alert (cloud_run_failed) covers what fails.
     "sparse_and_all_slow": ([0] * MINUTES, [10] * MINUTES, False),
 }
@@ -104,7 +121,14 @@ def test_latency_alert_fires_only_for_many_slow_calls(
     }
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
-    result = subprocess.run([promtool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [promtool, "test", "rules", "tests.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, f"{queries[query]}\n{result.stdout}{result.stderr}"
 
 

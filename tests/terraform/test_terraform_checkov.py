@@ -25,7 +25,9 @@ CHECK_ID = re.compile(r"\bCKV2?_[A-Z0-9]+_\d+\b")
 
 def _version(executable: Path) -> str | None:
     try:
-        result = subprocess.run([str(executable), "--version"], capture_output=True, text=True, timeout=120, check=False)
+        result = subprocess.run(
+            [str(executable), "--version"], capture_output=True, text=True, timeout=120, check=False
+        )
     except OSError:
         return None
     return result.stdout.strip() if result.returncode == 0 else None
@@ -50,8 +52,23 @@ def checkov() -> Path:
 def _failed(checkov: Path, directory: Path, framework: str) -> dict[str, list[str]]:
     """{check id: [resources]} of the failed checks."""
     result = subprocess.run(
-        [str(checkov), "--directory", str(directory), "--framework", framework, "--output", "json", "--quiet", "--compact", "--skip-download"],
-        capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+        [
+            str(checkov),
+            "--directory",
+            str(directory),
+            "--framework",
+            framework,
+            "--output",
+            "json",
+            "--quiet",
+            "--compact",
+            "--skip-download",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        check=False,
     )
     # checkov exits 1 when a check fails; anything else, or no report, means it did not scan.
     assert result.returncode in (0, 1) and result.stdout.strip(), f"checkov did not run:\n{result.stderr}"
@@ -74,12 +91,17 @@ def _justified() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def findings(checkov: Path, rendered: dict[str, dict[str, Path]], tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, list[str]]]:
+def findings(
+    checkov: Path, rendered: dict[str, dict[str, Path]], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, list[str]]]:
     """Failed checks of the Terraform tree and of the rendered manifests of every deployment shape."""
     manifests = tmp_path_factory.mktemp("manifests")
     for scenario, files in rendered.items():
         (manifests / f"{scenario}.yaml").write_text(files["kubernetes_manifests"].read_text())
-    return {"terraform": _failed(checkov, ROOT_MODULE, "terraform"), "kubernetes": _failed(checkov, manifests, "kubernetes")}
+    return {
+        "terraform": _failed(checkov, ROOT_MODULE, "terraform"),
+        "kubernetes": _failed(checkov, manifests, "kubernetes"),
+    }
 
 
 @pytest.mark.parametrize("framework", ["terraform", "kubernetes"])

@@ -1,4 +1,4 @@
-"""The Terraform tree is formatted, and each module's README documents every input (with its real default) and output."""
+"""The Terraform tree is formatted; each module's README documents every input (with its real default) and output."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ _OUTPUT_ROW = re.compile(r"^\| `(\w+)` \| (.+?) \| (yes|no) \|$", re.MULTILINE)
 
 @pytest.mark.parametrize("tree", [ROOT_MODULE, Path(__file__).parent], ids=["terraform", "tests-terraform"])
 def test_terraform_fmt(terraform: str, terraform_env: dict[str, str], tree: Path) -> None:
-    result = run_terraform(terraform, "fmt", "-check", "-recursive", "-diff", str(tree), cwd=tree, env=terraform_env, check=False)
+    result = run_terraform(
+        terraform, "fmt", "-check", "-recursive", "-diff", str(tree), cwd=tree, env=terraform_env, check=False
+    )
     assert result.returncode == 0, f"run `terraform fmt -recursive {tree}`:\n{result.stdout}{result.stderr}"
 
 

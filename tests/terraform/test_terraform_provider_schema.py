@@ -31,7 +31,9 @@ def _wheel(requirement: str) -> Path:
         pytest.skip(f"cannot download {requirement} from the package index: {exc.stderr.strip().splitlines()[-1:]}")
 
 
-@pytest.fixture(scope="module", params=sorted(GOOGLE), ids=[f"google-{version}" for _, version in sorted(GOOGLE.items())])
+@pytest.fixture(
+    scope="module", params=sorted(GOOGLE), ids=[f"google-{version}" for _, version in sorted(GOOGLE.items())]
+)
 def schema(request: pytest.FixtureRequest) -> ProviderSchema:
     return ProviderSchema.from_wheels([_wheel(f"cdktn-provider-google=={request.param}"), *map(_wheel, OTHERS)])
 

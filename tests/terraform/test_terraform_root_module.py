@@ -15,14 +15,15 @@ import pytest
 
 from extender.decision_log import EVENT, decision_fields
 from extender.http.routing import Router
-from extender.protocol import Route
 from extender.policy.loader import load_policy
+from extender.protocol import Route
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer
 from tests.terraform.support import (
     REPO,
     ROOT_MODULE,
     SCHEDULER_CONFIG,
+    load_hcl,
     load_module,
     local_source,
     named,
@@ -119,9 +120,16 @@ def test_secrets_reach_the_function_as_secret_environment_variables() -> None:
         "{ for name, slot in local.caller_token_secret_slots : name => { secret = local.caller_token_secret_id,"
         " version = google_secret_manager_secret_version.caller_token[slot].version } }"
     ) in secrets
-    assert _code("KUBERNETES_TOKEN = { secret = var.kubernetes_token_secret, version = var.kubernetes_token_secret_version }") in secrets
+    assert (
+        _code(
+            "KUBERNETES_TOKEN = { secret = var.kubernetes_token_secret, version = var.kubernetes_token_secret_version }"
+        )
+        in secrets
+    )
     assert "latest" not in secrets, "a secret at latest leaves warm instances on a rotated-out value"
-    assert "TOKEN" not in _expression(LOCALS["environment_variables"]), "tokens must never be plain environment variables"
+    assert "TOKEN" not in _expression(LOCALS["environment_variables"]), (
+        "tokens must never be plain environment variables"
+    )
     # The function's two token variables are the ones the slots fill (variables.tf).
     slots = local_source(ROOT_MODULE / "variables.tf", "caller_token_secret_slots")
     assert f"{CALLER_TOKEN_ENV} " in slots and f"{PREVIOUS_CALLER_TOKEN_ENV} " in slots
@@ -130,7 +138,9 @@ def test_secrets_reach_the_function_as_secret_environment_variables() -> None:
 def test_secret_names_are_known_at_plan_time() -> None:
     """The function's secret references name the secret by a plan-time string, not by the secret resource (#22497)."""
     assert LOCALS["caller_token_secret_id"] == "${var.function_name}-caller-token"
-    assert _expression(RESOURCES[("google_secret_manager_secret", "caller_token")]["secret_id"]) == _code("local.caller_token_secret_id")
+    assert _expression(RESOURCES[("google_secret_manager_secret", "caller_token")]["secret_id"]) == _code(
+        "local.caller_token_secret_id"
+    )
     assert "google_secret_manager_secret." not in _expression(LOCALS["secret_environment_variables"])
 
 
@@ -139,16 +149,21 @@ def test_a_token_lives_exactly_as_long_as_its_slot_is_accepted() -> None:
     password = RESOURCES[("random_password", "caller_token")]
     assert _expression(password["for_each"]) == _code("local.generated_caller_token_slots")
     assert "keepers" not in password, "a token's only generation input is its slot's being accepted"
-    assert _block(password, "lifecycle")["ignore_changes"] == ["keepers"], "keepers left in state by earlier versions must not replace a token"
+    assert _block(password, "lifecycle")["ignore_changes"] == ["keepers"], (
+        "keepers left in state by earlier versions must not replace a token"
+    )
     version = RESOURCES[("google_secret_manager_secret_version", "caller_token")]
     assert _expression(version["for_each"]) == _code("local.caller_token_slots")
     assert _expression(version["secret_data"]) == _code("local.caller_tokens[each.key]")
     assert _block(version, "lifecycle")["create_before_destroy"] is True
     assert _expression(version["secret"]) == _code("google_secret_manager_secret.caller_token[0].id")
     assert _expression(LOCALS["caller_tokens"]) == _code(
-        "{ for slot in local.caller_token_slots : slot => try(var.caller_tokens[slot], random_password.caller_token[slot].result) }"
+        "{ for slot in local.caller_token_slots : slot => try(var.caller_tokens[slot], "
+        "random_password.caller_token[slot].result) }"
     )
-    assert _expression(LOCALS["caller_token"]) == _code("local.caller_token_enabled ? local.caller_tokens[var.caller_token_active_slot] : null")
+    assert _expression(LOCALS["caller_token"]) == _code(
+        "local.caller_token_enabled ? local.caller_tokens[var.caller_token_active_slot] : null"
+    )
     assert VARIABLES["caller_tokens"]["sensitive"] is True
 
 
@@ -157,10 +172,16 @@ def test_state_of_the_single_token_versions_moves_into_slot_a() -> None:
     moved = {(block["from"], block["to"]) for entry in ROOT["moved"] for block in [entry]}
     assert {
         ("${random_password.caller_token[0]}", '${random_password.caller_token["a"]}'),
-        ("${google_secret_manager_secret_version.caller_token[0]}", '${google_secret_manager_secret_version.caller_token["a"]}'),
+        (
+            "${google_secret_manager_secret_version.caller_token[0]}",
+            '${google_secret_manager_secret_version.caller_token["a"]}',
+        ),
         ("${google_service_account.function}", "${google_service_account.function[0]}"),
     } <= moved
-    assert VARIABLES["caller_token_accepted_slots"]["default"] == ["a"] and VARIABLES["caller_token_active_slot"]["default"] == "a"
+    assert (
+        VARIABLES["caller_token_accepted_slots"]["default"] == ["a"]
+        and VARIABLES["caller_token_active_slot"]["default"] == "a"
+    )
 
 
 def test_direct_vpc_egress_is_wired_only_when_a_network_is_given() -> None:
@@ -168,10 +189,16 @@ def test_direct_vpc_egress_is_wired_only_when_a_network_is_given() -> None:
     assert _expression(interface["for_each"]) == _code("local.direct_vpc_egress ? [1] : []")
     content = _block(interface, "content")
     assert {key: _expression(value) for key, value in content.items()} == {
-        "network": "var.direct_vpc_network", "subnetwork": "var.direct_vpc_subnetwork", "tags": "var.direct_vpc_network_tags",
+        "network": "var.direct_vpc_network",
+        "subnetwork": "var.direct_vpc_subnetwork",
+        "tags": "var.direct_vpc_network_tags",
     }
-    assert _expression(SERVICE_CONFIG["direct_vpc_egress"]) == _code("local.direct_vpc_egress ? var.direct_vpc_egress : null")
-    assert _expression(LOCALS["direct_vpc_egress"]) == _code("var.direct_vpc_network != null || var.direct_vpc_subnetwork != null")
+    assert _expression(SERVICE_CONFIG["direct_vpc_egress"]) == _code(
+        "local.direct_vpc_egress ? var.direct_vpc_egress : null"
+    )
+    assert _expression(LOCALS["direct_vpc_egress"]) == _code(
+        "var.direct_vpc_network != null || var.direct_vpc_subnetwork != null"
+    )
 
 
 def test_first_apply_waits_for_apis_and_secret_access() -> None:
@@ -203,12 +230,16 @@ def test_function_account_reads_only_its_secrets_and_node_loads_metrics() -> Non
     assert viewer["role"] == "roles/monitoring.viewer"
     assert _expression(viewer["member"]) == _code("local.function_service_account_member")
     # Only for an account the module made, and only the projects NodeLoad reads (node_load_grants.tftest.hcl).
-    assert _expression(viewer["for_each"]) == _code("var.function_service_account_email == null ? local.monitoring_viewer_projects : toset([])")
+    assert _expression(viewer["for_each"]) == _code(
+        "var.function_service_account_email == null ? local.monitoring_viewer_projects : toset([])"
+    )
     assert _expression(SERVICE_CONFIG["service_account_email"]) == _code("local.function_service_account_email")
 
 
 def test_existing_service_accounts_replace_the_created_ones() -> None:
-    assert _expression(RESOURCES[("google_service_account", "function")]["count"]) == _code("var.function_service_account_email == null ? 1 : 0")
+    assert _expression(RESOURCES[("google_service_account", "function")]["count"]) == _code(
+        "var.function_service_account_email == null ? 1 : 0"
+    )
     assert _expression(RESOURCES[("google_service_account", "scheduler_proxy")]["count"]) == _code(
         'var.invocation == "iam" && var.proxy_service_account_email == null ? 1 : 0'
     )
@@ -216,12 +247,16 @@ def test_existing_service_accounts_replace_the_created_ones() -> None:
         "coalesce(var.function_service_account_email, one(google_service_account.function[*].email))"
     )
     assert _expression(LOCALS["proxy_service_account_email"]) == _code(
-        'var.invocation == "iam" ? coalesce(var.proxy_service_account_email, one(google_service_account.scheduler_proxy[*].email)) : null'
+        'var.invocation == "iam" ? coalesce(var.proxy_service_account_email, '
+        'one(google_service_account.scheduler_proxy[*].email)) : null'
     )
     assert _expression(OUTPUTS["function_service_account"]["value"]) == _code("local.function_service_account_email")
     assert _expression(OUTPUTS["proxy_service_account"]["value"]) == _code("local.proxy_service_account_email")
     # The function's account waits for its grants like its secret access does.
-    assert "google_project_iam_member.function_monitoring_viewer" in RESOURCES[("time_sleep", "secret_access")]["triggers"]["grants"]
+    assert (
+        "google_project_iam_member.function_monitoring_viewer"
+        in RESOURCES[("time_sleep", "secret_access")]["triggers"]["grants"]
+    )
 
 
 def test_public_invocation_is_run_invoker_for_all_users_on_the_cloud_run_service() -> None:
@@ -239,13 +274,18 @@ def test_iam_only_invocation_grants_the_proxy_account_and_its_workload_identity(
     assert _expression(invoker["member"]) == _code("serviceAccount:${local.proxy_service_account_email}")
     workload_identity = RESOURCES[("google_service_account_iam_member", "scheduler_proxy_workload_identity")]
     assert _expression(workload_identity["service_account_id"]) == _code(
-        'var.proxy_service_account_email == null ? google_service_account.scheduler_proxy[0].name : "projects/-/serviceAccounts/${var.proxy_service_account_email}"'
+        'var.proxy_service_account_email == null ? google_service_account.scheduler_proxy[0].name : '
+        '"projects/-/serviceAccounts/${var.proxy_service_account_email}"'
     )
     assert workload_identity["role"] == "roles/iam.workloadIdentityUser"
-    assert _expression(workload_identity["member"]) == _code("serviceAccount:${local.cluster_project_id}.svc.id.goog[${var.scheduler_namespace}/${var.scheduler_name}]")
+    assert _expression(workload_identity["member"]) == _code(
+        "serviceAccount:${local.cluster_project_id}.svc.id.goog[${var.scheduler_namespace}/${var.scheduler_name}]"
+    )
     proxy = _expression(MODULE_CALL["identity_proxy"])
     assert proxy.startswith(_code('var.invocation == "iam" ? { image = var.proxy_image, port = 8001,'))
-    assert _code("google_service_account = var.gke_workload_identity ? local.proxy_service_account_email : null") in proxy
+    assert (
+        _code("google_service_account = var.gke_workload_identity ? local.proxy_service_account_email : null") in proxy
+    )
     assert VARIABLES["proxy_image"]["validation"], "proxy_image must be required for IAM-only invocation"
 
 
@@ -254,7 +294,9 @@ def test_caller_token_is_generated_stored_and_passed_on() -> None:
     assert password["special"] is False and password["length"] >= 32
     assert _expression(MODULE_CALL["caller_token"]) == _code("local.caller_token")
     caller_token_enabled = local_source(ROOT_MODULE / "variables.tf", "caller_token_enabled")
-    assert _code(caller_token_enabled) == _code('coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(length(var.caller_tokens) > 0))')
+    assert _code(caller_token_enabled) == _code(
+        'coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(length(var.caller_tokens) > 0))'
+    )
 
 
 def test_caller_token_secret_replicates_where_the_organisation_allows() -> None:
@@ -275,8 +317,23 @@ def test_invocation_is_an_explicit_choice() -> None:
 
 
 def test_scheduler_config_gets_the_cloud_run_url() -> None:
-    assert _expression(MODULE_CALL["url"]) == _code("google_cloudfunctions2_function.extender.service_config[0].uri")
+    assert _expression(MODULE_CALL["url"]) == _code("local.function_uri")
+    uri = "google_cloudfunctions2_function.extender.service_config[0].uri"
+    assert _expression(LOCALS["function_uri"]) == _code(uri)
     assert MODULE_CALL["source"] == "./modules/scheduler-config"
+
+
+def test_the_preflight_renders_with_the_root_module_s_own_files() -> None:
+    """terraform/preflight plans the root module's variables and renders its scheduler configuration without a
+    provider: the same files (links), with stand-ins for exactly the three locals main.tf takes from resources."""
+    preflight = ROOT_MODULE / "preflight"
+    for name in ("variables.tf", "scheduler_config.tf", "modules"):
+        assert (preflight / name).is_symlink() and (preflight / name).resolve() == (ROOT_MODULE / name).resolve(), name
+    own = [path.name for path in preflight.glob("*.tf") if not path.is_symlink()]
+    assert sorted(own) == ["outputs.tf", "stand_ins.tf", "versions.tf"]
+    stand_ins = {name for block in load_hcl(preflight / "stand_ins.tf")["locals"] for name in block}
+    assert stand_ins == {"function_uri", "caller_token", "proxy_service_account_email"} <= set(LOCALS)
+    assert "resource" not in load_module(preflight) and "data" not in load_module(preflight)
 
 
 def test_every_submodule_variable_is_set_with_the_same_defaults() -> None:
@@ -296,11 +353,23 @@ def test_every_submodule_variable_is_set_with_the_same_defaults() -> None:
 def test_outputs_are_wired_to_the_submodule_and_token_outputs_are_sensitive() -> None:
     sub_outputs = named(SUBMODULE["output"])
     wired = {name for name, body in OUTPUTS.items() if _expression(body["value"]) == f"module.scheduler_config.{name}"}
-    assert {"url_prefix", "extenders_yaml", "kube_scheduler_configuration", "kubernetes_manifests", "scheduler_name", "tls_verification"} <= wired
+    assert {
+        "url_prefix",
+        "extenders_yaml",
+        "kube_scheduler_configuration",
+        "kubernetes_manifests",
+        "scheduler_name",
+        "tls_verification",
+    } <= wired
     for name in wired:
         assert OUTPUTS[name].get("sensitive", False) == sub_outputs[name].get("sensitive", False), name
-    assert all(OUTPUTS[name]["sensitive"] for name in ("url_prefix", "extenders_yaml", "kube_scheduler_configuration", "kubernetes_manifests"))
-    assert _expression(OUTPUTS["function_uri"]["value"]) == _code("google_cloudfunctions2_function.extender.service_config[0].uri")
+    assert all(
+        OUTPUTS[name]["sensitive"]
+        for name in ("url_prefix", "extenders_yaml", "kube_scheduler_configuration", "kubernetes_manifests")
+    )
+    assert _expression(OUTPUTS["function_uri"]["value"]) == _code(
+        "google_cloudfunctions2_function.extender.service_config[0].uri"
+    )
 
 
 def _copy_function_sources(destination: Path) -> None:
@@ -309,7 +378,9 @@ def _copy_function_sources(destination: Path) -> None:
     shutil.copytree(REPO / "extender", destination / "extender", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-def _source_locals(terraform: str, terraform_env: dict[str, str], probe: Path, source_dir: Path, policy_file: Path | None) -> dict[str, Any]:
+def _source_locals(
+    terraform: str, terraform_env: dict[str, str], probe: Path, source_dir: Path, policy_file: Path | None
+) -> dict[str, Any]:
     """The module's own source selection and archive key, evaluated by terraform against ``source_dir``."""
     probe.mkdir()
     names = ("source_files", "source_sha256", "source_key")
@@ -325,17 +396,27 @@ def _source_locals(terraform: str, terraform_env: dict[str, str], probe: Path, s
     )
     env = {**terraform_env, "TF_DATA_DIR": str(probe / ".terraform")}
     run_terraform(terraform, "apply", "-auto-approve", "-input=false", cwd=probe, env=env)
-    return {name: value["value"] for name, value in json.loads(run_terraform(terraform, "output", "-json", cwd=probe, env=env).stdout).items()}
+    return {
+        name: value["value"]
+        for name, value in json.loads(run_terraform(terraform, "output", "-json", cwd=probe, env=env).stdout).items()
+    }
 
 
-def test_source_archive_holds_the_function_and_ignores_stray_files(terraform: str, terraform_env: dict[str, str], tmp_path: Path) -> None:
+def test_source_archive_holds_the_function_and_ignores_stray_files(
+    terraform: str, terraform_env: dict[str, str], tmp_path: Path
+) -> None:
     """Stray binary files (as a developer's checkout or a build leaves them) are never selected, so never read."""
     clean, stray = tmp_path / "clean", tmp_path / "stray"
     for tree in (clean, stray):
         tree.mkdir()
         _copy_function_sources(tree)
     binary = bytes(range(256))
-    for name in (".DS_Store", "_speedups.cpython-312-x86_64-linux-gnu.so", "routing.cpython-312.pyc", "policy/.default.yaml.swp"):
+    for name in (
+        ".DS_Store",
+        "_speedups.cpython-312-x86_64-linux-gnu.so",
+        "routing.cpython-312.pyc",
+        "policy/.default.yaml.swp",
+    ):
         (stray / "extender" / name).write_bytes(binary)
     (stray / "extender" / "__pycache__").mkdir()
     (stray / "extender" / "__pycache__" / "app.cpython-312.pyc").write_bytes(binary)
@@ -349,7 +430,8 @@ def test_source_archive_holds_the_function_and_ignores_stray_files(terraform: st
     assert {"main.py", "requirements.txt", "extender/__init__.py", "extender/policy/default.yaml"} <= set(files)
     assert all(file in ("main.py", "requirements.txt") or file.startswith("extender/") for file in files)
     assert files == expected["source_files"], "stray files must not enter the archive"
-    # Same content, same key, wherever the checkout lives: a plan made on one machine names the object the apply uploads.
+    # Same content, same key, wherever the checkout lives: a plan made on one machine names the object the apply
+    # uploads.
     assert found["source_sha256"] == expected["source_sha256"]
     assert found["source_key"] == f"default/scheduler-extender/{found['source_sha256']}"
     assert len(found["read"]) == len(files)
@@ -360,8 +442,12 @@ def test_source_key_follows_content_and_policy(terraform: str, terraform_env: di
     tree.mkdir()
     _copy_function_sources(tree)
     base = _source_locals(terraform, terraform_env, tmp_path / "base", tree, None)
-    with_policy = _source_locals(terraform, terraform_env, tmp_path / "policy", tree, ROOT_MODULE / "examples" / "gke-public" / "policy.yaml")
-    (tree / "extender" / "http" / "routing.py").write_text((tree / "extender" / "http" / "routing.py").read_text() + "\n")
+    with_policy = _source_locals(
+        terraform, terraform_env, tmp_path / "policy", tree, ROOT_MODULE / "examples" / "gke-public" / "policy.yaml"
+    )
+    (tree / "extender" / "http" / "routing.py").write_text(
+        (tree / "extender" / "http" / "routing.py").read_text() + "\n"
+    )
     edited = _source_locals(terraform, terraform_env, tmp_path / "edited", tree, None)
     assert len({base["source_sha256"], with_policy["source_sha256"], edited["source_sha256"]}) == 3
 
@@ -372,10 +458,14 @@ def test_archive_is_built_where_it_is_uploaded() -> None:
     assert archive["depends_on"] == ["${terraform_data.source}"]
     trigger = RESOURCES[("terraform_data", "source")]
     assert trigger["input"] == {"key": "${local.source_key}", "bucket": "${google_storage_bucket.source.name}"}
-    assert _expression(archive["output_path"]) == _code('${path.root}/.terraform/extender-source/${local.source_key}.zip')
+    assert _expression(archive["output_path"]) == _code(
+        '${path.root}/.terraform/extender-source/${local.source_key}.zip'
+    )
     source_object = RESOURCES[("google_storage_bucket_object", "source")]
     assert source_object["name"] == "${local.source_key}.zip", "the object name must be known at plan time"
-    assert _block(source_object, "lifecycle")["create_before_destroy"] is True, "the function must never point at a deleted zip"
+    assert _block(source_object, "lifecycle")["create_before_destroy"] is True, (
+        "the function must never point at a deleted zip"
+    )
     assert "terraform.workspace" in LOCALS["source_key"] and "var.function_name" in LOCALS["source_key"]
     dynamic_sources = [block["source"] for block in archive["dynamic"]]
     assert [_expression(source["for_each"]) for source in dynamic_sources] == [
@@ -395,10 +485,14 @@ def test_log_based_metrics_read_the_decision_log_entry() -> None:
     assert latency["value_extractor"] == "EXTRACT(jsonPayload.durationMs)"
     assert _block(latency, "metric_descriptor")["value_type"] == "DISTRIBUTION"
     # The fields the filters and extractors read are those the function logs.
-    fields = decision_fields(Route("filter", "default"), Answer(body=None, error="plugin failed"), 0.012, 5.0, method="POST", path="/filter")
+    fields = decision_fields(
+        Route("filter", "default"), Answer(body=None, error="plugin failed"), 0.012, 5.0, method="POST", path="/filter"
+    )
     assert {"event", "verb", "profile", "status", "durationMs", "budgetMs", "error", "method", "path"} <= set(fields)
     assert isinstance(fields["durationMs"], float) and isinstance(fields["status"], int)
-    assert "error" not in decision_fields(Route("filter", "default"), Answer(body=None), 0.012, 5.0, method="POST", path="/filter")
+    assert "error" not in decision_fields(
+        Route("filter", "default"), Answer(body=None), 0.012, 5.0, method="POST", path="/filter"
+    )
 
 
 def test_would_reject_metric_counts_the_audit_entries_per_plugin_and_rule() -> None:
@@ -417,9 +511,13 @@ def test_would_reject_metric_counts_the_audit_entries_per_plugin_and_rule() -> N
     assert _block(metric, "metric_descriptor")["value_type"] == "INT64"
     assert _code("local.audit_metric_labels") in _expression(metric["label_extractors"])
     # The fields the extractors read are those the function logs, the rule taken from the plugin's reason.
-    held = status.unresolvable("NodeLabelPolicy rule 'others-off-gpu-pool': node does not match x").with_plugin("NodeLabelPolicy")
+    held = status.unresolvable("NodeLabelPolicy rule 'others-off-gpu-pool': node does not match x").with_plugin(
+        "NodeLabelPolicy"
+    )
     result = FilterResult(feasible=["n-1", "n-2"], would_reject={"n-1": (held,), "n-2": (held,)})
-    fields = decision_fields(Route("filter", "default"), Answer(body=None, result=result), 0.01, 5.0, method="POST", path="/filter")
+    fields = decision_fields(
+        Route("filter", "default"), Answer(body=None, result=result), 0.01, 5.0, method="POST", path="/filter"
+    )
     [entry] = audit_entries(fields, result)
     assert entry["event"] == AUDIT_EVENT and {"verb", "profile"} <= set(entry)
     assert (entry["plugin"], entry["rule"], entry["verdict"], entry["count"]) == (
@@ -429,7 +527,10 @@ def test_would_reject_metric_counts_the_audit_entries_per_plugin_and_rule() -> N
 
 def test_unauthenticated_requests_are_kept_apart_from_errors() -> None:
     """A 404 is what a request without the token gets: internet probes must never count as the scheduler's errors."""
-    assert LOCALS["errors_log_filter"] == "${local.decision_log_filter} AND jsonPayload.error:* AND jsonPayload.status!=404"
+    assert (
+        LOCALS["errors_log_filter"]
+        == "${local.decision_log_filter} AND jsonPayload.error:* AND jsonPayload.status!=404"
+    )
     assert LOCALS["unauthenticated_log_filter"] == "${local.decision_log_filter} AND jsonPayload.status=404"
 
 
@@ -439,7 +540,10 @@ def test_verb_path_label_reads_the_redacted_path_of_a_wrong_token_call() -> None
     assert extractor == 'REGEXP_EXTRACT(jsonPayload.path, "${local.verb_path_regex}")'
     router = Router({"default"}, {"scheduler-extender"}, ["r1ght-t0ken-r1ght-t0ken-r1ght-t0ken"])
     regex = LOCALS["verb_path_regex"]
-    assert re.search(regex, router.redact("/scheduler-extender/0ld-t0ken-0ld-t0ken-0ld-t0ken/default/filter")).group(1) == "filter"
+    assert (
+        re.search(regex, router.redact("/scheduler-extender/0ld-t0ken-0ld-t0ken-0ld-t0ken/default/filter")).group(1)
+        == "filter"
+    )
     assert re.search(regex, router.redact("/wp-login.php")) is None
 
 
@@ -454,7 +558,8 @@ def test_every_alert_has_a_runbook_and_its_own_policy() -> None:
     assert set(ALERTS) == {*COUNT_ALERTS, "latency", "cloud_run_latency"}
     assert _expression(POLICY["for_each"]) == _code("var.monitoring_enabled ? local.alerts : {}")
     assert _expression(LOCALS["alerts"]) == _code(
-        '{ for name, alert in local.alert_definitions : name => alert if name != "iam_refused" || var.invocation == "iam" }'
+        '{ for name, alert in local.alert_definitions : name => alert '
+        'if name != "iam_refused" || var.invocation == "iam" }'
     )
     assert "each.value.runbook" in _block(POLICY, "documentation")["content"]
     assert _expression(POLICY["notification_channels"]) == _code("var.notification_channels")
@@ -484,17 +589,28 @@ def test_cloud_runs_own_answers_are_watched() -> None:
     for filter_ in (refused, failed):
         assert _code('metric.type="run.googleapis.com/request_count"') in filter_
         assert filter_.startswith(_code("${local.cloud_run_filter}"))
-    assert _code('metric.label.response_code_class="4xx" AND NOT metric.label.response_code=one_of(${local.cloud_run_refused_codes})') in refused
+    assert (
+        _code(
+            'metric.label.response_code_class="4xx" AND NOT '
+            'metric.label.response_code=one_of(${local.cloud_run_refused_codes})'
+        )
+        in refused
+    )
     assert _code('metric.label.response_code_class="5xx"') in failed
     assert "429" in ALERTS["cloud_run_refused"]["runbook"] and "504" in ALERTS["cloud_run_failed"]["runbook"]
     rejected = _expression(ALERTS["rejected_calls"]["threshold"]["filter"])
     assert _code('metric.label.method="POST"') in rejected and "verb_path" in rejected
-    assert LOCALS["cloud_run_filter"] == 'resource.type="cloud_run_revision" AND resource.labels.service_name="${var.function_name}"'
+    assert (
+        LOCALS["cloud_run_filter"]
+        == 'resource.type="cloud_run_revision" AND resource.labels.service_name="${var.function_name}"'
+    )
 
 
 def test_iam_refusals_of_scheduler_calls_are_an_alert_of_their_own() -> None:
     """With IAM-only invocation 401/403 leave the refused alert (probes get them); the scheduler's go to iam_refused."""
-    assert _expression(LOCALS["cloud_run_refused_codes"]) == _code('var.invocation == "iam" ? "\\"401\\", \\"403\\", \\"404\\"" : "\\"404\\""')
+    assert _expression(LOCALS["cloud_run_refused_codes"]) == _code(
+        'var.invocation == "iam" ? "\\"401\\", \\"403\\", \\"404\\"" : "\\"404\\""'
+    )
     metric = RESOURCES[("google_logging_metric", "iam_refused")]
     assert _expression(metric["count"]) == _code('var.monitoring_enabled && var.invocation == "iam" ? 1 : 0')
     assert metric["filter"] == "${local.iam_refused_log_filter}"
@@ -526,10 +642,14 @@ def test_latency_alerts_compare_p99_with_the_timeout_over_enough_calls(name: str
     assert _code(">= ${var.alert_latency_min_requests}") in _code(query)
     assert _expression(PROMQL["for_each"]) == _code("each.value.promql == null ? [] : [each.value.promql]")
     assert _expression(_block(PROMQL, "content")["duration"]) == _code("local.alert_window")
-    assert _expression(LOCALS["latency_threshold_ms"]) == _code("module.scheduler_config.http_timeout_ms * var.alert_latency_ratio")
+    assert _expression(LOCALS["latency_threshold_ms"]) == _code(
+        "module.scheduler_config.http_timeout_ms * var.alert_latency_ratio"
+    )
     metric = "run_googleapis_com:request_latencies" if name == "cloud_run_latency" else "${local.promql_latency}"
     assert f"{metric}_bucket" in query and f"{metric}_count" in query
-    assert _expression(LOCALS["promql_latency"]) == _code('logging_googleapis_com:user_${replace(var.function_name, "-", "_")}_latency')
+    assert _expression(LOCALS["promql_latency"]) == _code(
+        'logging_googleapis_com:user_${replace(var.function_name, "-", "_")}_latency'
+    )
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[path.name for path in EXAMPLES])
@@ -544,7 +664,9 @@ def test_examples_call_the_module_with_its_variables(example: Path) -> None:
 EXAMPLE_POLICIES = sorted((ROOT_MODULE / "examples").glob("*/policy*.yaml"))
 
 
-@pytest.mark.parametrize("policy", EXAMPLE_POLICIES, ids=[f"{path.parent.name}/{path.name}" for path in EXAMPLE_POLICIES])
+@pytest.mark.parametrize(
+    "policy", EXAMPLE_POLICIES, ids=[f"{path.parent.name}/{path.name}" for path in EXAMPLE_POLICIES]
+)
 def test_example_policy_is_valid(policy: Path) -> None:
     # As deployed: the module sets GOOGLE_CLOUD_PROJECT, which NodeLoad's gke preset reads.
     load_policy(policy, Settings(project="example-project"))

@@ -29,7 +29,9 @@ RUNS = [name for name, _ in tftest_runs(TEST_FILE)]
 
 
 @pytest.fixture(scope="module")
-def results(terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
+def results(
+    terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[tuple[str, str], Any]:
     module = variables_module(tmp_path_factory.mktemp("root-variables") / "module", [TEST_FILE])
     return terraform_test(terraform, module, {**terraform_env, "TF_DATA_DIR": str(module / ".terraform")})
 
@@ -48,15 +50,17 @@ README_EXAMPLES = [REPO / "README.md", ROOT_MODULE / "README.md"]
 
 
 @pytest.mark.parametrize("readme", README_EXAMPLES, ids=["README", "terraform-README"])
-def test_readme_terraform_example_plans(terraform: str, terraform_env: dict[str, str], tmp_path: Path, readme: Path) -> None:
-    """The tfvars a README tells users to write, with the README's own policy as my-policy.yaml, pass the plan's checks."""
+def test_readme_terraform_example_plans(
+    terraform: str, terraform_env: dict[str, str], tmp_path: Path, readme: Path
+) -> None:
+    """The tfvars a README tells users to write, with its own policy as my-policy.yaml, pass the plan's checks."""
     text = readme.read_text()
     [tfvars] = re.findall(r"cat > terraform\.tfvars <<'TFVARS'\n(.*?\n)TFVARS\n", text, re.DOTALL)
     module = variables_module(tmp_path / "terraform", [])
     (module / "terraform.tfvars").write_text(tfvars)
-    policy = re.search(r"^## Policy\n.*?```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.DOTALL | re.MULTILINE)
-    assert policy, "README.md shows a policy under ## Policy"
-    (tmp_path / "my-policy.yaml").write_text(policy.group(1))
+    from tests.test_readme import readme_files
+
+    (tmp_path / "my-policy.yaml").write_text(readme_files()["my-policy.yaml"])
     load_policy(tmp_path / "my-policy.yaml")
     env = {**terraform_env, "TF_DATA_DIR": str(module / ".terraform")}
     result = run_terraform(terraform, "plan", "-input=false", cwd=module, env=env, check=False)

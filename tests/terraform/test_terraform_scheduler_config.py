@@ -25,12 +25,16 @@ RUNS = [(f"tests/{path.name}", name) for path in TEST_FILES for name, _ in tftes
 
 
 @pytest.fixture(scope="module")
-def results(terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
+def results(
+    terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[tuple[str, str], Any]:
     env = {**terraform_env, "TF_DATA_DIR": str(tmp_path_factory.mktemp("scheduler-config") / ".terraform")}
     return terraform_test(terraform, SCHEDULER_CONFIG, env)
 
 
-@pytest.mark.parametrize(("test_file", "run"), RUNS, ids=[f"{file.split('/')[-1].split('.')[0]}::{run}" for file, run in RUNS])
+@pytest.mark.parametrize(
+    ("test_file", "run"), RUNS, ids=[f"{file.split('/')[-1].split('.')[0]}::{run}" for file, run in RUNS]
+)
 def test_terraform_run_passes(results: dict[tuple[str, str], Any], test_file: str, run: str) -> None:
     assert_run_passed(results, test_file, run)
 

@@ -84,8 +84,8 @@ class InstanceCostArgs(Schema):
         dearest = max(data["prices"].values()) if data.get("prices") else None
         if dearest is not None and data.get("defaultPrice", dearest) < dearest:
             errors["defaultPrice"] = [
-                f"{data['defaultPrice']} is below the dearest listed price ({dearest}): "
-                "an unknown instance type would be preferred over listed ones"
+                (f"{data['defaultPrice']} is below the dearest listed price ({dearest}): "
+                 "an unknown instance type would be preferred over listed ones")
             ]
         scale = data.get("scale")  # None: not a valid scale, said by its own error
         if scale == "absolute" and "ceiling" not in data.keys() | failed_fields(self, data, original):

@@ -46,9 +46,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from extender.framework import clock as request_clock
 from extender.framework import status
 from extender.framework.plugin import MAX_NODE_SCORE, FilterPlugin, Observed, ScorePlugin
 from extender.framework.status import Status
@@ -60,6 +61,7 @@ from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
 from extender.plugins.nodeload.predicted import Prediction
 from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
+from extender.settings import PROJECT_ENV, Need
 
 if TYPE_CHECKING:
     from extender.kube.bound_pods import Bindings
@@ -67,8 +69,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("extender.nodeload")
 
-# The request's instant, looked up at each request (tests replace it).
-wall_clock: Clock = time.time
 # The share of the scheduler's httpTimeout a request may spend catching up with the bound pods (and waiting for a
 # binding on its way), and listing them when the result cache is off.
 WATCH_SHARE = 0.25
@@ -83,7 +83,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     def __init__(self, args: NodeLoadConfig, clock: Clock | None = None) -> None:
         super().__init__(cast(Mapping[str, Any], args))  # the loaded args are a NodeLoadConfig, not a mapping
         self.config = args
-        self._clock = clock  # None: ``wall_clock``
+        self._clock = clock  # None: the request's instant (``extender.framework.clock``)
         self.loads = Loads(
             args.queried,
             Prometheus(args.url, GoogleAuth() if args.auth == GOOGLE else None),
@@ -114,6 +114,10 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         # Offline (``judge_offline``): the bindings and allocatable judged on instead of the API's.
         self._offline: tuple[Bindings | None, Mapping[str, Resources] | None] | None = None
 
+    def needs(self) -> Iterable[Need]:
+        if self.config.in_function_project:
+            yield Need((PROJECT_ENV,), "NodeLoad's preset queries Cloud Monitoring in the function's project")
+
     def notes(self) -> list[str]:
         note = self.config.in_flight_note
         return [f"NodeLoad: {note}"] if note else []
@@ -121,7 +125,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     def prepare(self, pod: Pod) -> Prediction:
         """The answers this request judges on, at one instant (refreshed first when due: ``Loads``), with the
         in-flight pods caught up and the pod's own estimate."""
-        now = self._clock() if self._clock is not None else wall_clock()
+        now = self._clock() if self._clock is not None else request_clock.now()
         view = LoadView(self.loads.snapshot(now), now, self.config.max_age)
         demand = demand_of(pod.raw)
         daemon = owned_by_daemon_set(pod.raw)
@@ -271,20 +275,21 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         answers: Mapping[str, bytes],
         bindings: Bindings | None = None,
         allocatable: Mapping[str, Resources] | None = None,
-    ) -> None:
+    ) -> float | None:
         """Judge on saved ``/api/v1/query`` answers (by metric name, derived queries such as ``cpu:allocatable``
         included where given), the in-flight pods ``bindings`` and the nodes' ``allocatable``, as ``explain
-        --metrics`` does: no Prometheus nor API is asked, and the clock stands at the newest sample's time.
+        --metrics`` does: no Prometheus nor API is asked. Returns the newest sample's time (None: the answers hold
+        none), the instant ``explain`` judges them at unless told another (``extender.framework.clock``);
         AnswerError when an answer cannot be read."""
-        newest = 0.0
+        times: list[float] = []
         queried = [metric for metric in self.config.queried if metric.name in answers]
         for metric in queried:
             answer, _ = parse_answer(answers[metric.name], metric.node_label)
-            newest = max(newest, *answer.sorted_times[-1:])
+            times += answer.sorted_times[-1:]
         saved = {metric.query: answers[metric.name] for metric in queried}
         self.loads = Loads(self.config.queried, Saved(saved), refresh_interval=math.inf, query_seconds=1.0, keep=True)
-        self._clock = lambda: newest
         self._offline = (bindings, allocatable)
+        return max(times, default=None)
 
 
 class Saved:

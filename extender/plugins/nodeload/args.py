@@ -34,7 +34,7 @@ from extender.framework.selectors import PodSelector, PodSelectorSchema
 from extender.kube.quantity import parse_quantity
 from extender.kube.variables import API_URL_ENV
 from extender.plugins.nodeload.estimates import DEFAULTS, ResourceEstimate
-from extender.settings import Settings
+from extender.settings import PROJECT_ENV, Settings
 from extender.urls import credential_base_url
 
 LEAST_LOADED, TARGET_LOAD, RISK_BALANCING = "LeastLoaded", "TargetLoad", "RiskBalancing"
@@ -201,6 +201,7 @@ class NodeLoadConfig:
         "auth",
         "estimates",
         "http_timeout",
+        "in_function_project",
         "keep",
         "kubernetes",
         "max_age",
@@ -226,8 +227,11 @@ class NodeLoadConfig:
         keep: bool,
         estimates: dict[str, ResourceEstimate] | None = None,
         settings: Settings | None = None,
+        in_function_project: bool = False,
     ) -> None:
         self.url = url
+        # The URL is the preset's in the function's project (GOOGLE_CLOUD_PROJECT), which start-up needs set.
+        self.in_function_project = in_function_project
         self.auth = auth
         # The metrics queried: those the rules and the score name, in the order the args list them.
         self.metrics = metrics
@@ -399,7 +403,7 @@ class NodeLoadArgs(Schema):
         problems: dict[str, Any] = {}
         preset = PRESETS.get(data.get("preset", ""))
         if not broken & {"preset", "prometheus"}:
-            url_problem = _url_problem(data, preset, instance_settings())
+            url_problem = _url_problem(data, preset)
             if url_problem:
                 problems["prometheus"] = {"url": [url_problem]}
         # A list with a broken entry keeps the entries as far as they loaded: only a Metric loaded whole.
@@ -490,6 +494,7 @@ class NodeLoadArgs(Schema):
             keep=settings.result_cache,
             estimates=estimates,
             settings=settings,
+            in_function_project="url" not in data["prometheus"],
         )
 
 
@@ -519,23 +524,20 @@ def _auth(data: Mapping[str, Any], preset: Preset | None) -> str:
 
 
 def _url(data: Mapping[str, Any], preset: Preset | None, settings: Settings) -> str:
+    """The URL given, else the preset's in the function's project: without GOOGLE_CLOUD_PROJECT, a URL naming the
+    variable, which is never asked (start-up refuses to start without the project: ``NodeLoad.needs``)."""
     url: str | None = data["prometheus"].get("url")
-    if url is None and preset is not None and preset.url is not None and settings.project:
-        url = preset.url.format(project=settings.project)
+    if url is None and preset is not None and preset.url is not None:
+        url = preset.url.format(project=settings.project or PROJECT_ENV)
     assert url is not None  # checked by ``consistent``
     return url.rstrip("/")
 
 
-def _url_problem(data: Mapping[str, Any], preset: Preset | None, settings: Settings) -> str:
+def _url_problem(data: Mapping[str, Any], preset: Preset | None) -> str:
     url = data.get("prometheus", {}).get("url")
     if url is None:
         if preset is not None and preset.url is not None:
-            if settings.project:
-                return ""
-            return (
-                f"preset {data['preset']} queries Cloud Monitoring in the function's project, which is not known: set "
-                "GOOGLE_CLOUD_PROJECT (the Terraform module does), or prometheus.url"
-            )
+            return ""  # in the function's project, a setting start-up needs (``NodeLoad.needs``)
         return (
             "required: the Prometheus API's base URL, such as http://prometheus.example.internal:9090 "
             "(or preset: gke, which queries Cloud Monitoring)"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from marshmallow import Schema, fields, post_load
 from marshmallow.validate import Length
 
+from extender.framework import clock as request_clock
 from extender.framework import status
 from extender.framework.args import unique_names
 from extender.framework.globs import compile_globs, validate_glob
@@ -42,10 +43,6 @@ Clock = Callable[[], dt.datetime]
 Closed = tuple[tuple[re.Pattern[str], str], ...]
 
 
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
 def _window_schema() -> Schema:
     """Imported with the first maintenance window a policy has: the others do not load their parsing."""
     from extender.plugins.nodenamefilter.windows import WindowSchema
@@ -53,7 +50,7 @@ def _window_schema() -> Schema:
     return WindowSchema()
 
 
-def _globs(**kwargs: Any) -> fields.List:
+def _globs(**kwargs: Any) -> fields.List[str]:
     return fields.List(fields.String(validate=validate_glob), **kwargs)
 
 
@@ -98,10 +95,10 @@ class NodeNameFilter(FilterPlugin):
         self._allow = compile_globs(args["allow"])
         self._deny = compile_globs(args["deny"])
         self._maintenance: tuple[Maintenance, ...] = tuple(args["maintenance"])
-        self._clock = clock  # None: ``utc_now``, looked up at each request
+        self._clock = clock  # None: the request's instant (``extender.framework.clock``)
 
     def prepare(self, pod: Pod) -> Closed | Skip:
-        """The maintenance closed now: the clock is read once per request, so all its nodes are judged at one
+        """The maintenance closed at the request's instant, read once per request, so all its nodes are judged at one
         instant. ``SKIP`` when no list is set and nothing is closed: no node can fail."""
         closed = self._closed_now()
         return SKIP if not closed and self._allow is None and self._deny is None else closed
@@ -125,7 +122,7 @@ class NodeNameFilter(FilterPlugin):
         return status.SUCCESS
 
     def _closed_now(self) -> Closed:
-        return _closed(self._maintenance, self._clock() if self._clock is not None else utc_now())
+        return _closed(self._maintenance, self._clock() if self._clock is not None else request_clock.utc_now())
 
 
 def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime) -> Closed:

@@ -27,6 +27,7 @@ from marshmallow import Schema, ValidationError, fields, post_load, validates_sc
 from marshmallow.validate import Length
 
 from extender.framework.args import failed_fields
+from extender.framework.clock import parse_instant
 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
@@ -91,29 +92,23 @@ def first_instant(wall: dt.datetime, zone: ZoneInfo) -> dt.datetime:
 Window = OneOffWindow | WeeklyWindow
 
 
-class Instant(fields.Field):
+class Instant(fields.Field[dt.datetime]):
     """An RFC 3339 timestamp with a UTC offset; YAML may already have parsed it into a datetime."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> dt.datetime:
-        if isinstance(value, str):
-            try:
-                value = dt.datetime.fromisoformat(value)
-            except ValueError:
-                raise ValidationError(f"{value!r} is not an RFC 3339 timestamp such as 2026-03-01T22:00:00Z") from None
-        if not isinstance(value, dt.datetime):
-            raise ValidationError("must be an RFC 3339 timestamp such as 2026-03-01T22:00:00Z")
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValidationError(f"{value.isoformat()} has no UTC offset: end it with Z or an offset such as +01:00")
-        return value
+        try:
+            return parse_instant(value)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
 
 
-class ClockTime(fields.Field):
+class ClockTime(fields.Field[int]):
     """A wall-clock time ``HH:MM``; ``24:00`` ends a window at midnight."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         if not isinstance(value, str):
-            # YAML 1.1 reads an unquoted 22:00 as the number 1320.
-            raise ValidationError('must be a quoted "HH:MM" string (unquoted, YAML reads 22:00 as a number)')
+            # YAML 1.1 reads an unquoted 22:00 as the number 1320: the policy's loader says so (policy/yaml_hints.py).
+            raise ValidationError('Not a valid string: a time of day is a quoted "HH:MM".')
         match = _CLOCK_TIME.match(value)
         if match is None:
             raise ValidationError(f'{value!r} is not a time of day "HH:MM" (00:00..23:59, or 24:00 as an end)')
@@ -158,7 +153,7 @@ class WindowSchema(Schema):
             if not broken and data["end"] <= data["start"]:
                 raise ValidationError(f"must be after start ({data['start'].isoformat()})", "end")
             return
-        errors: dict[str, list[str]] = {}
+        errors: dict[str, list[str] | dict[int, list[str]]] = {}
         for key, name in (("from_", "from"), ("to", "to")):
             if key not in given:
                 errors[name] = ["Missing data for required field."]
@@ -172,7 +167,7 @@ class WindowSchema(Schema):
             if day not in DAYS
         }
         if unknown:
-            errors["days"] = unknown  # type: ignore[assignment]
+            errors["days"] = unknown
         if errors:
             raise ValidationError(errors)
 

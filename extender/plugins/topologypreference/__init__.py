@@ -82,8 +82,10 @@ class TopologyPreference(ScorePlugin):
         total = 0
         for index in self.prepare(pod) if applying is None else applying:
             preference = self._preferences[index]
-            # A node without the label is not one with an empty value: get() gives None, never a key.
-            total += preference.weights.get(labels.get(preference.label), 0)
+            # A node without the label is not one with an empty value: it scores 0, whatever the weights say of "".
+            value = labels.get(preference.label)
+            if value is not None:
+                total += preference.weights.get(value, 0)
         return total
 
     def normalize_scores(self, pod: Pod, scores: dict[str, int], applying: tuple[int, ...] | None = None) -> None:

@@ -5,7 +5,7 @@ module "extender" {
   source = "../.."
 
   project_id         = var.project_id
-  function_location  = var.region
+  function_location  = var.function_location
   invocation         = "iam"
   proxy_image        = var.proxy_image
   kubernetes_version = var.kubernetes_version

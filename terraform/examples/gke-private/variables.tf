@@ -1,9 +1,11 @@
+# Named as the root module names them (README.md says where each value comes from).
+
 variable "project_id" {
   description = "Project of the cluster and of the extender function."
   type        = string
 }
 
-variable "region" {
+variable "function_location" {
   description = "Region of the cluster and of the function."
   type        = string
   default     = "us-central1"
@@ -12,6 +14,12 @@ variable "region" {
 variable "kubernetes_version" {
   description = "Version of the cluster's control plane, e.g. \"1.31.4\" (selects the kube-scheduler image)."
   type        = string
+}
+
+variable "policy_file" {
+  description = "The extender policy. null: policy.yaml beside this file (node labels from the Kubernetes API)."
+  type        = string
+  default     = null
 }
 
 variable "scheduler_image" {
@@ -24,13 +32,13 @@ variable "proxy_image" {
   type        = string
 }
 
-variable "private_endpoint" {
-  description = "Private endpoint of the control plane (google_container_cluster private_cluster_config[0].private_endpoint)."
+variable "kubernetes_api_url" {
+  description = "The control plane's private endpoint as a URL, https://<privateClusterConfig.privateEndpoint>."
   type        = string
 }
 
-variable "cluster_ca_certificate" {
-  description = "Base64 PEM CA of the cluster (google_container_cluster master_auth[0].cluster_ca_certificate)."
+variable "kubernetes_ca_data" {
+  description = "Base64 PEM CA of the cluster (masterAuth.clusterCaCertificate)."
   type        = string
 }
 
@@ -44,12 +52,12 @@ variable "kubernetes_token_secret_version" {
   type        = string
 }
 
-variable "network" {
+variable "direct_vpc_network" {
   description = "VPC network of the cluster, e.g. projects/my-project/global/networks/prod."
   type        = string
 }
 
-variable "subnetwork" {
-  description = "Subnetwork (a /26 or larger in region) the function's instances take addresses from."
+variable "direct_vpc_subnetwork" {
+  description = "Subnetwork (a /26 or larger in function_location) the function's instances take addresses from."
   type        = string
 }

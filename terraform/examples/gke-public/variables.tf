@@ -3,7 +3,7 @@ variable "project_id" {
   type        = string
 }
 
-variable "region" {
+variable "function_location" {
   description = "Region of the function, close to the cluster's control plane."
   type        = string
   default     = "us-central1"

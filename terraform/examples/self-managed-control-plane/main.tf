@@ -6,7 +6,7 @@ module "extender" {
   source = "../.."
 
   project_id                 = var.project_id
-  function_location          = var.region
+  function_location          = var.function_location
   invocation                 = "public"
   kubernetes_version         = var.kubernetes_version
   scheduler_name             = "default-scheduler"

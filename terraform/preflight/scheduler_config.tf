@@ -1,0 +1,1 @@
+../scheduler_config.tf

@@ -1,0 +1,33 @@
+# The scheduler configuration, rendered from the variables and three facts of the deployment (locals of main.tf: the
+# function's URL, the active caller token, the identity proxy's account). No provider: preflight/ renders it too, with
+# stand-ins for those three, before anything exists ("Check before you apply" in README.md).
+
+module "scheduler_config" {
+  source = "./modules/scheduler-config"
+
+  url                          = local.function_uri
+  caller_token                 = local.caller_token
+  profile                      = var.profile
+  verbs                        = var.verbs
+  weight                       = var.weight
+  http_timeout                 = var.http_timeout
+  ignorable                    = var.ignorable
+  node_cache_capable           = var.node_cache_capable
+  managed_resources            = var.managed_resources
+  tls                          = var.tls
+  tls_key_data                 = var.tls_key_data
+  scheduler_name               = var.scheduler_name
+  percentage_of_nodes_to_score = var.percentage_of_nodes_to_score
+  namespace                    = var.scheduler_namespace
+  leader_election_lease_name   = var.leader_election_lease_name
+  kubeconfig                   = var.kubeconfig
+  kubernetes_version           = var.kubernetes_version
+  scheduler_image              = var.scheduler_image
+  replicas                     = var.scheduler_replicas
+  resources                    = var.scheduler_resources
+  identity_proxy = var.invocation == "iam" ? {
+    image                  = var.proxy_image
+    port                   = 8001
+    google_service_account = var.gke_workload_identity ? local.proxy_service_account_email : null
+  } : null
+}

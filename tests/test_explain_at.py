@@ -1,0 +1,171 @@
+"""``explain --at``: every plugin that reads the clock judges at the given instant, through the one request clock
+(``extender.framework.clock``), in every request explain makes (filter, prioritize, preempt)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+
+import pytest
+import yaml
+
+from extender.__main__ import main
+from extender.framework import clock
+
+# pool-b is closed on Sundays 02:00-04:00 UTC; 2026-03-01 is a Sunday.
+MAINTENANCE_POLICY = """
+profiles:
+- name: default
+  plugins:
+    filter: {enabled: [{name: NodeNameFilter}]}
+  pluginConfig:
+  - name: NodeNameFilter
+    args:
+      maintenance:
+      - name: pool-b-upgrade
+        nodes: ["gke-prod-pool-b-*"]
+        windows:
+        - {days: [Sun], from: "02:00", to: "04:00", timeZone: UTC}
+"""
+NODES = "gke-prod-pool-a-1a2b3c4d-x1,gke-prod-pool-b-5e6f7a8b-y2"
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "shop"}, "spec": {}}
+CLOSED = "NodeNameFilter: node is in maintenance 'pool-b-upgrade' until 2026-03-01T04:00:00+00:00"
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "policy.yaml").write_text(MAINTENANCE_POLICY)
+    (tmp_path / "pod.yaml").write_text(json.dumps(POD))
+    return tmp_path
+
+
+def explain(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["explain", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_maintenance_window_is_judged_at_the_given_instant(files, capsys):
+    args = [str(files / "pod.yaml"), "--node-names", NODES, "--policy", str(files / "policy.yaml"), "--json"]
+    code, out, _ = explain(capsys, *args, "--at", "2026-03-01T02:30:00Z")
+    explained = json.loads(out)
+    assert code == 0 and explained["at"] == "2026-03-01T02:30:00+00:00"
+    assert explained["filter"]["answer"]["NodeNames"] == ["gke-prod-pool-a-1a2b3c4d-x1"]
+    assert explained["filter"]["answer"]["FailedAndUnresolvableNodes"] == {"gke-prod-pool-b-5e6f7a8b-y2": CLOSED}
+    # An offset is an instant like any other: 04:30 in Paris (UTC+1 in March) is 03:30 UTC, still closed.
+    code, out, _ = explain(capsys, *args, "--at", "2026-03-01T04:30:00+01:00")
+    assert json.loads(out)["filter"]["answer"]["NodeNames"] == ["gke-prod-pool-a-1a2b3c4d-x1"]
+    # The window ends at 04:00, and is closed on Mondays.
+    for after in ("2026-03-01T04:00:00Z", "2026-03-02T02:30:00Z"):
+        code, out, _ = explain(capsys, *args, "--at", after)
+        assert json.loads(out)["filter"]["answer"]["NodeNames"] == NODES.split(","), after
+
+
+def test_the_table_says_the_instant(files, capsys):
+    code, out, _ = explain(
+        capsys, str(files / "pod.yaml"), "--node-names", NODES, "--policy", str(files / "policy.yaml"),
+        "--at", "2026-03-01T02:30:00Z",
+    )
+    assert code == 0
+    assert out.splitlines()[0].endswith(" · at 2026-03-01T02:30:00+00:00")
+    assert f"FailedAndUnresolvableNodes: {CLOSED}" in out
+
+
+def test_preempt_judges_its_candidates_at_the_same_instant(files, capsys):
+    victims = files / "victims.yaml"
+    victims.write_text(
+        yaml.safe_dump_all(
+            [
+                {"kind": "Pod", "metadata": {"name": name, "namespace": "batch"}, "spec": {"nodeName": node}}
+                for name, node in zip(("batch-1", "batch-2"), NODES.split(","), strict=True)
+            ]
+        )
+    )
+    args = [str(files / "pod.yaml"), "--node-names", NODES, "--policy", str(files / "policy.yaml")]
+    code, out, _ = explain(capsys, *args, "--victims", str(victims), "--json", "--at", "2026-03-01T03:00:00Z")
+    candidates = json.loads(out)["candidates"]
+    assert code == 0 and candidates["gke-prod-pool-a-1a2b3c4d-x1"]["answer"] == "accepted"
+    vetoed = {"answer": "vetoed", "plugin": "NodeNameFilter", "reason": CLOSED}
+    assert candidates["gke-prod-pool-b-5e6f7a8b-y2"] == vetoed
+    code, out, _ = explain(capsys, *args, "--victims", str(victims), "--json", "--at", "2026-03-01T05:00:00Z")
+    assert code == 0 and {verdict["answer"] for verdict in json.loads(out)["candidates"].values()} == {"accepted"}
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ("2026-03-01T02:30:00", "argument --at: 2026-03-01T02:30:00 has no UTC offset: end it with Z or an offset"),
+        ("sunday 2am", "argument --at: 'sunday 2am' is not an RFC 3339 timestamp such as 2026-03-01T22:00:00Z"),
+        ("2026-02-30T02:30:00Z", "argument --at: '2026-02-30T02:30:00Z' is not an RFC 3339 timestamp"),
+    ],
+)
+def test_a_bad_instant_is_a_usage_error_that_says_why(files, capsys, given, problem):
+    with pytest.raises(SystemExit) as exited:
+        main(["explain", str(files / "pod.yaml"), "--node-names", NODES, "--at", given])
+    assert exited.value.code == 2
+    assert problem in capsys.readouterr().err
+
+
+NODE_LOAD_POLICY = """
+profiles:
+- name: default
+  plugins:
+    filter: {enabled: [{name: NodeLoad}]}
+  pluginConfig:
+  - name: NodeLoad
+    args:
+      prometheus: {url: "http://127.0.0.1:9"}
+      metrics: [{name: cpu, query: node_cpu, nodeLabel: node}]
+      refreshInterval: 30s
+      maxAge: 3m
+      filter: [{metric: cpu, above: 0.9}]
+"""
+# 2026-03-01T02:00:00Z
+SAMPLED = 1772330400
+
+
+def test_saved_samples_age_to_the_given_instant(tmp_path, capsys):
+    (tmp_path / "policy.yaml").write_text(NODE_LOAD_POLICY)
+    (tmp_path / "pod.yaml").write_text(json.dumps(POD))
+    answer = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"node": "busy"}, "value": [SAMPLED, "0.95"]},
+        {"metric": {"node": "idle"}, "value": [SAMPLED, "0.1"]},
+    ]}}
+    (tmp_path / "cpu.json").write_text(json.dumps(answer))
+    args = [str(tmp_path / "pod.yaml"), "--node-names", "busy,idle", "--policy", str(tmp_path / "policy.yaml")]
+    args += ["--metrics", str(tmp_path / "cpu.json"), "--json"]
+    # Without --at: at the newest sample's time, so the samples are fresh.
+    code, out, err = explain(capsys, *args)
+    explained = json.loads(out)
+    assert explained["at"] == "2026-03-01T02:00:00+00:00" and "judged at their newest sample's time" in err
+    assert explained["filter"]["answer"]["NodeNames"] == ["idle"]
+    # Four minutes later the samples are older than maxAge (3m): no node has facts, and failurePolicy Fail says Error.
+    code, out, err = explain(capsys, *args, "--at", "2026-03-01T02:04:00Z")
+    explained = json.loads(out)
+    assert code == 1 and "judged at --at" in err
+    assert "older than maxAge (180 s)" in explained["filter"]["error"]
+
+
+def test_live_metrics_cannot_be_judged_at_another_instant(tmp_path, capsys):
+    (tmp_path / "policy.yaml").write_text(NODE_LOAD_POLICY)
+    (tmp_path / "pod.yaml").write_text(json.dumps(POD))
+    code, out, err = explain(
+        capsys, str(tmp_path / "pod.yaml"), "--node-names", "busy", "--policy", str(tmp_path / "policy.yaml"),
+        "--at", "2026-03-01T02:04:00Z",
+    )
+    assert (code, out) == (1, "")
+    assert "--at: profile default's NodeLoad reads the nodes' load now, not at --at" in err and "--metrics" in err
+
+
+def test_the_instant_holds_in_its_own_context_only():
+    """Served requests, on other threads, keep judging at the wall clock while explain judges at another instant."""
+    seen: list[float] = []
+    with clock.judged_at(dt.datetime(2026, 3, 1, 2, 30, tzinfo=dt.UTC)):
+        assert clock.utc_now() == dt.datetime(2026, 3, 1, 2, 30, tzinfo=dt.UTC)
+        other = threading.Thread(target=lambda: seen.append(clock.now()))
+        other.start()
+        other.join()
+    assert abs(seen[0] - time.time()) < 60
+    assert abs(clock.now() - time.time()) < 60
