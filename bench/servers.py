@@ -197,31 +197,51 @@ def _children(pid: int) -> list[int]:
 
 
 class NodeListAPI:
-    """A loopback stand-in for the Kubernetes API's ``GET /api/v1/nodes`` (metadata only, paged)."""
+    """A loopback stand-in for the Kubernetes API the extender reads: ``GET /api/v1/nodes`` (paged; metadata only
+    when asked, else whole nodes with their allocatable), and for NodeLoad's in-flight pods an empty list of bound
+    pods and a watch of them that sends nothing until the server's own timeout (no pod is bound during the bench)."""
 
     def __init__(self, nodes: list[dict[str, Any]]) -> None:
-        items = [{"metadata": node["metadata"]} for node in nodes]
+        metadata_items = [{"metadata": node["metadata"]} for node in nodes]
+        full_items = [
+            {"metadata": node["metadata"], "status": {"allocatable": node["status"]["allocatable"]}} for node in nodes
+        ]
 
         class Handler(QuietHandler):
+            protocol_version = "HTTP/1.1"
+
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 query = parse_qs(url.query)
+                if url.path == "/api/v1/pods":
+                    self._pods(query)
+                    return
                 if url.path != "/api/v1/nodes":
                     self.send_error(404)
                     return
                 limit = int(query.get("limit", ["500"])[0])
                 start = int(query.get("continue", ["0"])[0])
+                metadata_only = "PartialObjectMetadataList" in (self.headers.get("Accept") or "")
+                items = metadata_items if metadata_only else full_items
                 page = items[start : start + limit]
                 more = str(start + limit) if start + limit < len(items) else ""
-                body = orjson.dumps(
-                    {
-                        "kind": "PartialObjectMetadataList",
-                        "apiVersion": "meta.k8s.io/v1",
-                        "metadata": {"continue": more},
-                        "items": page,
-                    }
-                )
+                kind = "PartialObjectMetadataList" if metadata_only else "NodeList"
+                body = orjson.dumps({"kind": kind, "apiVersion": "v1", "metadata": {"continue": more}, "items": page})
                 self.answer(200, body)
+
+            def _pods(self, query: dict[str, list[str]]) -> None:
+                if query.get("watch") != ["1"]:
+                    empty = {"kind": "PodList", "metadata": {"resourceVersion": "1"}, "items": []}
+                    self.answer(200, orjson.dumps(empty))
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.close_connection = True
+                time.sleep(min(float(query.get("timeoutSeconds", ["60"])[0]), 60.0))
+                with contextlib.suppress(OSError):
+                    self.wfile.write(b"0\r\n\r\n")
 
         self._served = Loopback(Handler)
         self.url = self._served.url
@@ -233,10 +253,10 @@ class NodeListAPI:
 class PrometheusAPI:
     """A loopback stand-in for the Prometheus HTTP API's ``GET /api/v1/query``, for the bench only (the tests use a
     real Prometheus): whatever the query, one sample per node name, stamped with the time of the answer. Loads are
-    spread over 0..1 by name, a tenth of the nodes above 0.9."""
+    spread over 0..1 by name, a tenth of the nodes above 0.9, unless ``loads`` gives them."""
 
-    def __init__(self, names: list[str]) -> None:
-        loads = {name: (int(_sha1(name), 16) % 1000) / 1000 for name in names}
+    def __init__(self, names: list[str], loads: dict[str, float] | None = None) -> None:
+        loads = loads or {name: (int(_sha1(name), 16) % 1000) / 1000 for name in names}
 
         class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"

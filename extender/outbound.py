@@ -20,6 +20,11 @@ refused before a byte of the body is read). The head is bounded by
 ``http.client`` (a line of 64 kB, 100 headers). Redirects are never followed.
 Errors never quote the URL's path or query, which may carry a secret.
 
+A stream (``Endpoint.open_stream``: a Kubernetes watch) is a call whose answer does not end: its head is read
+within one deadline as above, then its body is read in pieces by whoever holds the stream, each read within a
+deadline of its own and a cap of bytes, never waiting past it (``Stream.read``). Its connection is its own, never
+kept for another call.
+
 Connections are kept alive between calls (a few per endpoint); one is reused
 only if it was read to the end of a complete answer within its deadline and
 the server has not closed it since. If the server closes it just as it is
@@ -32,6 +37,8 @@ from __future__ import annotations
 
 import functools
 import http.client
+import io
+import re
 import select
 import socket
 import ssl
@@ -213,6 +220,48 @@ class Endpoint:
             self._put_back(connection)
         return Answer(response.status, response.reason, response.headers, content)
 
+    def open_stream(self, target: str, *, until: float, headers: Mapping[str, str] | None = None) -> Stream:
+        """``GET target`` on a connection of its own, its head read by ``until``: the Stream whose body the caller
+        reads as it arrives (whatever the status: an answer other than 2xx has a body that ends, read it whole)."""
+        if until - time.monotonic() <= 0:
+            raise TimedOut("no time was left for the call")
+        sock = self._open(until)
+        if self._context is not None:
+            try:
+                sock = self._context.wrap_socket(sock, server_hostname=self._host, do_handshake_on_connect=False)
+            except BaseException:
+                sock.close()
+                raise
+        alarm = _arm(sock, until)
+        connected = False
+        try:
+            if isinstance(sock, ssl.SSLSocket):
+                sock.do_handshake()
+            connected = True
+            lines = [f"GET {self._prefix + target} HTTP/1.1", f"Host: {self._host_header()}"]
+            lines += [f"{name}: {value}" for name, value in (self._headers | dict(headers or {})).items()]
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            head, rest = _read_head(sock)
+        except BaseException as exc:
+            fired = read_deadline.disarm(alarm)
+            sock.close()
+            if isinstance(exc, (OSError, http.client.HTTPException)):
+                raise _failure(exc, fired, connected) from None
+            raise
+        if read_deadline.disarm(alarm):
+            sock.close()
+            raise TimedOut("the deadline passed")
+        try:
+            return Stream(sock, head, rest)
+        except http.client.HTTPException as exc:
+            sock.close()
+            raise BrokenAnswer(_cause(exc)) from None
+
+    def _host_header(self) -> str:
+        default = 443 if self._context is not None else 80
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return host if self._port == default else f"{host}:{self._port}"
+
     def _kept(self) -> http.client.HTTPConnection | None:
         """A kept connection the server has not closed, if any."""
         while True:
@@ -268,6 +317,159 @@ class Endpoint:
             sock.close()
             raise
         return connection
+
+
+# Largest head of a streamed answer, as http.client bounds a line of one.
+_MAX_HEAD = 64 * 1024
+# Bytes asked of the socket at a time while a stream is read.
+_RECV = 256 * 1024
+# A chunk's size line: hexadecimal digits only (int() would also take a sign, spaces and underscores).
+_HEX = re.compile(rb"[0-9a-fA-F]{1,16}")
+
+
+class Stream:
+    """A streamed answer: its status and headers, then its body read as it arrives, with HTTP/1.1's chunked framing
+    (or a Content-Length, or the connection's end) taken off. One reader at a time: the holder serialises its reads.
+    """
+
+    def __init__(self, sock: socket.socket, head: bytes, rest: bytes) -> None:
+        self._sock = sock
+        status_line, _, header_lines = head.partition(b"\r\n")
+        version, _, status_reason = status_line.decode("latin-1").partition(" ")
+        code, _, self.reason = status_reason.partition(" ")
+        if not version.startswith("HTTP/1.") or not code.isdigit() or len(code) != 3:
+            raise http.client.BadStatusLine(status_line.decode("latin-1"))
+        self.status = int(code)
+        self.headers = http.client.parse_headers(io.BytesIO(header_lines + b"\r\n"))
+        self._chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+        length = self.headers.get("Content-Length")
+        # Body bytes still to come without chunked framing; None: until the connection ends.
+        self._left: int | None = None if self._chunked or length is None or not length.isdigit() else int(length)
+        # Bytes received and not yet taken apart, and (chunked) what is left of the chunk being read.
+        self._raw = bytearray(rest)
+        self._chunk_left = 0
+        self._crlf_due = False
+        # The body ended (its last chunk, its length, or the connection's end), or its framing is broken.
+        self.ended = self._left == 0
+        self.broken = ""
+
+    @property
+    def media_type(self) -> str:
+        return (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+
+    def read(self, until: float, max_bytes: int) -> bytes:
+        """The body bytes that arrived, waiting until ``until`` (monotonic) only while none has: at most about
+        ``max_bytes`` (a piece more), and nothing once ``ended``. Never raises for what the server does: a broken
+        framing, a reset or the end of the connection sets ``ended`` (with ``broken`` saying why, if it was not the
+        body's own end)."""
+        out = bytearray(self._take())
+        while not self.ended and len(out) < max_bytes:
+            wait = 0.0 if out else until - time.monotonic()
+            if not self._readable(max(0.0, wait)):
+                break
+            try:
+                self._sock.settimeout(max(0.001, until - time.monotonic()) if not out else 0.001)
+                data = self._sock.recv(_RECV)
+            except (TimeoutError, ssl.SSLWantReadError, BlockingIOError):
+                break
+            except OSError as exc:
+                self._end(f"the connection failed: {exc}")
+                break
+            if not data:
+                self._end("" if self._left is None and not self._chunked else "the connection ended mid-answer")
+                break
+            self._raw += data
+            out += self._take()
+        return bytes(out)
+
+    def read_rest(self, until: float, max_bytes: int) -> bytes:
+        """The rest of a body that ends (an error's), within ``until`` and ``max_bytes``; TooLarge past the cap."""
+        body = bytearray()
+        while not self.ended and time.monotonic() < until:
+            body += self.read(until, max_bytes - len(body) + 1)
+            if len(body) > max_bytes:
+                raise TooLarge(f"more than {max_bytes} bytes (the cap of one answer)", self.status)
+        return bytes(body)
+
+    def close(self) -> None:
+        self.ended = True
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def _readable(self, seconds: float) -> bool:
+        if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return True
+        poller = select.poll()
+        poller.register(self._sock, select.POLLIN)
+        return bool(poller.poll(seconds * 1000))
+
+    def _end(self, why: str) -> None:
+        self.ended = True
+        self.broken = why
+
+    def _take(self) -> bytes:
+        """The body bytes in what was received, framing taken off."""
+        raw = self._raw
+        if not self._chunked:
+            if self._left is None:
+                taken = bytes(raw)
+            else:
+                taken = bytes(raw[: self._left])
+                self._left -= len(taken)
+                self.ended = self._left == 0
+            raw.clear()
+            return taken
+        out = bytearray()
+        while raw and not self.ended:
+            if self._chunk_left > 0:  # the chunk's data
+                piece = raw[: self._chunk_left]
+                out += piece
+                del raw[: len(piece)]
+                self._chunk_left -= len(piece)
+                self._crlf_due = self._chunk_left == 0
+                continue
+            if self._crlf_due:  # the CRLF after a chunk's data
+                if len(raw) < 2:
+                    break
+                if raw[:2] != b"\r\n":
+                    self._end("the answer's chunked framing is broken")
+                    break
+                del raw[:2]
+                self._crlf_due = False
+                continue
+            line_end = raw.find(b"\r\n")
+            if line_end < 0:
+                if len(raw) > 1024:
+                    self._end("the answer's chunked framing is broken")
+                break
+            size_text = bytes(raw[:line_end]).split(b";", 1)[0].strip()
+            size = int(size_text, 16) if _HEX.fullmatch(size_text) else -1
+            if size < 0:
+                self._end("the answer's chunked framing is broken")
+                break
+            del raw[: line_end + 2]
+            if size == 0:
+                self.ended = True  # trailers, if any, are not read: the stream is done
+                break
+            self._chunk_left = size
+        return bytes(out)
+
+
+def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
+    """The head of an answer (up to its blank line) and the bytes received after it."""
+    received = bytearray()
+    while True:
+        end = received.find(b"\r\n\r\n")
+        if end >= 0:
+            return bytes(received[:end]), bytes(received[end + 4 :])
+        if len(received) > _MAX_HEAD:
+            raise http.client.LineTooLong("header")
+        data = sock.recv(_RECV)
+        if not data:
+            raise http.client.RemoteDisconnected("the server closed the connection without an answer")
+        received += data
 
 
 def _arm(sock: socket.socket, until: float) -> int:

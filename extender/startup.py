@@ -58,6 +58,11 @@ def start(environ: Mapping[str, str] | None = None) -> Extender:
         except (PolicyError, ConfigError) as exc:
             # Without a traceback: this is what the deployment's log shows.
             raise SystemExit(f"extender cannot start: {exc}") from None
+        from extender.policy.loader import plugin_notes
+
+        for name, profile in sorted(extender.policy.profiles.items()):
+            for note in plugin_notes(profile):
+                logging.getLogger("extender").warning("profile %s: %s", name, note)
         if settings.process_tuning:
             # Before any thread serves: a thread that allocated first would keep a heap of its own, whose top glibc
             # never gives back (extender.http.memory).

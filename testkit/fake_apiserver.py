@@ -14,7 +14,17 @@ and every answer for a resource in one of ``testkit.hostile_answers.SHAPES``
 
     GET  /api/v1/nodes                                   list nodes
     GET  /api/v1/pods?fieldSelector=spec.nodeName=NODE   list one node's pods
+    GET  /api/v1/pods?fieldSelector=spec.nodeName!=      list every bound pod (paged with limit/continue)
+    GET  /api/v1/pods?watch=1&resourceVersion=RV&...     watch bound pods from RV: chunked JSON events, bookmarks,
+                                                         an ERROR event with a 410 Status for a compacted RV
     POST /api/v1/namespaces/NS/pods/NAME/binding         bind a pod (201, 404, 409)
+
+Every change of a pod (``add_pod``, ``set_pods``, ``delete_pod``, a binding) gets the next resourceVersion and an
+event in the log watches replay; ``compact()`` forgets the log up to now, as etcd's compaction does (a watch or a
+list continued from before answers 410 Gone). A binding sets ``spec.nodeName`` and the ``PodScheduled`` condition with
+its ``lastTransitionTime``, as the API server's binding subresource does. Knobs for watches: ``watch_silent`` (watches
+are answered but never sent an event: a stalled stream), ``bookmark_every`` (seconds between bookmarks; 0: none),
+``end_watches()`` (every open watch ends now).
 """
 
 from __future__ import annotations
@@ -85,9 +95,17 @@ class FakeApiServer:
         self.hostile: dict[str, str] = {}
         # True: new TLS connections wait before their handshake, until the client gives up.
         self.stall_handshake = False
+        # Watches: answered but silent (a stalled stream), and seconds between bookmarks (0: none).
+        self.watch_silent = False
+        self.bookmark_every = 0.0
         self.requests: list[Recorded] = []
         self.resource_version = 1000
-        self._lock = threading.Lock()
+        # Pod events, (resourceVersion, type, pod), oldest first; compacted up to ``compacted``.
+        self.events: list[tuple[int, str, dict[str, Any]]] = []
+        self.compacted = 0
+        self._changed = threading.Condition(threading.Lock())
+        self._watch_epoch = 0
+        self._lock = self._changed  # one lock for the objects and the event log
         self._stopped = threading.Event()
         self._connections: set[Any] = set()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -152,13 +170,59 @@ class FakeApiServer:
 
     def add_pod(self, pod: dict[str, Any]) -> None:
         with self._lock:
-            self.pods.append(copy.deepcopy(pod))
-            self.resource_version += 1
+            added = copy.deepcopy(pod)
+            self.pods.append(added)
+            self._event("ADDED", added)
 
     def set_pods(self, pods: list[dict[str, Any]]) -> None:
         with self._lock:
+            before = {item["metadata"]["uid"]: item for item in self.pods}
             self.pods = copy.deepcopy(pods)
-            self.resource_version += 1
+            after = {item["metadata"]["uid"] for item in self.pods}
+            for uid, gone in before.items():
+                if uid not in after:
+                    self._event("DELETED", gone)
+            for item in self.pods:
+                self._event("MODIFIED" if item["metadata"]["uid"] in before else "ADDED", item)
+            if not self.pods and not before:
+                self.resource_version += 1
+
+    def delete_pod(self, uid: str) -> None:
+        with self._lock:
+            gone = [item for item in self.pods if item["metadata"]["uid"] == uid]
+            self.pods = [item for item in self.pods if item["metadata"]["uid"] != uid]
+            for item in gone:
+                self._event("DELETED", item)
+
+    def update_pod(self, uid: str, change: Any) -> None:
+        """``change(pod)`` changes the pod in place (a status update, say): a MODIFIED event."""
+        with self._lock:
+            for item in self.pods:
+                if item["metadata"]["uid"] == uid:
+                    change(item)
+                    self._event("MODIFIED", item)
+
+    def bind(self, namespace: str, name: str, node_name: str, at: float | None = None) -> None:
+        """Bind a pod as the binding subresource does (another scheduler's binding, say)."""
+        self._bind(namespace, name, {"kind": "Binding", "target": {"name": node_name}}, at)
+
+    def compact(self) -> None:
+        """Forget the event log up to now: watches and list continuations from before answer 410 Gone."""
+        with self._lock:
+            self.compacted = self.resource_version
+            self.events = []
+
+    def end_watches(self) -> None:
+        with self._lock:
+            self._watch_epoch += 1
+            self._changed.notify_all()
+
+    def _event(self, kind: str, pod: dict[str, Any]) -> None:
+        """Under the lock: the next resourceVersion, stamped on the pod, and its event for watches."""
+        self.resource_version += 1
+        pod.setdefault("metadata", {})["resourceVersion"] = str(self.resource_version)
+        self.events.append((self.resource_version, kind, copy.deepcopy(pod)))
+        self._changed.notify_all()
 
     def count(self, method: str, path: str) -> int:
         return sum(1 for request in self.requests if request.method == method and request.path == path)
@@ -178,6 +242,9 @@ class FakeApiServer:
                 self._authorize("list", "nodes", "at the cluster scope")
                 return 200, self._list_nodes(query, headers.get("accept", ""))
             if method == "GET" and parts.path == "/api/v1/pods":
+                if query.get("watch", [""])[0] in ("1", "true"):
+                    self._authorize("watch", "pods", "at the cluster scope")
+                    return 200, {"watch": True}
                 self._authorize("list", "pods", "at the cluster scope")
                 return 200, self._list_pods(query)
             binding = _BINDING_PATH.match(parts.path)
@@ -229,6 +296,8 @@ class FakeApiServer:
 
     def _list_pods(self, query: dict[str, list[str]]) -> dict[str, Any]:
         selector = query.get("fieldSelector", [""])[0]
+        if selector == "spec.nodeName!=":
+            return self._list_bound_pods(query)
         field, _, node = selector.partition("=")
         if field != "spec.nodeName" or not node:
             raise ApiError(400, "BadRequest", f'field label not supported: "{field}"')
@@ -238,7 +307,66 @@ class FakeApiServer:
         items = pods if self.pod_items is None else self.pod_items
         return {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": version}, "items": items}
 
-    def _bind(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
+    def _list_bound_pods(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        """Every pod with a node, paged; a continuation serves the first page's resourceVersion (410 once compacted)."""
+        limit = int(query.get("limit", ["0"])[0] or 0)
+        with self._lock:
+            if "continue" in query:
+                start_text, _, version_text = base64.b64decode(query["continue"][0]).decode().partition("/")
+                start, version = int(start_text), int(version_text)
+                if version < self.compacted:
+                    too_old = "The provided continue parameter is too old to display a consistent list result."
+                    raise ApiError(410, "Expired", too_old)
+            else:
+                start, version = 0, self.resource_version
+            pods = [copy.deepcopy(pod) for pod in self.pods if (pod.get("spec") or {}).get("nodeName")]
+        # Served at the list's resourceVersion: a pod changed since is shown as it is (the fake keeps no history).
+        page = pods[start : start + limit] if limit else pods[start:]
+        metadata: dict[str, Any] = {"resourceVersion": str(version)}
+        if limit and start + limit < len(pods):
+            metadata["continue"] = base64.b64encode(f"{start + limit}/{version}".encode()).decode()
+            metadata["remainingItemCount"] = len(pods) - start - limit
+        items = page if self.pod_items is None else self.pod_items
+        return {"kind": "PodList", "apiVersion": "v1", "metadata": metadata, "items": items}
+
+    def watch_events(self, query: dict[str, list[str]], send: Any) -> None:
+        """Stream pod events after ``resourceVersion`` to ``send(event)`` until the watch's timeout, ``end_watches``
+        or the server stops; bound pods only (``spec.nodeName!=``): a pod entering the selector is ADDED."""
+        timeout = float(query.get("timeoutSeconds", ["60"])[0])
+        bookmarks = query.get("allowWatchBookmarks", [""])[0] == "true"
+        until = time.monotonic() + timeout
+        with self._lock:
+            epoch = self._watch_epoch
+            since = int(query.get("resourceVersion", ["0"])[0] or 0)
+            if since < self.compacted:
+                message = f"too old resource version: {since} ({self.compacted})"
+                send({"type": "ERROR", "object": status(410, "Expired", message)})
+                return
+        sent_bookmark = time.monotonic()
+        while not self._stopped.is_set() and time.monotonic() < until:
+            with self._lock:
+                if self._watch_epoch != epoch:
+                    return
+                fresh = [event for event in self.events if event[0] > since]
+                if not fresh:
+                    self._changed.wait(0.05)
+                    fresh = [event for event in self.events if event[0] > since]
+                latest = self.resource_version
+            if self.watch_silent:
+                continue
+            for version, kind, item in fresh:
+                since = version
+                if not (item.get("spec") or {}).get("nodeName"):
+                    continue
+                shown = "ADDED" if kind == "MODIFIED" and not _was_bound(self.events, item, version) else kind
+                send({"type": shown, "object": item})
+            if bookmarks and self.bookmark_every and time.monotonic() - sent_bookmark >= self.bookmark_every:
+                since = max(since, latest)
+                marker = {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": str(since)}}
+                send({"type": "BOOKMARK", "object": marker})
+                sent_bookmark = time.monotonic()
+
+    def _bind(self, namespace: str, name: str, body: Any, at: float | None = None) -> dict[str, Any]:
         if not isinstance(body, dict) or body.get("kind") != "Binding" or not (body.get("target") or {}).get("name"):
             raise ApiError(400, "BadRequest", "Binding is invalid: target.name: Required value")
         with self._lock:
@@ -262,7 +390,12 @@ class FakeApiServer:
                     f'"{assigned}"',
                 )
             pod.setdefault("spec", {})["nodeName"] = body["target"]["name"]
-            self.resource_version += 1
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if at is None else at))
+            status_ = pod.setdefault("status", {})
+            conditions = [c for c in status_.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp}
+            status_["conditions"] = [*conditions, scheduled]
+            self._event("MODIFIED", pod)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
@@ -279,12 +412,16 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
     }
 
 
-def node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def node(name: str, labels: dict[str, str] | None = None, cpu: str = "4", memory: str = "16Gi") -> dict[str, Any]:
     """A Node as the API server lists it (no kind/apiVersion inside a typed list)."""
     return {
         "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1", "labels": dict(labels or {})},
         "spec": {"providerID": f"gce://project/zone/{name}"},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {
+            "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
     }
 
 
@@ -295,18 +432,41 @@ def pod(
     namespace: str = "default",
     labels: dict[str, str] | None = None,
     priority: int = 0,
+    cpu: str | None = None,
+    memory: str | None = None,
+    bound_at: float | None = None,
+    owner_kind: str | None = None,
 ) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name, "namespace": namespace, "uid": uid, "resourceVersion": "1", "labels": dict(labels or {})
-        },
-        "spec": {
-            "nodeName": node_name,
-            "priority": priority,
-            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}],
-        },
-        "status": {"phase": "Running"},
-    }
+    """A pod as the API server lists it; with ``cpu``/``memory`` a Guaranteed container (requests = limits), and on a
+    node a ``PodScheduled`` condition at ``bound_at`` (now when None)."""
+    resources = {key: value for key, value in (("cpu", cpu), ("memory", memory)) if value is not None}
+    container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.9"}
+    if resources:
+        container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": "1"}
+    metadata["labels"] = dict(labels or {})
+    metadata["creationTimestamp"] = _stamp(bound_at)
+    if owner_kind:
+        owner = {"apiVersion": "apps/v1", "kind": owner_kind, "name": f"{name}-owner", "uid": f"owner-{uid}"}
+        metadata["ownerReferences"] = [{**owner, "controller": True}]
+    status: dict[str, Any] = {"phase": "Running" if node_name else "Pending"}
+    if node_name:
+        status["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": _stamp(bound_at)}]
+    spec: dict[str, Any] = {"nodeName": node_name, "priority": priority, "containers": [container]}
+    return {"metadata": metadata, "spec": spec, "status": status}
+
+
+def _stamp(at: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if at is None else at))
+
+
+def _was_bound(events: list[tuple[int, str, dict[str, Any]]], pod: dict[str, Any], version: int) -> bool:
+    """Whether the pod had a node in its event before ``version``: a watch of bound pods saw it already."""
+    uid = pod["metadata"]["uid"]
+    for earlier, _, item in reversed(events):
+        if earlier < version and item["metadata"]["uid"] == uid:
+            return bool((item.get("spec") or {}).get("nodeName"))
+    return False
 
 
 def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
@@ -344,6 +504,9 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             headers = {key.lower(): value for key, value in self.headers.items()}
             code, body = server.answer(self.command, self.path, headers, raw)
+            if code == 200 and body == {"watch": True}:
+                self._watch()
+                return
             shape = server.hostile.get(_resource(self.path))
             if shape is not None:
                 payload = json.dumps(body).encode()
@@ -370,6 +533,26 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 except OSError:  # the client gave up on the answer
                     self.close_connection = True
                     return
+
+        def _watch(self) -> None:
+            """A watch's answer: chunked, one JSON event per line, as the API server streams them."""
+            self.send_response(200, "OK")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.close_connection = True
+
+            def send(event: dict[str, Any]) -> None:
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+
+            try:
+                server.watch_events(parse_qs(urlsplit(self.path).query), send)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError:
+                pass  # the client went away
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ CALLS: dict[tuple[str, str], Callable[[KubeClient], Any]] = {
     ("list", "nodes"): lambda kube: kube.list_nodes(),
     ("list", "pods"): lambda kube: kube.pods_on_node("node-a", {"u1"}),
     ("create", "pods/binding"): lambda kube: kube.bind("default", "web-1", "u1", "node-a"),
+    ("watch", "pods"): lambda kube: kube.watch_bound_pods("1", time.monotonic() + 5, 1),
 }
 
 
@@ -49,6 +51,7 @@ def test_only_reads_and_binding_are_granted():
         ("list", "nodes"),
         ("get", "pods"),
         ("list", "pods"),
+        ("watch", "pods"),
         ("create", "pods/binding"),
     }
 

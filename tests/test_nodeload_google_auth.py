@@ -86,7 +86,9 @@ class GoogleStandIn:
                 except InvalidSignature:
                     return self.reply(400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
                 stand_in.token_requests.append(json.loads(_b64(claims)))
-                self.reply(200, {"access_token": ACCESS_TOKEN, "expires_in": stand_in.expires_in, "token_type": "Bearer"})
+                self.reply(
+                    200, {"access_token": ACCESS_TOKEN, "expires_in": stand_in.expires_in, "token_type": "Bearer"}
+                )
 
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
@@ -95,11 +97,24 @@ class GoogleStandIn:
                 if url.path != f"{PROMETHEUS_PATH}/api/v1/query":
                     return self.reply(404, {"error": {"code": 404, "status": "NOT_FOUND"}})
                 if authorization != f"Bearer {ACCESS_TOKEN}":
-                    unauthenticated = {"status": "error", "errorType": "unauthenticated", "error": "Request had invalid authentication credentials."}
+                    unauthenticated = {
+                        "status": "error",
+                        "errorType": "unauthenticated",
+                        "error": "Request had invalid authentication credentials.",
+                    }
                     return self.reply(401, unauthenticated)
-                assert parse_qs(url.query)["query"] == ['kubernetes_io:node_cpu_allocatable_utilization{monitored_resource="k8s_node"}']
-                samples = [("gke-a", "0.35"), ("gke-b", "0.97")]
-                result = [{"metric": {"node_name": name, "monitored_resource": "k8s_node"}, "value": [time.time(), value]} for name, value in samples]
+                [query] = parse_qs(url.query)["query"]
+                # The load, and (no Kubernetes API configured) the nodes' allocatable cores.
+                assert query in (
+                    'kubernetes_io:node_cpu_allocatable_utilization{monitored_resource="k8s_node"}',
+                    'kubernetes_io:node_cpu_allocatable_cores{monitored_resource="k8s_node"}',
+                )
+                capacity = "allocatable_cores" in query
+                samples = [("gke-a", "4" if capacity else "0.35"), ("gke-b", "4" if capacity else "0.97")]
+                result = [
+                    {"metric": {"node_name": name, "monitored_resource": "k8s_node"}, "value": [time.time(), value]}
+                    for name, value in samples
+                ]
                 self.reply(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
 
         self.served = Loopback(Handler, context)
@@ -112,7 +127,9 @@ def google(test_ca, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     context = test_ca.server_context(test_ca.issue_server("127.0.0.1"), tmp_path)
     stand_in = GoogleStandIn(context, key.public_key())
     # What application default credentials read, and the CA google-auth's token requests and NodeLoad's queries trust.
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file(tmp_path, "key.json", key, f"{stand_in.url}/token")))
+    monkeypatch.setenv(
+        "GOOGLE_APPLICATION_CREDENTIALS", str(key_file(tmp_path, "key.json", key, f"{stand_in.url}/token"))
+    )
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(test_ca.write(tmp_path)))
     yield stand_in
     stand_in.served.close()
@@ -127,19 +144,24 @@ def profile(args: dict[str, Any], clock: list[float]) -> Profile:
 def test_the_gke_preset_queries_with_the_function_s_own_google_token(google, caplog):
     clock = [time.time()]
     served = profile(
-        {"preset": "gke", "prometheus": {"url": google.url + PROMETHEUS_PATH}, "filter": [{"metric": "cpu", "above": 0.9}]},
+        {
+            "preset": "gke",
+            "prometheus": {"url": google.url + PROMETHEUS_PATH},
+            "filter": [{"metric": "cpu", "above": 0.9}],
+        },
         clock,
     )
     result = served.filter(pod(), [node("gke-a"), node("gke-b")])
     assert result.feasible == ["gke-a"] and result.rejected["gke-b"].reason == "NodeLoad rule 'cpu': load above 0.9"
-    assert google.queries == [f"Bearer {ACCESS_TOKEN}"]
+    # The load and, without the Kubernetes API, the nodes' allocatable cores (the pod's own share needs them).
+    assert google.queries == [f"Bearer {ACCESS_TOKEN}"] * 2
     [grant] = google.token_requests  # signed by the service account's key, for Cloud Monitoring read access
     assert grant["iss"] == SERVICE_ACCOUNT and grant["aud"] == "https://oauth2.googleapis.com/token"
     assert grant["scope"] == "https://www.googleapis.com/auth/monitoring.read"
     for _ in range(2):  # later refreshes reuse the token while it is valid
         clock[0] += 31
         assert served.filter(pod(), [node("gke-a")]).feasible == ["gke-a"]
-    assert len(google.queries) == 3 and len(google.token_requests) == 1
+    assert len(google.queries) == 6 and len(google.token_requests) == 1
     assert ACCESS_TOKEN not in caplog.text
 
 
@@ -150,24 +172,39 @@ def test_a_token_about_to_expire_is_refreshed_before_the_query(google):
     served.filter(pod(), [node("gke-a")])
     clock[0] += 31
     served.filter(pod(), [node("gke-a")])
-    assert len(google.token_requests) == 2 and google.queries == [f"Bearer {ACCESS_TOKEN}"] * 2
+    # Each refresh asks two queries (the load, the allocatable cores), each with a token refreshed first.
+    assert len(google.token_requests) == 4 and google.queries == [f"Bearer {ACCESS_TOKEN}"] * 4
 
 
 def test_auth_none_sends_no_credential_and_the_refusal_is_a_warning(google, caplog):
     served = profile(
-        {"preset": "gke", "prometheus": {"url": google.url + PROMETHEUS_PATH, "auth": "none"}, "filter": [{"metric": "cpu", "above": 0.9}]},
+        {
+            "preset": "gke",
+            "prometheus": {"url": google.url + PROMETHEUS_PATH, "auth": "none"},
+            "filter": [{"metric": "cpu", "above": 0.9}],
+        },
         [time.time()],
     )
     result = served.filter(pod(), [node("gke-a")])
-    assert google.queries == [None] and google.token_requests == []
-    assert "answered 401 Unauthorized: unauthenticated: Request had invalid authentication credentials." in result.error.reason
-    assert [record.levelname for record in caplog.records if record.name == "extender.nodeload"] == ["WARNING"]
+    assert google.queries == [None, None] and google.token_requests == []
+    assert (
+        "answered 401 Unauthorized: unauthenticated: Request had invalid authentication credentials."
+        in result.error.reason
+    )
+    # One per query refused: the load's and the allocatable cores'.
+    assert [record.levelname for record in caplog.records if record.name == "extender.nodeload"] == ["WARNING"] * 2
 
 
 def test_credentials_that_cannot_be_refreshed_leave_the_nodes_without_facts_and_say_why(google, tmp_path, monkeypatch):
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # a key Google does not know
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file(tmp_path, "other.json", other, f"{google.url}/token")))
-    args = {"preset": "gke", "prometheus": {"url": google.url + PROMETHEUS_PATH}, "filter": [{"metric": "cpu", "above": 0.9}]}
+    monkeypatch.setenv(
+        "GOOGLE_APPLICATION_CREDENTIALS", str(key_file(tmp_path, "other.json", other, f"{google.url}/token"))
+    )
+    args = {
+        "preset": "gke",
+        "prometheus": {"url": google.url + PROMETHEUS_PATH},
+        "filter": [{"metric": "cpu", "above": 0.9}],
+    }
     answer = profile(args, [time.time()]).filter(pod(), [node("gke-a")])
     assert answer.error is not None and "no Google access token: RefreshError: " in answer.error.reason
     assert "Invalid JWT Signature." in answer.error.reason
@@ -187,15 +224,22 @@ def test_looking_for_credentials_never_holds_a_request_past_its_deadline(google,
 
     monkeypatch.setattr(google_auth, "default", slow)
     clock = [time.time()]
-    args = {"preset": "gke", "prometheus": {"url": google.url + PROMETHEUS_PATH}, "filter": [{"metric": "cpu", "above": 0.9}]}
+    args = {
+        "preset": "gke",
+        "prometheus": {"url": google.url + PROMETHEUS_PATH},
+        "filter": [{"metric": "cpu", "above": 0.9}],
+    }
     with loading_for(Settings(project="acme", http_timeout=1.0)):  # a refresh may take 0.4 s
         plugin = NodeLoad(NodeLoad.args_schema().load(args), clock=lambda: clock[0])
     served = Profile("default", filters=[plugin])
     started = time.monotonic()
     answer = served.filter(pod(), [node("gke-a")])
     assert time.monotonic() - started < 0.7
-    assert "no Google credentials found within 0.4 s (still looking)" in answer.error.reason
+    # The load and the allocatable cores are asked at once: one waits for the search, the other for the first; both
+    # give up at the refresh's deadline.
+    assert "(its last refresh failed: no Google " in answer.error.reason
+    assert all("within 0.4 s" in why for why in plugin.loads._current.failures.values())
     time.sleep(0.6)
     clock[0] += 31  # the next refresh
     assert served.filter(pod(), [node("gke-a")]).feasible == ["gke-a"]
-    assert google.queries == [f"Bearer {ACCESS_TOKEN}"]
+    assert google.queries == [f"Bearer {ACCESS_TOKEN}"] * 2

@@ -78,11 +78,13 @@ VALUES = st.one_of(
 # Mostly fresh when fetched, as Prometheus stamps instant answers: the answers of two refreshes often expire alike.
 SAMPLES = st.tuples(VALUES, st.sampled_from([0.0] * 8 + [5.0, 25.0, 29.999, 30.0, 31.0]))
 ANSWERS = st.fixed_dictionaries(
-    {metric: st.fixed_dictionaries({node: SAMPLES for node in NODES}) for metric in QUERIES}
+    {metric: st.fixed_dictionaries(dict.fromkeys(NODES, SAMPLES)) for metric in QUERIES}
 )
 REQUESTS = st.fixed_dictionaries(
     {
-        "verb": st.sampled_from(["filter", "prioritize", "ignore/filter", "ignore/prioritize", "audit/filter", "audit/prioritize"]),
+        "verb": st.sampled_from(
+            ["filter", "prioritize", "ignore/filter", "ignore/prioritize", "audit/filter", "audit/prioritize"]
+        ),
         "names": st.lists(st.sampled_from(NODES), unique=True, min_size=1, max_size=len(NODES)),
     }
 )
@@ -114,7 +116,10 @@ class Answers:
 
 def _answer(samples: dict[str, tuple[float | None, float]], now: float) -> bytes:
     result = [
-        {"metric": {"node": node}, "value": [now - age, "NaN" if math.isnan(value) else "+Inf" if math.isinf(value) else repr(value)]}
+        {
+            "metric": {"node": node},
+            "value": [now - age, "NaN" if math.isnan(value) else "+Inf" if math.isinf(value) else repr(value)],
+        }
         for node, (value, age) in samples.items()
         if value is not None
     ]
@@ -134,12 +139,18 @@ def extender(cached: bool, answers: Answers, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def told(served: Extender, request: dict[str, Any]) -> tuple[int, bytes, list[Any]]:
-    body = orjson.dumps({"Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {}}, "Nodes": None, "NodeNames": request["names"]})
+    body = orjson.dumps(
+        {
+            "Pod": {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {}},
+            "Nodes": None,
+            "NodeNames": request["names"],
+        }
+    )
     return answer(served, request["verb"], body)
 
 
 def _loads(cpu: float, age: float = 0.0) -> dict[str, dict[str, tuple[float | None, float]]]:
-    return {"cpu": {node: (cpu, age) for node in NODES}, "memory": {node: (0.5, 0.0) for node in NODES}}
+    return {"cpu": dict.fromkeys(NODES, (cpu, age)), "memory": dict.fromkeys(NODES, (0.5, 0.0))}
 
 
 _ALL = {"verb": "filter", "names": NODES}
@@ -150,7 +161,9 @@ _ALL = {"verb": "filter", "names": NODES}
 # The loads change, as fresh as before: kept verdicts must not outlive the answers they were judged on.
 @example(steps=[("request", _ALL), ("answers", _loads(0.95)), ("request", _ALL)], first=_loads(0.5))
 # One kept answer's samples pass maxAge: kept verdicts must not outlive their samples' freshness.
-@example(steps=[("answers", _loads(0.5, age=25.0)), ("request", _ALL), ("time", 5.001), ("request", _ALL)], first=_loads(0.5))
+@example(
+    steps=[("answers", _loads(0.5, age=25.0)), ("request", _ALL), ("time", 5.001), ("request", _ALL)], first=_loads(0.5)
+)
 def test_kept_and_fresh_answers_agree(monkeypatch, steps, first):
     now = [1_000_000.0]
     monkeypatch.setattr(clock, "now", lambda: now[0])
@@ -176,7 +189,9 @@ def test_the_cache_keeps_one_answer_per_refresh_interval(monkeypatch):
     asked: list[str] = []
     answers = Answers()
     answers.set({"cpu": {"node-1": (0.5, 0.0)}, "memory": {"node-1": (0.5, 0.0)}}, now[0])
-    counting = type("Counting", (), {"query": lambda self, promql, seconds: asked.append(promql) or answers.query(promql, seconds)})()
+    counting = type(
+        "Counting", (), {"query": lambda self, promql, seconds: asked.append(promql) or answers.query(promql, seconds)}
+    )()
     cached, plain = extender(True, answers, monkeypatch), extender(False, answers, monkeypatch)
     for served in (cached, plain):
         for plugin in served.policy.profiles["default"].filters[1:]:

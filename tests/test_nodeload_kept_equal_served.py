@@ -23,7 +23,10 @@ REQUESTS_PER_PHASE = 24
 MEMORY = "node_memory_load"
 ARGS = {
     "prometheus": {"url": "", "auth": "none"},
-    "metrics": [{"name": "cpu", "query": METRIC, "nodeLabel": "node"}, {"name": "memory", "query": MEMORY, "nodeLabel": "node"}],
+    "metrics": [
+        {"name": "cpu", "query": METRIC, "nodeLabel": "node"},
+        {"name": "memory", "query": MEMORY, "nodeLabel": "node"},
+    ],
     "refreshInterval": "1s",
     "maxAge": "1m",
     "filter": [{"metric": "cpu", "above": 0.8}, {"metric": "memory", "above": 0.9}],
@@ -50,6 +53,7 @@ def policy(url: str) -> str:
 def loads(rng: random.Random, phase: int) -> tuple[dict[str, float], dict[str, float]]:
     """Per node cpu and memory: around the thresholds, some not a number, some nodes not reporting. Each phase has a
     marker node: a function that judges it has this phase's answers."""
+
     def value() -> float:
         return rng.choice([0.1, 0.5, 0.79, 0.8, 0.85, 0.9, 0.95, math.nan])
 

@@ -69,7 +69,11 @@ def node_object(name: str) -> dict[str, Any]:
 
 def extender_args(names: list[str], full_nodes: bool) -> dict[str, Any]:
     if full_nodes:
-        return {"Pod": POD, "Nodes": {"metadata": {}, "items": [node_object(name) for name in names]}, "NodeNames": None}
+        return {
+            "Pod": POD,
+            "Nodes": {"metadata": {}, "items": [node_object(name) for name in names]},
+            "NodeNames": None,
+        }
     return {"Pod": POD, "Nodes": None, "NodeNames": names}
 
 
@@ -78,7 +82,12 @@ def filtered(client, names: list[str], full_nodes: bool = False) -> dict[str, An
     assert answer.status_code == 200
     body = answer.get_json()
     kept = [node["metadata"]["name"] for node in body["Nodes"]["items"]] if full_nodes else body["NodeNames"]
-    return {"kept": kept, "failed": body["FailedNodes"], "unresolvable": body["FailedAndUnresolvableNodes"], "error": body["Error"]}
+    return {
+        "kept": kept,
+        "failed": body["FailedNodes"],
+        "unresolvable": body["FailedAndUnresolvableNodes"],
+        "error": body["Error"],
+    }
 
 
 def prioritized(client, names: list[str], full_nodes: bool = False) -> tuple[dict[str, int], str | None]:
@@ -110,7 +119,12 @@ def test_nodes_over_the_threshold_are_unschedulable_and_the_least_loaded_score_b
     names = ["at", "over", "busy", "idle", "half"]
     verdict = filtered(client, names, full_nodes)
     # At the threshold passes: only a load above it is rejected, and as resolvable (load changes).
-    assert verdict == {"kept": ["at", "idle", "half"], "failed": {"over": OVER, "busy": OVER}, "unresolvable": {}, "error": ""}
+    assert verdict == {
+        "kept": ["at", "idle", "half"],
+        "failed": {"over": OVER, "busy": OVER},
+        "unresolvable": {},
+        "error": "",
+    }
     scores, error = prioritized(client, verdict["kept"], full_nodes)
     assert error is None and scores == {"at": 1, "idle": 9, "half": 5}
 
@@ -180,7 +194,9 @@ def test_while_prometheus_is_down_the_last_answer_serves_until_max_age_then_node
     assert filtered(client, ["a", "b"])["kept"] == ["a"]
 
 
-def test_when_prometheus_is_down_at_start_nothing_is_judged_until_it_answers(exporter, client_factory, tmp_path, caplog):
+def test_when_prometheus_is_down_at_start_nothing_is_judged_until_it_answers(
+    exporter, client_factory, tmp_path, caplog
+):
     exporter.set({"a": 0.2, "b": 0.3})
     prometheus = PrometheusServer(tmp_path / "prometheus", [exporter.target])  # not started yet
     client = client_factory(write_policy(tmp_path, prometheus.url, failure="Ignore"))
@@ -189,7 +205,10 @@ def test_when_prometheus_is_down_at_start_nothing_is_judged_until_it_answers(exp
     assert verdict["kept"] == ["a", "b"]  # Ignore: passed, each noted as not judged
     [entry] = decisions(caplog)
     [skipped] = entry["skipped"]["reasons"]
-    assert skipped["count"] == 2 and "no cpu answer from Prometheus yet (its last refresh failed: cannot reach" in skipped["reason"]
+    assert (
+        skipped["count"] == 2
+        and "no cpu answer from Prometheus yet (its last refresh failed: cannot reach" in skipped["reason"]
+    )
     assert len(refresh_warnings(caplog)) == 1
     prometheus.start()
     try:
@@ -205,7 +224,9 @@ def test_when_prometheus_is_down_at_start_nothing_is_judged_until_it_answers(exp
 def test_two_samples_for_one_node_the_highest_counts_and_a_warning_says_so(
     prometheus, exporter, client_factory, tmp_path, caplog
 ):
-    exporter.set_samples(METRIC, [({"node": "a", "cpu": "0"}, 0.2), ({"node": "a", "cpu": "1"}, 0.95), ({"node": "b"}, 0.5)])
+    exporter.set_samples(
+        METRIC, [({"node": "a", "cpu": "0"}, 0.2), ({"node": "a", "cpu": "1"}, 0.95), ({"node": "b"}, 0.5)]
+    )
     prometheus.wait_until(METRIC, lambda values: len(prometheus.query(METRIC)["data"]["result"]) == 3)
     client = client_factory(write_policy(tmp_path, prometheus.url))
     caplog.clear()
@@ -220,10 +241,15 @@ def test_nan_and_infinite_values_are_no_facts(prometheus, exporter, client_facto
     client = client_factory(write_policy(tmp_path, prometheus.url))
     caplog.clear()
     verdict = filtered(client, ["nan", "inf", "ok"])
-    why = "plugin NodeLoad could not judge the node (failurePolicy Fail): NodeLoad: the node's cpu sample is not a finite number"
+    why = (
+        "plugin NodeLoad could not judge the node (failurePolicy Fail): "
+        "NodeLoad: the node's cpu sample is not a finite number"
+    )
     assert verdict["kept"] == ["ok"] and verdict["failed"] == {"nan": why, "inf": why}
     [warning] = refresh_warnings(caplog)
-    assert "2 nodes with no value but NaN or infinity, so no facts: " in warning and "nan" in warning and "inf" in warning
+    assert (
+        "2 nodes with no value but NaN or infinity, so no facts: " in warning and "nan" in warning and "inf" in warning
+    )
     facts = decisions(caplog)[0]["nodeFacts"]["NodeLoad"]
     assert facts["nan"]["cpu"]["value"] == "NaN" and facts["inf"]["cpu"]["value"] == "+Inf"
 
@@ -257,10 +283,15 @@ def test_audit_mode_rejects_nothing_and_says_what_it_would_do(prometheus, export
     assert (would["plugin"], would["rule"], would["reason"], would["nodes"]) == ("NodeLoad", "cpu", OVER, ["busy"])
     assert filter_entry["nodeFacts"]["NodeLoad"]["busy"]["cpu"]["value"] == 0.95
     assert prioritize_entry["audited"] == ["NodeLoad"]
-    assert {entry["node"]: entry["plugins"]["NodeLoad"] for entry in prioritize_entry["scores"]} == {"busy": 5, "idle": 90}
+    assert {entry["node"]: entry["plugins"]["NodeLoad"] for entry in prioritize_entry["scores"]} == {
+        "busy": 5,
+        "idle": 90,
+    }
 
 
-def test_the_decision_log_shows_each_named_node_s_value_and_sample_age(prometheus, exporter, client_factory, tmp_path, caplog):
+def test_the_decision_log_shows_each_named_node_s_value_and_sample_age(
+    prometheus, exporter, client_factory, tmp_path, caplog
+):
     exporter.set({"busy": 0.95, "idle": 0.1})
     prometheus.wait_until(METRIC, lambda values: len(values) == 2)
     client = client_factory(write_policy(tmp_path, prometheus.url))
@@ -283,12 +314,25 @@ def test_explain_runs_offline_on_a_saved_answer(prometheus, exporter, tmp_path):
     policy = write_policy(tmp_path, "http://127.0.0.1:9")  # nothing listens there: the saved answer is all it reads
     pod = tmp_path / "pod.yaml"
     pod.write_text(json.dumps(POD))
-    command = [sys.executable, "-m", "extender", "explain", str(pod), "--node-names", "busy,idle,half,ghost", "--policy", str(policy)]
-    shown = subprocess.run([*command, "--metrics", f"cpu={saved}", "--json"], cwd=ROOT, capture_output=True, text=True, check=False)
+    command = [
+        sys.executable,
+        "-m",
+        "extender",
+        "explain",
+        str(pod),
+        "--node-names",
+        "busy,idle,half,ghost",
+        "--policy",
+        str(policy),
+    ]
+    shown = subprocess.run(
+        [*command, "--metrics", f"cpu={saved}", "--json"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert shown.returncode == 0, shown.stderr
     rows = {row["name"]: row for row in json.loads(shown.stdout)["nodes"]}
     assert rows["busy"]["answer"] == "FailedNodes" and rows["busy"]["reason"] == OVER
-    assert rows["busy"]["measured"]["NodeLoad"] == {"cpu": {"value": 0.95, "ageSeconds": 0.0}}
+    busy = rows["busy"]["measured"]["NodeLoad"]["cpu"]
+    assert (busy["value"], busy["ageSeconds"], busy["predicted"]) == (0.95, 0.0, 0.95)
     assert rows["idle"]["answer"] == "kept" and rows["idle"]["scores"] == {"NodeLoad": 90}
     assert rows["ghost"]["measured"]["NodeLoad"] == {"cpu": {"value": None, "ageSeconds": None}}
     table = subprocess.run([*command, "--metrics", str(saved)], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -316,7 +360,18 @@ def test_explain_names_what_is_wrong_with_saved_answers(tmp_path, given, problem
     files = {"FILE": str(saved), "NOTJSON": str(not_json), "MISSING": str(tmp_path / "MISSING")}
     arguments = [item for spec in given for item in ("--metrics", spec.split("=")[0] + "=" + files[spec.split("=")[1]])]
     shown = subprocess.run(
-        [sys.executable, "-m", "extender", "explain", str(pod), "--node-names", "a", "--policy", str(policy), *arguments],
+        [
+            sys.executable,
+            "-m",
+            "extender",
+            "explain",
+            str(pod),
+            "--node-names",
+            "a",
+            "--policy",
+            str(policy),
+            *arguments,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -325,7 +380,9 @@ def test_explain_names_what_is_wrong_with_saved_answers(tmp_path, given, problem
     assert shown.returncode == 1 and problem.replace("MISSING", files["MISSING"]) in shown.stderr, shown.stderr
 
 
-def test_refresh_warnings_name_the_metric_and_never_a_credential(prometheus, exporter, client_factory, tmp_path, caplog):
+def test_refresh_warnings_name_the_metric_and_never_a_credential(
+    prometheus, exporter, client_factory, tmp_path, caplog
+):
     exporter.set({"a": 0.2})
     prometheus.wait_until(METRIC, lambda values: len(values) == 1)
     policy = write_policy(tmp_path, prometheus.url)

@@ -92,16 +92,27 @@ def test_google_auth_when_asked_or_with_the_gke_preset_unless_auth_says_otherwis
 
 
 def test_preset_node_exporter_joins_node_exporter_to_node_names_with_kube_state_metrics():
-    config = load({"preset": "node-exporter", "prometheus": {"url": URL}, "filter": [{"metric": "memory", "above": 0.9}]})
+    config = load(
+        {"preset": "node-exporter", "prometheus": {"url": URL}, "filter": [{"metric": "memory", "above": 0.9}]}
+    )
     cpu, memory = config.metrics
-    on_node = 'on (namespace, pod) group_left (node) topk by (namespace, pod) (1, max by (node, namespace, pod) (kube_pod_info{node!=""}))'
+    on_node = (
+        "on (namespace, pod) group_left (node) topk by (namespace, pod) "
+        '(1, max by (node, namespace, pod) (kube_pod_info{node!=""}))'
+    )
     assert cpu.query == f'1 - avg by (node) (rate(node_cpu_seconds_total{{mode="idle"}}[5m]) * {on_node})'
-    assert memory.query == f"1 - max by (node) ((node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes) * {on_node})"
+    assert (
+        memory.query == f"1 - max by (node) ((node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes) * {on_node})"
+    )
     assert cpu.node_label == memory.node_label == "node"
 
 
 def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
-    own = {"name": "cpu", "query": 'kubernetes_io:node_cpu_allocatable_utilization{cluster_name="prod"}', "nodeLabel": "node_name"}
+    own = {
+        "name": "cpu",
+        "query": 'kubernetes_io:node_cpu_allocatable_utilization{cluster_name="prod"}',
+        "nodeLabel": "node_name",
+    }
     [cpu] = load({"preset": "gke", "metrics": [own]}, Settings(project="p")).metrics
     assert cpu.query.endswith('{cluster_name="prod"}')
 
@@ -115,12 +126,27 @@ def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
         ({"preset": "aks", "prometheus": {"url": URL}}, "args.preset: Must be one of: gke, node-exporter."),
         (
             {"metrics": [CPU], "prometheus": {"url": URL, "auth": "google"}},
-            "args.prometheus.url: must use https: the function's Google access token would cross the network in clear text",
+            (
+                "args.prometheus.url: must use https: the function's Google access token would cross the network in "
+                "clear text"
+            ),
         ),
-        ({"metrics": [CPU], "prometheus": {"url": f"{URL}?x=1"}}, "args.prometheus.url: must not have a query or fragment"),
-        ({"metrics": [CPU], "prometheus": {"url": URL, "auth": "oauth"}}, "args.prometheus.auth: Must be one of: google, none."),
-        ({"metrics": [{**CPU, "name": "CPU"}], "prometheus": {"url": URL}}, "args.metrics[0].name: must be a short lowercase name"),
-        ({"metrics": [{**CPU, "nodeLabel": "node-name"}], "prometheus": {"url": URL}}, "args.metrics[0].nodeLabel: must be a Prometheus label name"),
+        (
+            {"metrics": [CPU], "prometheus": {"url": f"{URL}?x=1"}},
+            "args.prometheus.url: must not have a query or fragment",
+        ),
+        (
+            {"metrics": [CPU], "prometheus": {"url": URL, "auth": "oauth"}},
+            "args.prometheus.auth: Must be one of: google, none.",
+        ),
+        (
+            {"metrics": [{**CPU, "name": "CPU"}], "prometheus": {"url": URL}},
+            "args.metrics[0].name: must be a short lowercase name",
+        ),
+        (
+            {"metrics": [{**CPU, "nodeLabel": "node-name"}], "prometheus": {"url": URL}},
+            "args.metrics[0].nodeLabel: must be a Prometheus label name",
+        ),
         ({"metrics": [{**CPU, "query": ""}], "prometheus": {"url": URL}}, "args.metrics[0].query: must not be empty"),
         ({"metrics": [CPU, CPU], "prometheus": {"url": URL}}, "args.metrics[1].name: duplicate metric name 'cpu'"),
         (
@@ -135,7 +161,10 @@ def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
             {"metrics": [CPU], "prometheus": {"url": URL}, "filter": [{"metric": "cpu", "above": "0.9"}]},
             "args.filter[0].above: must be a number (a load such as 0.9), not a string or a boolean",
         ),
-        ({"metrics": [CPU], "prometheus": {"url": URL}, "filter": [{"metric": "cpu"}]}, "args.filter[0].above: Missing data"),
+        (
+            {"metrics": [CPU], "prometheus": {"url": URL}, "filter": [{"metric": "cpu"}]},
+            "args.filter[0].above: Missing data",
+        ),
         (
             {"metrics": [CPU], "prometheus": {"url": URL}, "score": {"metric": "mem"}},
             "args.score.metric: unknown metric 'mem': the metrics are cpu",
@@ -145,7 +174,11 @@ def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
             "args.score.target: TargetLoad needs a target, the load that scores best (such as 0.6)",
         ),
         (
-            {"metrics": [CPU], "prometheus": {"url": URL}, "score": {"metric": "cpu", "strategy": "TargetLoad", "target": 1}},
+            {
+                "metrics": [CPU],
+                "prometheus": {"url": URL},
+                "score": {"metric": "cpu", "strategy": "TargetLoad", "target": 1},
+            },
             "args.score.target: must be between 0 and 1 (both excluded)",
         ),
         (
@@ -154,10 +187,13 @@ def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
         ),
         (
             {"metrics": [CPU], "prometheus": {"url": URL}, "score": {"metric": "cpu", "strategy": "MostLoaded"}},
-            "args.score.strategy: Must be one of: LeastLoaded, TargetLoad.",
+            "args.score.strategy: Must be one of: LeastLoaded, TargetLoad, RiskBalancing.",
         ),
         ({"metrics": [CPU], "prometheus": {"url": URL}, "refreshInterval": 30}, "args.refreshInterval: Not a duration"),
-        ({"metrics": [CPU], "prometheus": {"url": URL}, "refreshInterval": "500ms"}, "args.refreshInterval: Must be at least 1s."),
+        (
+            {"metrics": [CPU], "prometheus": {"url": URL}, "refreshInterval": "500ms"},
+            "args.refreshInterval: Must be at least 1s.",
+        ),
         (
             {"metrics": [CPU], "prometheus": {"url": URL}, "refreshInterval": "5m", "maxAge": "1m"},
             "args.maxAge: must be at least refreshInterval",
@@ -294,8 +330,14 @@ def test_every_problem_of_the_args_is_reported_in_one_run():
             "args.metrics[0].nodeLabel: must be a Prometheus label name such as node or node_name",
             "args.filter[0].above: must be a number (a load such as 0.9), not a string or a boolean",
             "args.score.target: TargetLoad needs a target, the load that scores best (such as 0.6)",
-            "args.prometheus.url: must use https: the function's Google access token would cross the network in clear text",
-            "args.maxAge: must be at least refreshInterval: answers would be too old before they are asked again",
+            (
+                "args.prometheus.url: must use https: the function's Google access token would cross the network in "
+                "clear text"
+            ),
+            (
+                "args.maxAge: must be at least refreshInterval: answers would be too old before they are asked "
+                "again"
+            ),
             "args.bogus: Unknown field.",
         ]
     )

@@ -27,7 +27,7 @@ from extender.errors import ConfigError
 from extender.framework.kept import KeptProfile
 from extender.framework.plugin import Plugin
 from extender.framework.profile import Profile
-from extender.policy.loader import Policy, PolicyError, load_policy
+from extender.policy.loader import Policy, PolicyError, load_policy, plugin_notes
 from extender.settings import Settings
 
 
@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{path}: ok")
         for name in sorted(policy.profiles):
             print(f"  profile {name}: {describe(policy.profiles[name])}")
+            for note in plugin_notes(policy.profiles[name]):
+                print(f"    note: {note}")
         for need in policy.needs():
             print(f"  needs {need}")
         if args.env:

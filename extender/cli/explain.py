@@ -15,7 +15,10 @@ API's node list. A full-node policy gets the file's nodes; its preempt requests
 (which carry no nodes) read the node source as the function does. Whatever
 stands in for what the function would read is said on stderr. With --metrics,
 NodeLoad judges on saved Prometheus answers (``curl '<url>/api/v1/query?query=...'``)
-and asks no Prometheus.
+and asks no Prometheus; its in-flight pods come from --in-flight (``kubectl get
+pods -A --field-selector spec.nodeName!= -o json``: the pods bound to nodes, each
+at its PodScheduled time) and the nodes' allocatable from --nodes, and it asks no
+Kubernetes API either.
 
 Every plugin judges at one instant: --at's (an RFC 3339 timestamp), else with
 --metrics the newest saved sample's time, else now. A maintenance window is
@@ -118,6 +121,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="judge at this RFC 3339 timestamp (2026-03-01T02:30:00Z) instead of now: maintenance windows, and the "
         "age of --metrics samples",
     )
+    parser.add_argument(
+        "--in-flight",
+        metavar="FILE",
+        help="with --metrics: the pods bound to nodes (a List or manifests, each with spec.nodeName) that NodeLoad "
+        "counts as in flight, instead of the Kubernetes API's",
+    )
     parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"policy profile (default: {DEFAULT_PROFILE})")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(run=run)
@@ -132,15 +141,24 @@ def run(args: argparse.Namespace) -> int:
         names = [name.strip() for name in args.node_names.split(",") if name.strip()] if args.nodes is None else None
         victims = read_victims(args.victims) if args.victims else None
         extender = offline(args.policy, nodes) if nodes is not None else Extender.from_environment(args.policy)
+        if args.in_flight and not args.metrics:
+            raise InputError("--in-flight needs --metrics: it stands in for the API beside saved Prometheus answers")
         at: dt.datetime | None = args.at
         if args.metrics:
-            newest = judge_on_saved_metrics(extender, args.profile, args.metrics)
+            in_flight = _manifests(args.in_flight, "Pod") if args.in_flight else None
+            newest = judge_on_saved_metrics(extender, args.profile, args.metrics, in_flight, nodes)
             if at is None and newest is not None:
                 at = dt.datetime.fromtimestamp(newest, dt.UTC)
             when = "their newest sample's time" if newest is not None else "now (they hold no sample)"
             when = "--at" if args.at else when
+            bound = (
+                "the --in-flight pods for the pods bound to nodes it reads from the Kubernetes API"
+                if args.in_flight
+                else "no --in-flight file: no pod bound since the samples is counted"
+            )
             print(
-                f"explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at {when}",
+                f"explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at {when}; "
+                f"{bound}",
                 file=sys.stderr,
             )
         elif args.at is not None:
@@ -253,9 +271,21 @@ def refuse_live_metrics_at(extender: Extender, profile_name: str) -> None:
         )
 
 
-def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequence[str]) -> float | None:
-    """--metrics: each NodeLoad of the profile judges on the saved answers (``[METRIC=]FILE``), asking no Prometheus.
+def judge_on_saved_metrics(
+    extender: Extender,
+    profile_name: str,
+    given: Sequence[str],
+    in_flight: Sequence[dict[str, Any]] | None = None,
+    nodes: Sequence[dict[str, Any]] | None = None,
+) -> float | None:
+    """--metrics: each NodeLoad of the profile judges on the saved answers (``[METRIC=]FILE``), asking no Prometheus,
+    with the ``in_flight`` pods (--in-flight; none counted without) and the allocatable of ``nodes`` (--nodes).
     Returns the newest saved sample's time (None: they hold no sample)."""
+    import msgspec
+
+    from extender.kube.bound_pods import Bindings, by_node, collect
+    from extender.kube.demand import resources
+    from extender.kube.lists import decode_bound_pod_page
     from extender.plugins.nodeload.answers import AnswerError
 
     loads = _node_loads(extender, profile_name)
@@ -263,7 +293,7 @@ def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequenc
         raise InputError(f"--metrics: profile {profile_name} has no NodeLoad plugin")
     files: dict[str | None, str] = {}
     for spec in given:
-        named = re.fullmatch(r"([a-z][a-z0-9_-]*)=(.+)", spec)
+        named = re.fullmatch(r"([a-z][a-z0-9_:-]*)=(.+)", spec)
         metric, path = (named.group(1), named.group(2)) if named else (None, spec)
         if metric in files:
             raise InputError(f"--metrics: two answers for {'one unnamed metric' if metric is None else metric}")
@@ -279,17 +309,32 @@ def judge_on_saved_metrics(extender: Extender, profile_name: str, given: Sequenc
         missing = [metric for metric, path in paths.items() if path is None]
         if missing:
             raise InputError(f"--metrics: no answer for NodeLoad's {', '.join(missing)} (give {missing[0]}=FILE)")
-        unknown = sorted(name for name in files if name is not None and name not in metrics)
+        derived = [metric.name for metric in plugin.config.queried if metric.name not in metrics]
+        paths.update({name: files[name] for name in derived if files.get(name)})
+        unknown = sorted(name for name in files if name is not None and name not in metrics and name not in derived)
         if unknown:
-            raise InputError(f"--metrics: NodeLoad has no metric {unknown[0]} (it queries {', '.join(metrics)})")
+            queried = ", ".join(metrics + derived)
+            raise InputError(f"--metrics: NodeLoad has no metric {unknown[0]} (it queries {queried})")
         answers = {}
         for metric, path in paths.items():
             try:
                 answers[metric] = Path(str(path)).read_bytes()
             except OSError as exc:
                 raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+        bindings = None
+        if in_flight is not None:
+            try:
+                listed, _, _ = decode_bound_pod_page(orjson.dumps({"items": list(in_flight)}), len(in_flight))
+            except msgspec.DecodeError as exc:  # a manifest of another shape
+                raise InputError(f"--in-flight: not pods the API would list: {exc}") from None
+            sampled = max((float(row[0]) for row in _sample_times(answers)), default=0.0)
+            kept, _ = collect(listed, sampled, plugin.horizon)
+            bindings = Bindings(by_node(kept))
+        allocatable = {
+            _node_name(node): resources(((node.get("status") or {}).get("allocatable")), None) for node in nodes or ()
+        }
         try:
-            newest = plugin.judge_offline(answers)
+            newest = plugin.judge_offline(answers, bindings, allocatable or None)
         except AnswerError as exc:
             raise InputError(f"--metrics: not a usable Prometheus /api/v1/query answer: {exc}") from None
         times += [] if newest is None else [newest]
@@ -553,6 +598,19 @@ def call(extender: Extender, profile: str, verb: str, payload: dict[str, Any]) -
     return extender.decide(Request(environ.get_environ()))[1]
 
 
+def _sample_times(answers: dict[str, bytes]) -> list[list[Any]]:
+    """The [time, value] samples of saved answers (for the instant they are judged at)."""
+    samples = []
+    for body in answers.values():
+        try:
+            result = orjson.loads(body)["data"]["result"]
+            values = (item.get("value") for item in result if isinstance(item, dict))
+            samples += [value for value in values if isinstance(value, list) and value]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            continue
+    return samples
+
+
 def _node_name(node: dict[str, Any]) -> str:
     metadata = node.get("metadata")
     return str(metadata.get("name", "")) if isinstance(metadata, dict) else ""
@@ -577,15 +635,24 @@ def _verdict(verdict: dict[str, str] | None) -> str:
 
 
 def _measured(measured: dict[str, Any]) -> str:
-    """What plugins measured of a node: ``cpu 0.93 (12.5 s old)``, each measure prefixed by its plugin when several
-    plugins measure."""
+    """What plugins measured of a node: ``cpu 0.93 (12.5 s old)``, with what NodeLoad predicts from it where it adds
+    something (``cpu 0.5 (3 s old) +2 in flight 0.2 +pod 0.1 = 0.8``); each measure prefixed by its plugin when
+    several plugins measure."""
     parts = []
     for plugin, facts in measured.items():
         prefix = f"{plugin} " if len(measured) > 1 else ""
         for name, fact in (facts or {}).items():
             value, age = fact.get("value"), fact.get("ageSeconds")
             shown = "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
-            parts.append(f"{prefix}{name} {shown}" + (f" ({age:g} s old)" if age is not None else ""))
+            text = f"{prefix}{name} {shown}" + (f" ({age:g} s old)" if age is not None else "")
+            in_flight, own = fact.get("inFlight") or {}, fact.get("podShare")
+            if "pods" in in_flight:
+                text += f" +{in_flight['pods']} in flight {in_flight['share']:g}"
+            if own is not None:
+                text += f" +pod {own:g}"
+            if "predicted" in fact and fact["predicted"] != value:
+                text += f" = {fact['predicted']:g}"
+            parts.append(text)
     return ", ".join(parts)
 
 

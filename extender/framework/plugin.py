@@ -112,6 +112,11 @@ class Plugin:
         Start-up refuses to start without them and ``check-policy`` lists them; the default needs none."""
         return ()
 
+    def notes(self) -> list[str]:
+        """Optional: what an operator must know of how the plugin will judge with these args on this instance (what it
+        cannot account for, say): ``check-policy`` prints it, start-up logs it at WARNING. None by default."""
+        return []
+
     def observations(self, *prepared: Any) -> Observed | None:
         """Optional: what this request measured about each node it judged, by node name (``Observed``), for the
         decision log and ``explain``; None (the default) when the plugin measures nothing."""

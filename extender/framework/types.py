@@ -46,6 +46,16 @@ class Pod(NamedTuple):
     labels: Mapping[str, str] | None = None
     annotations: Mapping[str, str] | None = None
     priority: int | None = None
+    # The pod object as the request carried it (decoded JSON), for plugins that read more than the facts above (its
+    # containers' resources, its owner); None where only the facts are known (victims, bindings).
+    raw: Mapping[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        """Without ``raw``: a whole pod object would drown the facts."""
+        return (
+            f"Pod(uid={self.uid!r}, name={self.name!r}, namespace={self.namespace!r}, labels={self.labels!r}, "
+            f"annotations={self.annotations!r}, priority={self.priority!r})"
+        )
 
 
 class Node(NamedTuple):
@@ -57,6 +67,8 @@ class Node(NamedTuple):
     # Why ``labels`` is None, when the node source knows: an Error status while facts are unavailable (the
     # failurePolicy decides), a rejection when the node cannot be known (e.g. the API server has no such node).
     why_unknown: Status | None = None
+    # ``status.allocatable`` of a node object the request carried (quantities as strings), None when not known.
+    allocatable: Mapping[str, str] | None = None
 
     def __repr__(self) -> str:
         """Without ``raw``: a whole node object would drown the facts."""

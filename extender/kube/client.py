@@ -31,8 +31,17 @@ from extender import __version__, outbound
 from extender.errors import ConfigError, bounded, redacted
 from extender.framework.types import Pod
 from extender.kube.config import KubeConfig
+from extender.kube.demand import Resources
 from extender.kube.errors import KubeError
-from extender.kube.lists import NodeFacts, TooLong, decode_node_page, decode_pods
+from extender.kube.lists import (
+    BoundPod,
+    NodeFacts,
+    TooLong,
+    decode_allocatable_page,
+    decode_bound_pod_page,
+    decode_node_page,
+    decode_pods,
+)
 from extender.kube.variables import CA_DATA_ENV, CA_FILE_ENV, TOKEN_ENV, TOKEN_FILE_ENV
 from extender.wire.limits import MAX_NODES
 
@@ -40,6 +49,8 @@ from extender.wire.limits import MAX_NODES
 # A server that cannot answer in this form falls back to the plain list, which decodes the same way.
 _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 _JSON = "application/json"
+# The field selector of pods bound to a node.
+BOUND = "spec.nodeName!="
 # kubectl's page size: bounded answers even for 5000-node clusters.
 PAGE_SIZE = 500
 # Preemption may offer dozens of candidate nodes; their pods are listed in parallel, this many at a time.
@@ -106,6 +117,77 @@ class KubeClient:
             seen.add(token)
             params = {"limit": PAGE_SIZE, "continue": token}
         raise KubeError(f"the Kubernetes API listed nodes in more than {MAX_PAGES} pages of {PAGE_SIZE}: stopped there")
+
+    def node_allocatable(self, total: float | None = None) -> dict[str, Resources]:
+        """Every node's allocatable CPU and memory (as a Resources' requests), from full node objects in pages of
+        PAGE_SIZE; each page within the client's timeout, the whole list within ``total`` seconds."""
+        until = time.monotonic() + (self.timeout if total is None else total)
+        found: dict[str, Resources] = {}
+        params: dict[str, Any] = {"limit": PAGE_SIZE}
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            answer = self._call("GET", "/api/v1/nodes", params, until=min(until, time.monotonic() + self.timeout))
+            try:
+                page, token = self._decoded(decode_allocatable_page, answer, "nodes", MAX_LISTED_NODES - len(found))
+            except TooLong:
+                raise KubeError(f"the Kubernetes API listed more than {MAX_LISTED_NODES} nodes") from None
+            found.update(page)
+            if not token:
+                return found
+            if token in seen:
+                raise KubeError("the Kubernetes API repeated a continue token while listing nodes: the list never ends")
+            seen.add(token)
+            params = {"limit": PAGE_SIZE, "continue": token}
+        raise KubeError(f"the Kubernetes API listed nodes in more than {MAX_PAGES} pages of {PAGE_SIZE}: stopped there")
+
+    def bound_pods_page(self, token: str | None, until: float) -> tuple[list[BoundPod], str, str | None]:
+        """One page of the pods bound to nodes (``fieldSelector=spec.nodeName!=``), the list's resourceVersion and
+        the next page's continue token (None on the last), answered by ``until``."""
+        params: dict[str, Any] = {"fieldSelector": BOUND, "limit": PAGE_SIZE}
+        if token:
+            params["continue"] = token
+        answer = self._call("GET", "/api/v1/pods", params, until=until)
+        try:
+            return self._decoded(decode_bound_pod_page, answer, "bound pods", PAGE_SIZE)
+        except TooLong as exc:
+            raise KubeError(f"the Kubernetes API listed {exc.count} pods in a page of {PAGE_SIZE}") from None
+
+    def watch_bound_pods(self, resource_version: str, until: float, seconds: int) -> outbound.Stream:
+        """The watch of the pods bound to nodes from ``resource_version``, with bookmarks, which the API server ends
+        after ``seconds``: its head read by ``until``, its events for the caller to read as they come."""
+        params = {
+            "watch": "1",
+            "fieldSelector": BOUND,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(seconds),
+        }
+        token = self.config.bearer_token()
+        headers = {"Accept": _JSON}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        call = "GET /api/v1/pods?watch=1"
+        try:
+            stream = self._endpoint.open_stream(f"/api/v1/pods?{urlencode(params)}", until=until, headers=headers)
+        except outbound.TimedOut:
+            raise KubeError(f"the Kubernetes API did not answer {call} in time") from None
+        except outbound.Unreachable as exc:
+            raise KubeError(redacted(f"cannot reach the Kubernetes API at {self.config.url}: {exc}", token)) from None
+        except outbound.CallFailed as exc:
+            broken = f"the Kubernetes API answered {call} with a broken HTTP answer: {exc}"
+            raise KubeError(redacted(broken, token)) from None
+        if not 200 <= stream.status < 300:
+            try:
+                body = stream.read_rest(until, 64 * 1024)
+            except outbound.TooLarge:
+                body = b""
+            stream.close()
+            raise _status_error(outbound.Answer(stream.status, stream.reason, stream.headers, bytearray(body)), token)
+        if stream.media_type != _JSON:
+            stream.close()
+            shown = bounded(stream.media_type or "none", 100)
+            raise KubeError(f"the Kubernetes API answered {call} as Content-Type {shown!r}, not {_JSON}")
+        return stream
 
     def pods_on_node(
         self, node: str, uids: Collection[str], until: float | None = None, budget: outbound.ByteBudget | None = None

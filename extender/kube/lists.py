@@ -15,12 +15,14 @@ where, never half-used.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Collection
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, NamedTuple, TypeVar
 
 import msgspec
 
 from extender.framework.types import Pod
+from extender.kube.demand import PodDemand, Resources, resources
 
 # Largest label or annotation map read from one object, in bytes of JSON: Kubernetes refuses more annotations.
 MAX_MAP_BYTES = 256 * 1024
@@ -146,3 +148,186 @@ def _read_map(raw: msgspec.Raw, what: str, owner: str) -> dict[str, str]:
         return _map(raw) or {}
     except msgspec.DecodeError as exc:
         raise msgspec.ValidationError(f"the {what} of {owner}: {exc}") from None
+
+
+# --- Pods bound to nodes, for load estimates --------------------------------------------------------------------------
+
+
+class BoundPod(NamedTuple):
+    """A pod on a node, as far as what it will use there is concerned."""
+
+    uid: str
+    node: str
+    # When it was bound (Unix seconds): its PodScheduled condition's lastTransitionTime, which the API server sets
+    # when it binds; a pod that never went through binding (created with spec.nodeName) was bound when created.
+    bound_at: float
+    demand: PodDemand
+    # Succeeded or Failed: it uses nothing any more.
+    finished: bool = False
+
+
+class _Quantities(msgspec.Struct, gc=False):
+    requests: dict[str, str | int | float] | None = None
+    limits: dict[str, str | int | float] | None = None
+
+
+class _Container(msgspec.Struct, gc=False):
+    resources: _Quantities | None = None
+    restartPolicy: str | None = None
+
+
+class _BoundSpec(msgspec.Struct, gc=False):
+    nodeName: str | None = None
+    containers: list[_Container] | None = None
+    initContainers: list[_Container] | None = None
+    overhead: dict[str, str | int | float] | None = None
+
+
+class _Condition(msgspec.Struct, gc=False):
+    type: str = ""
+    status: str = ""
+    lastTransitionTime: datetime.datetime | None = None
+
+
+class _BoundStatus(msgspec.Struct, gc=False):
+    phase: str | None = None
+    conditions: list[_Condition] | None = None
+
+
+class _BoundMetadata(msgspec.Struct, gc=False):
+    uid: _NonEmpty
+    creationTimestamp: datetime.datetime | None = None
+    resourceVersion: str | None = None
+
+
+class _BoundPodItem(msgspec.Struct, gc=False):
+    metadata: _BoundMetadata
+    spec: _BoundSpec | None = None
+    status: _BoundStatus | None = None
+
+
+class _ListMeta(msgspec.Struct, gc=False):
+    resourceVersion: str | None = None
+    continue_: str | None = msgspec.field(name="continue", default=None)
+
+
+class _BoundPage(msgspec.Struct, gc=False):
+    metadata: _ListMeta | None = None
+    items: list[msgspec.Raw] | None = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    type: str
+    object: msgspec.Raw = _NULL
+
+
+class _EventStatus(msgspec.Struct, gc=False):
+    code: int | None = None
+    message: str | None = None
+    reason: str | None = None
+
+
+class _Versioned(msgspec.Struct, gc=False):
+    metadata: _ListMeta | None = None
+
+
+_bound_page = msgspec.json.Decoder(_BoundPage).decode
+_bound_pod = msgspec.json.Decoder(_BoundPodItem).decode
+_event = msgspec.json.Decoder(_Event).decode
+_event_status = msgspec.json.Decoder(_EventStatus).decode
+_versioned = msgspec.json.Decoder(_Versioned).decode
+
+
+def decode_bound_pod_page(body: bytes | bytearray, max_items: int) -> tuple[list[BoundPod], str, str | None]:
+    """The bound pods of a list page, the list's resourceVersion and its continue token (None on the last page).
+
+    msgspec.DecodeError for any other shape, TooLong for more than ``max_items`` pods. A pod without a node is left
+    out (the field selector asks for bound pods only).
+    """
+    page = _bound_page(body)
+    pods = [pod for pod in map(_bound, _items(page.items, _bound_pod, max_items)) if pod is not None]
+    metadata = page.metadata or _ListMeta()
+    return pods, metadata.resourceVersion or "", metadata.continue_ or None
+
+
+class WatchEvent(NamedTuple):
+    """One line of a watch: ADDED, MODIFIED, DELETED with the pod (None if it has no node), BOOKMARK, or ERROR with the
+    Status's code and message."""
+
+    kind: str
+    pod: BoundPod | None = None
+    resource_version: str = ""
+    code: int = 0
+    message: str = ""
+
+
+def decode_watch_event(line: bytes | bytearray) -> WatchEvent:
+    """One watch event (a JSON line); msgspec.DecodeError when it is not one."""
+    event = _event(line)
+    if event.type == "ERROR":
+        status = _event_status(event.object)
+        return WatchEvent("ERROR", code=status.code or 0, message=status.message or status.reason or "")
+    if event.type == "BOOKMARK":
+        metadata = _versioned(event.object).metadata
+        return WatchEvent("BOOKMARK", resource_version=(metadata.resourceVersion or "") if metadata else "")
+    item = _bound_pod(event.object)
+    return WatchEvent(event.type, _bound(item), item.metadata.resourceVersion or "")
+
+
+def _bound(item: _BoundPodItem) -> BoundPod | None:
+    spec = item.spec
+    if spec is None or not spec.nodeName:
+        return None
+    status = item.status
+    conditions = status.conditions if status is not None and status.conditions else []
+    bound_at = next(
+        (
+            condition.lastTransitionTime
+            for condition in conditions
+            if condition.type == "PodScheduled" and condition.status == "True" and condition.lastTransitionTime
+        ),
+        item.metadata.creationTimestamp,
+    )
+    demand = PodDemand(
+        tuple(_resources(container) for container in spec.containers or ()),
+        tuple((_resources(container), container.restartPolicy == "Always") for container in spec.initContainers or ()),
+        resources(spec.overhead, None) if spec.overhead else Resources(),
+    )
+    finished = status is not None and status.phase in ("Succeeded", "Failed")
+    return BoundPod(item.metadata.uid, spec.nodeName, bound_at.timestamp() if bound_at else 0.0, demand, finished)
+
+
+def _resources(container: _Container) -> Resources:
+    given = container.resources
+    return resources(given.requests, given.limits) if given is not None else Resources()
+
+
+# --- Nodes' allocatable resources -------------------------------------------------------------------------------------
+
+
+class _NodeStatus(msgspec.Struct, gc=False):
+    allocatable: dict[str, str | int | float] | None = None
+
+
+class _AllocatableNode(msgspec.Struct, gc=False):
+    metadata: _NodeMetadata
+    status: _NodeStatus | None = None
+
+
+class _AllocatablePage(msgspec.Struct, gc=False):
+    metadata: _ListMetadata | None = None
+    items: list[msgspec.Raw] | None = None
+
+
+_allocatable_page = msgspec.json.Decoder(_AllocatablePage).decode
+_allocatable_node = msgspec.json.Decoder(_AllocatableNode).decode
+
+
+def decode_allocatable_page(body: bytes | bytearray, max_items: int) -> tuple[dict[str, Resources], str | None]:
+    """Each node's allocatable CPU and memory (as a Resources' requests) and the page's continue token."""
+    page = _allocatable_page(body)
+    found: dict[str, Resources] = {}
+    for node in _items(page.items, _allocatable_node, max_items):
+        allocatable: Any = node.status.allocatable if node.status is not None else None
+        found[node.metadata.name] = resources(allocatable, None)
+    return found, page.metadata.continue_ if page.metadata is not None else None

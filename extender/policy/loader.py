@@ -151,3 +151,11 @@ def build_policy(
         node_cache_capable=loaded["node_cache_capable"],
         preempt_trusts_scheduler_filter=loaded["preempt_trusts_scheduler_filter"],
     )
+
+
+def plugin_notes(profile: ServedProfile) -> list[str]:
+    """What a profile's plugins say an operator must know (``Plugin.notes``), each once: check-policy prints them,
+    start-up logs them."""
+    plugins = [*profile.filters, *(entry.plugin for entry in profile.scores), *profile.preempts]
+    unique = {id(plugin): plugin for plugin in plugins}.values()
+    return list(dict.fromkeys(note for plugin in unique for note in plugin.notes()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from extender.framework.types import Pod
+from extender.kube import note_binding
 from extender.kube.errors import KubeError
 from extender.verbs import Answer, load_request
 from extender.wire.binding import ExtenderBindingArgsSchema, ExtenderBindingResultSchema
@@ -36,4 +37,5 @@ def handle(payload: Any, kube: KubeClient | None) -> Answer:
     except KubeError as exc:
         message = f"binding pod {args.pod_namespace}/{args.pod_name} to node {args.node} failed: {exc.message}"
         return Answer(_result.dump({"Error": message}), error=message, pod=pod)
+    note_binding(args.pod_uid, args.node)
     return Answer(_result.dump({"Error": ""}), pod=pod)

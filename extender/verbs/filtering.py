@@ -8,6 +8,7 @@ from extender.framework.kept import ServedProfile
 from extender.framework.profile import FilterResult
 from extender.framework.status import Code
 from extender.framework.types import Facts
+from extender.kube import note_answer
 from extender.nodesource.base import NamesOnly, NodeSource
 from extender.verbs import Answer, load_request
 from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, ExtenderFilterResultSchema
@@ -26,6 +27,7 @@ def names_source(profile: ServedProfile, source: NodeSource) -> NodeSource:
 def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     result = _filter(args, profile, source)
+    note_answer(args.pod.uid, result.error is None and bool(result.feasible))
     failed = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE}
     unresolvable = {
         name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE

@@ -46,8 +46,15 @@ class Metadata(msgspec.Struct):
     labels: msgspec.Raw = _NULL
 
 
+class Status(msgspec.Struct):
+    allocatable: msgspec.Raw = _NULL
+
+
 class NodeFacts(msgspec.Struct):
     metadata: Metadata | None = None
+    # Read only for its allocatable resources, in the same pass, and only when it is an object: nothing else reads a
+    # node's status, so any other JSON value is taken as it is.
+    status: Status | list[msgspec.Raw] | str | int | float | bool | None = None
 
 
 # Unknown fields are left to the full decoder: every part of the body is measured for depth, and these are all.
@@ -155,8 +162,11 @@ class _Decoding:
         {}, Nodes {}, items []) or its name and labels cannot be afforded."""
         if not valid_utf8(encoded) or not _within_depth(raw, MAX_DEPTH - 3):
             return None
-        metadata = _decode_node(raw).metadata
+        decoded = _decode_node(raw)
+        metadata = decoded.metadata
+        status = decoded.status if isinstance(decoded.status, Status) else None
         size = 0 if metadata is None else len(metadata.name) + len(metadata.labels)
+        size += 0 if status is None else len(status.allocatable)
         self.unread -= len(raw)
         if self.spent + size > self.afforded:
             grant = size + min(_BATCH_BYTES, self.unread)
@@ -165,18 +175,22 @@ class _Decoding:
             self.afforded += grant
         self.meter.built(WORST_BYTES_PER_BYTE * size)
         self.spent += size
-        return EncodedNode(facts(metadata), orjson.Fragment(encoded))
+        return EncodedNode(facts(metadata, status), orjson.Fragment(encoded))
 
 
 # Bytes of node names and labels afforded at a time.
 _BATCH_BYTES = 256 * 1024
 
 
-def facts(metadata: Metadata | None) -> dict[str, Any]:
-    """What NodeSchema reads of a node: its name and labels, decoded by orjson as the full decoder would."""
-    if metadata is None:
-        return {}
-    return {"metadata": {"name": loads_raw(metadata.name), "labels": loads_raw(metadata.labels)}}
+def facts(metadata: Metadata | None, status: Status | None = None) -> dict[str, Any]:
+    """What NodeSchema reads of a node: its name and labels, and its allocatable resources, decoded by orjson as the
+    full decoder would."""
+    read: dict[str, Any] = {}
+    if metadata is not None:
+        read["metadata"] = {"name": loads_raw(metadata.name), "labels": loads_raw(metadata.labels)}
+    if status is not None and status.allocatable != _NULL:
+        read["status"] = {"allocatable": loads_raw(status.allocatable)}
+    return read
 
 
 def loads_raw(raw: msgspec.Raw) -> Any:

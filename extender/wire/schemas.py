@@ -51,8 +51,8 @@ class PodSchema(WireSchema):
     metadata = fields.Nested(ObjectMetaSchema, required=True)
     spec = fields.Nested(PodSpecSchema, load_default=dict)
 
-    @post_load
-    def make_pod(self, data: dict[str, Any], **kwargs: Any) -> Pod:
+    @post_load(pass_original=True)
+    def make_pod(self, data: dict[str, Any], original: Any, **kwargs: Any) -> Pod:
         meta, spec = data["metadata"], data["spec"]
         return Pod(
             uid=meta["uid"],
@@ -61,6 +61,7 @@ class PodSchema(WireSchema):
             labels=meta["labels"],
             annotations=meta["annotations"],
             priority=spec.get("priority"),
+            raw=original,
         )
 
 
@@ -101,7 +102,12 @@ class NodeItems(fields.Field[list[Node]]):
             return plain
         loaded = self._schema.load(value)
         return [
-            Node(name=facts["metadata"]["name"], labels=facts["metadata"]["labels"], raw=_as_received(raw))
+            Node(
+                name=facts["metadata"]["name"],
+                labels=facts["metadata"]["labels"],
+                raw=_as_received(raw),
+                allocatable=allocatable(raw),
+            )
             for facts, raw in zip(loaded, value, strict=True)
         ]
 
@@ -122,8 +128,18 @@ def _plain_nodes(items: list[Any]) -> list[Node] | None:
             labels = {}
         elif type(labels) is not dict or not set(map(type, labels.values())) <= _STR:
             return None
-        nodes.append(Node(name=name, labels=labels, raw=_as_received(item)))
+        nodes.append(Node(name=name, labels=labels, raw=_as_received(item), allocatable=allocatable(item)))
     return nodes
+
+
+def allocatable(item: Mapping[str, Any]) -> dict[str, str] | None:
+    """A node item's ``status.allocatable`` when it is a map of strings (as the API server writes quantities); None
+    otherwise: nothing reads a node's status but load-aware plugins, which then have no allocatable for it."""
+    status = item.get("status")
+    found = status.get("allocatable") if type(status) is dict else None
+    if type(found) is not dict or not set(map(type, found.values())) <= _STR:
+        return None
+    return found
 
 
 def _as_received(item: Any) -> Any:
@@ -233,7 +249,7 @@ def _plain_pod(pod: Any) -> Pod | None:
         return None
     uid, name, namespace = texts
     labels, annotations = (value if value is not None else {} for value in maps)
-    return Pod(uid, name, namespace, labels, annotations, priority)
+    return Pod(uid, name, namespace, labels, annotations, priority, pod)
 
 
 def _unique(names: list[str], absent: str | None) -> bool:

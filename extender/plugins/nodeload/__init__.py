@@ -1,22 +1,30 @@
-"""NodeLoad: filter and score nodes by their live load, read from a Prometheus-compatible API.
+"""NodeLoad: filter and score nodes by their predicted load, from metrics read with PromQL and the pods bound since.
 
 kube-scheduler places pods by requests, not by what nodes use. NodeLoad reads
 each node's utilisation (a ratio 0..1 per node name) with PromQL, from a
 self-run Prometheus or from Cloud Monitoring, which answers PromQL for GKE's
-system metrics with nothing installed in the cluster. It needs node names
-only: node-name requests need no node source.
+system metrics with nothing installed in the cluster. Metrics lag (sampling,
+ingest, rate windows) while the scheduler goes on placing pods, so every rule
+and score judges the **predicted** load (``predicted``): the measured value,
+plus the estimated use (``estimates``) of the pods bound to the node since
+its sample (``extender.kube.bound_pods``, from the Kubernetes API: every
+instance sees every binding), plus the pod's own, as shares of the node's
+allocatable.
 
 A node above a filter rule's threshold is Unschedulable (resolvable: load
-changes). ``preset: gke`` (Cloud Monitoring, the function's project and
-identity) or ``preset: node-exporter`` supply the URL, auth and metrics. A node
+changes). Rules may select pods (``pods``); DaemonSet pods, each pinned to its
+node, pass every rule that does not opt in (``daemonSets: true``). A node
 without a fresh finite sample has no facts: the entry's failurePolicy decides,
 as for a node whose labels are unknown (``Plugin.missing_facts``). Answers are
 kept and asked again as ``extender.plugins.nodeload.loads`` says.
 
 Scores: LeastLoaded ``100 × (1 − load)``; TargetLoad as Trimaran's
-TargetLoadPacking (kubernetes-sigs/scheduler-plugins) with the node's measured
-load: ``target`` scores 100, an idle node ``100 × target``, a node above the
-target at most that, down to 0 at full load. Loads are clamped to 0..1.
+TargetLoadPacking (kubernetes-sigs/scheduler-plugins): ``target`` scores 100,
+an idle node ``100 × target``, a node above the target at most that, down to 0
+at full load; RiskBalancing as Trimaran's LoadVariationRiskBalancing: per
+resource ``(1 − (μ + margin × σ^(1/sensitivity)) / 2) × 100`` from the mean μ
+(in-flight pods and the pod added) and standard deviation σ of the load over
+``window``, the worst resource counting. Loads are clamped to 0..1.
 
     - name: NodeLoad
       args:
@@ -24,7 +32,7 @@ target at most that, down to 0 at full load. Loads are clamped to 0..1.
           url: https://monitoring.googleapis.com/v1/projects/my-project/location/global/prometheus
           auth: google          # the function's identity; none: no credentials
         metrics:
-        - {name: cpu, query: 'kubernetes_io:node_cpu_allocatable_utilization', nodeLabel: node_name}
+        - {name: cpu, query: 'kubernetes_io:node_cpu_allocatable_utilization', nodeLabel: node_name, delay: 5m}
         refreshInterval: 30s    # how old a kept answer may be before it is asked again
         maxAge: 3m              # a node whose sample is older has no facts
         filter:
@@ -34,20 +42,38 @@ target at most that, down to 0 at full load. Loads are clamped to 0..1.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import ClassVar
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from extender.framework import clock as request_clock
 from extender.framework import status
 from extender.framework.plugin import MAX_NODE_SCORE, FilterPlugin, Observed, ScorePlugin
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
+from extender.kube.demand import PodDemand, Resources, demand_of, owned_by_daemon_set
 from extender.plugins.nodeload.answers import parse_answer
-from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, NodeLoadArgs, NodeLoadConfig
+from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, RISK_BALANCING, NodeLoadArgs, NodeLoadConfig
+from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
+from extender.plugins.nodeload.predicted import Prediction
 from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
 from extender.settings import PROJECT_ENV, Need
+
+if TYPE_CHECKING:
+    from extender.kube.bound_pods import Bindings
+    from extender.kube.client import KubeClient
+
+logger = logging.getLogger("extender.nodeload")
+
+# The share of the scheduler's httpTimeout a request may spend catching up with the bound pods (and waiting for a
+# binding on its way), and listing them when the result cache is off.
+WATCH_SHARE = 0.25
+# Seconds a binding may be stamped early by the API server's clock against the metrics' (added to the horizon).
+CLOCK_SKEW = 60.0
 
 
 class NodeLoad(FilterPlugin, ScorePlugin):
@@ -55,80 +81,214 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     args_schema = NodeLoadArgs
 
     def __init__(self, args: NodeLoadConfig, clock: Clock | None = None) -> None:
-        super().__init__(args)
+        super().__init__(cast(Mapping[str, Any], args))  # the loaded args are a NodeLoadConfig, not a mapping
         self.config = args
         self._clock = clock  # None: the request's instant (``extender.framework.clock``)
         self.loads = Loads(
-            args.metrics,
+            args.queried,
             Prometheus(args.url, GoogleAuth() if args.auth == GOOGLE else None),
             refresh_interval=args.refresh_interval,
             query_seconds=args.query_seconds,
             keep=args.keep,
         )
+        self.estimator = Estimator(args.estimates)
+        metrics = {metric.name: metric for metric in args.metrics}
         # Per rule: the metric, the threshold, and the rejection (one text for every node, as events group them).
         self._rules = tuple(
-            (rule.metric, rule.above, status.unschedulable(f"NodeLoad rule '{rule.metric}': load above {rule.above:g}"))
+            (
+                metrics[rule.metric],
+                rule.above,
+                status.unschedulable(f"NodeLoad rule '{rule.metric}': load above {rule.above:g}"),
+            )
             for rule in args.rules
         )
-        self._metrics_at = {
-            "filter": tuple(dict.fromkeys(rule.metric for rule in args.rules)),
-            "score": (args.score.metric,),
-        }
-        target = args.score.target
+        self._score_metric = metrics.get(args.score.metric)
+        target = args.score.target if args.score.target is not None else 1.0
         self._scale = least_loaded if args.score.strategy == LEAST_LOADED else lambda load: target_load(load, target)
+        # The longest a binding can count against a sample still judged on.
+        delays = [metric.delay for metric in args.metrics if metric.resource]
+        self.horizon = max(delays, default=0.0) + args.max_age + CLOCK_SKEW
+        # What the Kubernetes API gives (in-flight pods, allocatable): made by the first request that needs it.
+        self._kube: KubeClient | None = None
+        self._making = threading.Lock()
+        # Offline (``judge_offline``): the bindings and allocatable judged on instead of the API's.
+        self._offline: tuple[Bindings | None, Mapping[str, Resources] | None] | None = None
 
     def needs(self) -> Iterable[Need]:
         if self.config.in_function_project:
             yield Need((PROJECT_ENV,), "NodeLoad's preset queries Cloud Monitoring in the function's project")
 
-    def prepare(self, pod: Pod) -> LoadView:
-        """The answers this request judges on, at one instant: refreshed first when due (``Loads``)."""
-        now = self._clock() if self._clock is not None else request_clock.now()
-        return LoadView(self.loads.snapshot(now), now, self.config.max_age)
+    def notes(self) -> list[str]:
+        note = self.config.in_flight_note
+        return [f"NodeLoad: {note}"] if note else []
 
-    def reuse_key(self, pod: Pod, view: LoadView) -> Hashable:
-        """The verdicts depend on the node's samples: the snapshot's identity and which samples are too old."""
+    def prepare(self, pod: Pod) -> Prediction:
+        """The answers this request judges on, at one instant (refreshed first when due: ``Loads``), with the
+        in-flight pods caught up and the pod's own estimate."""
+        now = self._clock() if self._clock is not None else request_clock.now()
+        view = LoadView(self.loads.snapshot(now), now, self.config.max_age)
+        demand = demand_of(pod.raw)
+        daemon = owned_by_daemon_set(pod.raw)
+        rules = tuple(
+            index
+            for index, rule in enumerate(self.config.rules)
+            if (rule.daemon_sets or not daemon) and rule.pods.matches(pod)
+        )
+        usage = self.estimator.usage(demand)
+        bindings, problem, late = self._in_flight(pod, demand, now)
+        allocatable, allocatable_problem, unknown = self._allocatable()
+        return Prediction(
+            view,
+            self.config,
+            self.estimator,
+            usage,
+            pod.uid,
+            rules,
+            bindings,
+            problem,
+            late,
+            allocatable,
+            allocatable_problem,
+            unknown,
+        )
+
+    def reuse_key(self, pod: Pod, view: Prediction) -> Hashable:
         return view.key()
 
-    def missing_facts(self, point: str, nodes: Sequence[Node], view: LoadView) -> Mapping[str, Status]:
-        """Nodes without a fresh finite sample of a metric ``point`` reads (the filter rules', the score's)."""
-        metrics = self._metrics_at.get(point, ())
+    def missing_facts(self, point: str, nodes: Sequence[Node], view: Prediction) -> Mapping[str, Status]:
+        """Nodes without a fresh finite sample of a metric ``point`` reads (the applicable filter rules', the
+        score's)."""
+        view.remember(nodes)
+        metrics = self._read_at(point, view)
         if not metrics:
             return {}
         names = [node.name for node in nodes]
         errors: dict[str, Status] = {}
         missing: dict[str, Status] = {}
         for metric in metrics:
-            for name, why in view.unknown(metric, names).items():
+            for name, why in view.loads.unknown(metric, names).items():
                 if name not in missing:
                     missing[name] = errors.get(why) or errors.setdefault(why, status.error(why))
         return missing
 
-    def filter(self, pod: Pod, node: Node, view: LoadView) -> Status:
-        for metric, above, rejected in self._rules:
-            if view.value(metric, node.name) > above:
+    def _read_at(self, point: str, view: Prediction) -> tuple[str, ...]:
+        if point == "filter":
+            return tuple(dict.fromkeys(self._rules[index][0].name for index in view.rules))
+        if point == "score":
+            if self.config.score.strategy == RISK_BALANCING:
+                return tuple(name for _, mean, deviation in self.config.risk for name in (mean.name, deviation.name))
+            return (self.config.score.metric,)
+        return ()
+
+    def filter(self, pod: Pod, node: Node, view: Prediction | None = None) -> Status:
+        view = view if view is not None else self.prepare(pod)
+        for index in view.rules:
+            metric, above, rejected = self._rules[index]
+            if view.predicted(metric, node.name) > above:
                 return rejected
         return status.SUCCESS
 
-    def score(self, pod: Pod, node: Node, view: LoadView) -> int:
-        return self._scale(view.value(self.config.score.metric, node.name))
+    def score(self, pod: Pod, node: Node, view: Prediction | None = None) -> int:
+        view = view if view is not None else self.prepare(pod)
+        if self.config.score.strategy == RISK_BALANCING:
+            return self._risk_score(node.name, view)
+        assert self._score_metric is not None
+        return self._scale(view.predicted(self._score_metric, node.name))
 
-    def normalize_scores(self, pod: Pod, scores: dict[str, int], view: LoadView) -> None:
+    def _risk_score(self, node: str, view: Prediction) -> int:
+        """Trimaran's LoadVariationRiskBalancing over the resource metrics: the worst (lowest) score counts."""
+        score = self.config.score
+        answers = view.loads.snapshot.answers
+        worst = math.inf
+        for metric, mean, deviation in self.config.risk:
+            mu = view.term(metric, node, sample=mean.name).predicted
+            sigma = answers[deviation.name].values[node]
+            worst = min(worst, risk_balancing(mu, sigma, score.margin, score.sensitivity))
+        return _round(worst)
+
+    def normalize_scores(self, pod: Pod, scores: dict[str, int], view: Prediction | None = None) -> None:
         """Scores are 0..100 already, each from its node's load alone."""
 
-    def observations(self, view: LoadView) -> Observed:
+    def observations(self, view: Prediction) -> Observed:
         return view.facts
 
-    def judge_offline(self, answers: Mapping[str, bytes]) -> float | None:
-        """Judge on saved ``/api/v1/query`` answers (by metric name), as ``explain --metrics`` does: no Prometheus is
-        asked. Returns the newest sample's time (None: the answers hold none), the instant ``explain`` judges them at
-        unless told another (``extender.framework.clock``); AnswerError when an answer cannot be read."""
+    # --- the Kubernetes API ----------------------------------------------------------------------------------------
+
+    def _client(self) -> KubeClient | None:
+        settings = self.config.kubernetes
+        if settings is None:
+            return None
+        with self._making:
+            if self._kube is None:
+                from extender.kube import client_from_settings
+
+                self._kube = client_from_settings(settings)
+            return self._kube
+
+    def _in_flight(self, pod: Pod, demand: PodDemand, now: float) -> tuple[Bindings | None, str, int]:
+        """The bindings to count (None when unknown), why they may be incomplete, and how many bindings this instance
+        expected did not arrive in time. Never raises: a failure costs the in-flight term, said."""
+        if self._offline is not None:
+            bindings = self._offline[0]
+            return bindings, "" if bindings is not None else "no --in-flight file: no in-flight pods counted", 0
+        try:
+            client = self._client()
+            if client is None:
+                return None, "no Kubernetes API (KUBERNETES_API_URL): the pods bound since the sample are not known", 0
+            until = time.monotonic() + WATCH_SHARE * self.config.http_timeout
+            from extender import kube
+
+            if not self.config.keep:
+                from extender.kube.bound_pods import list_bindings
+
+                bindings = list_bindings(client, self.horizon, now, until)
+                return (bindings if bindings.known else None), bindings.problem, 0
+            watch = kube.shared_watch(client, self.horizon)
+            watch.note_demand(pod.uid, demand)
+            bindings, late = watch.bindings(now, until, exclude=pod.uid)
+            return (bindings if bindings.known else None), bindings.problem, late
+        except Exception as exc:  # a bug must cost the in-flight term, never the request
+            logger.exception("NodeLoad: reading the pods bound to nodes failed")
+            return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", 0
+
+    def _allocatable(self) -> tuple[Mapping[str, Resources] | None, str, Callable[[], None] | None]:
+        """The nodes' allocatable the API lists, why it may lack nodes, and what to tell when it lacks one."""
+        if self._offline is not None:
+            return self._offline[1], "", None
+        try:
+            client = self._client()
+            if client is None:
+                return None, "", None
+            from extender import kube
+
+            source = kube.shared_allocatable(client)
+            until = time.monotonic() + WATCH_SHARE * self.config.http_timeout
+            return (*source.current(until), source.node_unknown)
+        except Exception as exc:
+            logger.exception("NodeLoad: reading the nodes' allocatable resources failed")
+            return None, f"reading the nodes' allocatable resources failed: {type(exc).__name__}: {exc}", None
+
+    # --- offline ---------------------------------------------------------------------------------------------------
+
+    def judge_offline(
+        self,
+        answers: Mapping[str, bytes],
+        bindings: Bindings | None = None,
+        allocatable: Mapping[str, Resources] | None = None,
+    ) -> float | None:
+        """Judge on saved ``/api/v1/query`` answers (by metric name, derived queries such as ``cpu:allocatable``
+        included where given), the in-flight pods ``bindings`` and the nodes' ``allocatable``, as ``explain
+        --metrics`` does: no Prometheus nor API is asked. Returns the newest sample's time (None: the answers hold
+        none), the instant ``explain`` judges them at unless told another (``extender.framework.clock``);
+        AnswerError when an answer cannot be read."""
         times: list[float] = []
-        for metric in self.config.metrics:
+        queried = [metric for metric in self.config.queried if metric.name in answers]
+        for metric in queried:
             answer, _ = parse_answer(answers[metric.name], metric.node_label)
             times += answer.sorted_times[-1:]
-        saved = {metric.query: answers[metric.name] for metric in self.config.metrics}
-        self.loads = Loads(self.config.metrics, Saved(saved), refresh_interval=math.inf, query_seconds=1.0, keep=True)
+        saved = {metric.query: answers[metric.name] for metric in queried}
+        self.loads = Loads(self.config.queried, Saved(saved), refresh_interval=math.inf, query_seconds=1.0, keep=True)
+        self._offline = (bindings, allocatable)
         return max(times, default=None)
 
 
@@ -149,8 +309,16 @@ def least_loaded(load: float) -> int:
     return _round(MAX_NODE_SCORE * (1 - _clamped(load)))
 
 
+def risk_balancing(mean: float, deviation: float, margin: float, sensitivity: float) -> float:
+    """Trimaran's LoadVariationRiskBalancing score of one resource, 0..100 (not rounded): the risk is the mean
+    load and the deviation's ``1/sensitivity`` root times ``margin`` (each clamped to 0..1), averaged."""
+    mu = _clamped(mean)
+    sigma = _clamped(margin * _clamped(deviation) ** (1 / sensitivity))
+    return (1 - (mu + sigma) / 2) * MAX_NODE_SCORE
+
+
 def target_load(load: float, target: float) -> int:
-    """Trimaran's TargetLoadPacking on the 0..100 scale, with the node's measured load as its predicted one."""
+    """Trimaran's TargetLoadPacking on the 0..100 scale, on the node's predicted load."""
     used, best = MAX_NODE_SCORE * _clamped(load), MAX_NODE_SCORE * target
     if used > best:
         return _round(best * (MAX_NODE_SCORE - used) / (MAX_NODE_SCORE - best))

@@ -90,10 +90,13 @@ def parse_answer(body: bytes, node_label: str) -> tuple[MetricAnswer, list[str]]
         warnings.append(f"{_count(unlabelled, 'series', 'series')} without a {node_label} label name no node: left out")
     if several:
         distinct = list(dict.fromkeys(several))
-        warnings.append(f"{_count(len(distinct), 'node')} with several series, the highest value counts: {_named(distinct)}")
+        warnings.append(
+            f"{_count(len(distinct), 'node')} with several series, the highest value counts: {_named(distinct)}"
+        )
     if not_finite:
         warnings.append(
-            f"{_count(len(not_finite), 'node')} with no value but NaN or infinity, so no facts: {_named(list(not_finite))}"
+            f"{_count(len(not_finite), 'node')} with no value but NaN or infinity, so no facts: "
+            f"{_named(list(not_finite))}"
         )
     return MetricAnswer(values, not_finite, times), warnings
 

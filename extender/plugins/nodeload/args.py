@@ -3,7 +3,20 @@
 A preset supplies the Prometheus URL and auth (``gke``) and the metrics, so
 that most policies write no PromQL; whatever the args set themselves wins
 (``prometheus.url``, ``prometheus.auth``, a metric of the same name). The
-metrics queried are those the filter rules and the score name.
+metrics queried are those the filter rules and the score name, with what
+predicted load needs beside them: each resource metric's capacity query (the
+nodes' allocatable, where the Kubernetes API cannot list it) and, for
+``RiskBalancing``, each resource metric's mean and standard deviation over
+the score's window.
+
+A metric measures a resource (``cpu`` or ``memory``: its values are shares of
+the node's allocatable of it, so pods' estimates add to them) when it says so
+(``resource``), when it is a preset's, or when it is named ``cpu`` or
+``memory``; ``resource: none`` says it measures none (no estimate is added to
+it). ``delay`` is how long after a pod's binding the metric may still not show
+the pod: the preset's cover their sampling and ingest (gke) or rate window
+(node-exporter); a metric of your own says its own, at least 2 minutes by
+default.
 """
 
 from __future__ import annotations
@@ -17,11 +30,24 @@ from marshmallow.validate import Length, OneOf, Range, Regexp
 from extender.duration import Duration
 from extender.errors import ConfigError
 from extender.framework.args import Number, failed_fields, instance_settings
+from extender.framework.selectors import PodSelector, PodSelectorSchema
+from extender.kube.quantity import parse_quantity
+from extender.kube.variables import API_URL_ENV
+from extender.plugins.nodeload.estimates import DEFAULTS, ResourceEstimate
 from extender.settings import PROJECT_ENV, Settings
 from extender.urls import credential_base_url
 
-LEAST_LOADED, TARGET_LOAD = "LeastLoaded", "TargetLoad"
+LEAST_LOADED, TARGET_LOAD, RISK_BALANCING = "LeastLoaded", "TargetLoad", "RiskBalancing"
 GOOGLE, NONE = "google", "none"
+CPU, MEMORY = "cpu", "memory"
+RESOURCES = (CPU, MEMORY)
+# A metric of your own: how long after a binding it may not show the pod, unless it says (``delay``).
+DEFAULT_DELAY = 120.0
+# The GKE system metrics: sampled every 60 s, visible in Cloud Monitoring up to 240 s later.
+GKE_DELAY = 300.0
+# node-exporter's CPU: a 5-minute rate window; its memory: an instant gauge, scraped and started within 2 minutes.
+RATE_WINDOW_DELAY = 300.0
+DEFAULT_WINDOW = 600.0
 # The share of the scheduler's httpTimeout (EXTENDER_HTTP_TIMEOUT) a refresh may take on the request that makes it:
 # the rest of the answer is quick, and the scheduler must get it well inside its timeout.
 QUERY_SHARE = 0.4
@@ -31,17 +57,34 @@ GMP_URL = "https://monitoring.googleapis.com/v1/projects/{project}/location/glob
 
 
 class Metric:
-    """A named PromQL query answering one sample per node, the node named by ``node_label``."""
+    """A named PromQL query answering one sample per node, the node named by ``node_label``; with the resource it
+    measures (None: none), how long after a binding it may not show the pod (``delay``, seconds), and a query
+    answering each node's allocatable of the resource (``capacity``, in cores or bytes), if known."""
 
-    __slots__ = ("name", "node_label", "query")
+    __slots__ = ("capacity", "delay", "name", "node_label", "query", "resource")
 
-    def __init__(self, name: str, query: str, node_label: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        query: str,
+        node_label: str,
+        resource: str | None = None,
+        delay: float = DEFAULT_DELAY,
+        capacity: str | None = None,
+    ) -> None:
         self.name = name
         self.query = query
         self.node_label = node_label
+        self.resource = resource
+        self.delay = delay
+        self.capacity = capacity
 
     def __repr__(self) -> str:
-        return f"Metric({self.name!r}, {self.query!r}, {self.node_label!r})"
+        return f"Metric({self.name!r}, {self.query!r}, {self.node_label!r}, resource={self.resource!r})"
+
+    def derived(self, suffix: str, query: str) -> Metric:
+        """A query of its own beside this metric (its capacity, its mean over a window), named ``name:suffix``."""
+        return Metric(f"{self.name}:{suffix}", query, self.node_label, None, self.delay)
 
 
 class Preset:
@@ -56,18 +99,32 @@ class Preset:
 # kube-state-metrics' kube_pod_info names the node each node-exporter pod runs on; node-exporter's series carry that
 # pod's namespace and pod labels (Prometheus Operator and kube-prometheus-stack add them), as kubernetes-mixin joins
 # them. topk keeps one kube_pod_info series per pod while two kube-state-metrics replicas report it.
-_ON_NODE = 'on (namespace, pod) group_left (node) topk by (namespace, pod) (1, max by (node, namespace, pod) (kube_pod_info{node!=""}))'
+_ON_NODE = (
+    "on (namespace, pod) group_left (node) topk by (namespace, pod) "
+    '(1, max by (node, namespace, pod) (kube_pod_info{node!=""}))'
+)
 PRESETS: dict[str, Preset] = {
     # Cloud Monitoring's GKE system metrics in PromQL (kubernetes.io/node/cpu/allocatable_utilization and
     # kubernetes.io/node/memory/allocatable_utilization): the fraction of the node's allocatable CPU and memory in
     # use, per k8s_node with its node_name; memory split by memory_type, of which non-evictable is what eviction reads.
     "gke": Preset(
         (
-            Metric("cpu", 'kubernetes_io:node_cpu_allocatable_utilization{monitored_resource="k8s_node"}', "node_name"),
+            Metric(
+                "cpu",
+                'kubernetes_io:node_cpu_allocatable_utilization{monitored_resource="k8s_node"}',
+                "node_name",
+                CPU,
+                GKE_DELAY,
+                'kubernetes_io:node_cpu_allocatable_cores{monitored_resource="k8s_node"}',
+            ),
             Metric(
                 "memory",
-                'kubernetes_io:node_memory_allocatable_utilization{monitored_resource="k8s_node",memory_type="non-evictable"}',
+                'kubernetes_io:node_memory_allocatable_utilization{monitored_resource="k8s_node",'
+                'memory_type="non-evictable"}',
                 "node_name",
+                MEMORY,
+                GKE_DELAY,
+                'kubernetes_io:node_memory_allocatable_bytes{monitored_resource="k8s_node"}',
             ),
         ),
         url=GMP_URL,
@@ -77,11 +134,21 @@ PRESETS: dict[str, Preset] = {
     # 5 minutes, and the share of its memory not available.
     "node-exporter": Preset(
         (
-            Metric("cpu", f'1 - avg by (node) (rate(node_cpu_seconds_total{{mode="idle"}}[5m]) * {_ON_NODE})', "node"),
+            Metric(
+                "cpu",
+                f'1 - avg by (node) (rate(node_cpu_seconds_total{{mode="idle"}}[5m]) * {_ON_NODE})',
+                "node",
+                CPU,
+                RATE_WINDOW_DELAY,
+                'max by (node) (kube_node_status_allocatable{resource="cpu"})',
+            ),
             Metric(
                 "memory",
                 f"1 - max by (node) ((node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes) * {_ON_NODE})",
                 "node",
+                MEMORY,
+                DEFAULT_DELAY,
+                'max by (node) (kube_node_status_allocatable{resource="memory"})',
             ),
         ),
     ),
@@ -93,22 +160,38 @@ _LABEL_NAME = Regexp(r"^[a-zA-Z_][a-zA-Z0-9_]*$", error="must be a Prometheus la
 
 
 class Threshold:
-    """A filter rule: a node whose ``metric`` is above ``above`` is Unschedulable."""
+    """A filter rule: a node whose predicted ``metric`` is above ``above`` is Unschedulable, for the pods ``pods``
+    selects (DaemonSet pods only with ``daemon_sets``)."""
 
-    __slots__ = ("above", "metric")
+    __slots__ = ("above", "daemon_sets", "metric", "pods")
 
-    def __init__(self, metric: str, above: float) -> None:
+    def __init__(self, metric: str, above: float, pods: PodSelector | None = None, daemon_sets: bool = False) -> None:
         self.metric = metric
         self.above = above
+        self.pods = pods or PodSelector()
+        self.daemon_sets = daemon_sets
 
 
 class ScoreRule:
-    __slots__ = ("metric", "strategy", "target")
+    """How nodes score: ``metric`` (LeastLoaded, TargetLoad) or the resource metrics (RiskBalancing)."""
 
-    def __init__(self, metric: str, strategy: str = LEAST_LOADED, target: float | None = None) -> None:
+    __slots__ = ("margin", "metric", "sensitivity", "strategy", "target", "window")
+
+    def __init__(
+        self,
+        metric: str,
+        strategy: str = LEAST_LOADED,
+        target: float | None = None,
+        window: float = DEFAULT_WINDOW,
+        margin: float = 1.0,
+        sensitivity: float = 1.0,
+    ) -> None:
         self.metric = metric
         self.strategy = strategy
         self.target = target
+        self.window = window
+        self.margin = margin
+        self.sensitivity = sensitivity
 
 
 class NodeLoadConfig:
@@ -116,12 +199,16 @@ class NodeLoadConfig:
 
     __slots__ = (
         "auth",
+        "estimates",
+        "http_timeout",
         "in_function_project",
         "keep",
+        "kubernetes",
         "max_age",
         "metrics",
         "query_seconds",
         "refresh_interval",
+        "risk",
         "rules",
         "score",
         "url",
@@ -138,6 +225,8 @@ class NodeLoadConfig:
         max_age: float,
         query_seconds: float,
         keep: bool,
+        estimates: dict[str, ResourceEstimate] | None = None,
+        settings: Settings | None = None,
         in_function_project: bool = False,
     ) -> None:
         self.url = url
@@ -154,6 +243,57 @@ class NodeLoadConfig:
         self.query_seconds = query_seconds
         # Answers kept across requests (EXTENDER_RESULT_CACHE): off asks Prometheus on every request.
         self.keep = keep
+        self.estimates = {**DEFAULTS, **(estimates or {})}
+        settings = settings or Settings()
+        # The Kubernetes API the in-flight pods and the nodes' allocatable come from (KUBERNETES_*), if any.
+        self.kubernetes = settings if settings.kubernetes.get(API_URL_ENV) else None
+        self.http_timeout = settings.http_timeout
+        # RiskBalancing: per resource metric, its mean and standard deviation over the score's window.
+        self.risk: tuple[tuple[Metric, Metric, Metric], ...] = ()
+        if score.strategy == RISK_BALANCING:
+            self.risk = tuple(_risk_queries(metric, score.window) for metric in metrics if metric.resource)
+
+    @property
+    def queried(self) -> tuple[Metric, ...]:
+        """Every query a refresh asks: the metrics, their capacity where the API cannot list allocatable, and
+        RiskBalancing's means and deviations."""
+        queries = list(self.metrics)
+        if self.kubernetes is None:
+            queries += [capacity_query(metric) for metric in self.metrics if metric.resource and metric.capacity]
+        for _, mean, deviation in self.risk:
+            queries += [mean, deviation]
+        return tuple(queries)
+
+    @property
+    def in_flight_note(self) -> str:
+        """What check-policy and start-up say of bursts (predicted load) with these args: "" when all is counted."""
+        notes = []
+        if self.kubernetes is None:
+            notes.append(
+                "bursts are not accounted for: without the Kubernetes API (KUBERNETES_API_URL) the pods bound since a "
+                "node's last sample are not counted, only the pod's own estimate"
+            )
+        plain = [metric.name for metric in self.metrics if not metric.resource]
+        if plain:
+            notes.append(
+                f"metric {', '.join(plain)} measures no resource (cpu or memory): no in-flight pods or pod estimate "
+                "is added to it (set resource: cpu or memory if it is a share of the node's allocatable)"
+            )
+        return "; ".join(notes)
+
+
+def capacity_query(metric: Metric) -> Metric:
+    assert metric.capacity is not None
+    return metric.derived("allocatable", metric.capacity)
+
+
+def _risk_queries(metric: Metric, window: float) -> tuple[Metric, Metric, Metric]:
+    """The metric, its mean and its standard deviation over ``window`` (PromQL subqueries at a tenth of it)."""
+    step = f"{max(1, round(window / 10))}s"
+    span = f"{round(window)}s"
+    mean = metric.derived("mean", f"avg_over_time(({metric.query})[{span}:{step}])")
+    deviation = metric.derived("stddev", f"stddev_over_time(({metric.query})[{span}:{step}])")
+    return metric, mean, deviation
 
 
 class PrometheusArgs(Schema):
@@ -165,32 +305,84 @@ class MetricArgs(Schema):
     name = fields.String(required=True, validate=_METRIC_NAME)
     query = fields.String(required=True, validate=Length(min=1, error="must not be empty: a PromQL query"))
     nodeLabel = fields.String(required=True, validate=_LABEL_NAME)
+    resource = fields.String(validate=OneOf([CPU, MEMORY, NONE]))
+    delay = Duration(minimum="0s")
+    capacity = fields.String(validate=Length(min=1, error="must not be empty: a PromQL query"))
 
     @post_load
     def make(self, data: dict[str, Any], **kwargs: Any) -> Metric:
-        return Metric(data["name"], data["query"], data["nodeLabel"])
+        declared = data.get("resource")
+        resource = (
+            (None if declared == NONE else declared)
+            if declared
+            else data["name"]
+            if data["name"] in RESOURCES
+            else None
+        )
+        return Metric(
+            data["name"],
+            data["query"],
+            data["nodeLabel"],
+            resource,
+            data.get("delay", DEFAULT_DELAY),
+            data.get("capacity"),
+        )
 
 
 class ThresholdArgs(Schema):
     metric = fields.String(required=True)
     above = Number(required=True, example="a load such as 0.9")
+    pods = fields.Nested(PodSelectorSchema)
+    daemonSets = fields.Boolean(load_default=False)
 
 
 class ScoreArgs(Schema):
-    metric = fields.String(required=True)
-    strategy = fields.String(load_default=LEAST_LOADED, validate=OneOf([LEAST_LOADED, TARGET_LOAD]))
+    metric = fields.String()
+    strategy = fields.String(load_default=LEAST_LOADED, validate=OneOf([LEAST_LOADED, TARGET_LOAD, RISK_BALANCING]))
     target = Number(
         example="a load such as 0.6",
-        validate=Range(min=0, max=1, min_inclusive=False, max_inclusive=False, error="must be between 0 and 1 (both excluded)"),
+        validate=Range(
+            min=0, max=1, min_inclusive=False, max_inclusive=False, error="must be between 0 and 1 (both excluded)"
+        ),
+    )
+    window = Duration(minimum="1m")
+    margin = Number(example="a factor such as 1", validate=Range(min=0, error="must be 0 or more"))
+    sensitivity = Number(
+        example="a root such as 1", validate=Range(min=0, min_inclusive=False, error="must be above 0")
     )
 
     @validates_schema(skip_on_field_errors=False, pass_original=True)
-    def target_with_target_load(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+    def fits_the_strategy(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
         strategy = data.get("strategy")  # None: not a strategy, said by its own error
         if strategy == TARGET_LOAD and "target" not in data.keys() | failed_fields(self, data, original):
             raise ValidationError("TargetLoad needs a target, the load that scores best (such as 0.6)", "target")
-        if strategy == LEAST_LOADED and "target" in data:
+        if strategy != TARGET_LOAD and "target" in data:
             raise ValidationError("only strategy TargetLoad takes a target", "target")
+        for name in ("window", "margin", "sensitivity"):
+            if strategy != RISK_BALANCING and name in data:
+                raise ValidationError(f"only strategy RiskBalancing takes a {name}", name)
+        if strategy == RISK_BALANCING and "metric" in data:
+            raise ValidationError("RiskBalancing scores on every cpu and memory metric: it takes no metric", "metric")
+        if strategy != RISK_BALANCING and "metric" not in data.keys() | failed_fields(self, data, original):
+            raise ValidationError("Missing data for required field.", "metric")
+
+
+class ResourceEstimateArgs(Schema):
+    requestFactor = Number(example="a factor such as 1.5", validate=Range(min=0, error="must be 0 or more"))
+    default = fields.String()
+
+    @validates_schema(skip_on_field_errors=False)
+    def readable(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if "default" in data:  # a string: anything else has its own error
+            try:
+                parse_quantity(data["default"])
+            except ValueError:
+                raise ValidationError("must be a Kubernetes quantity such as 100m or 128Mi", "default") from None
+
+
+class EstimatesArgs(Schema):
+    cpu = fields.Nested(ResourceEstimateArgs)
+    memory = fields.Nested(ResourceEstimateArgs)
 
 
 class NodeLoadArgs(Schema):
@@ -201,6 +393,7 @@ class NodeLoadArgs(Schema):
     maxAge = Duration(minimum="1s", load_default=DEFAULT_MAX_AGE)
     filter = fields.List(fields.Nested(ThresholdArgs), load_default=list)
     score = fields.Nested(ScoreArgs)
+    estimates = fields.Nested(EstimatesArgs, load_default=dict)
 
     # The checks across fields run beside the fields' own errors, so that one run reports every problem; each leaves
     # out what depends on a field that did not load (``failed_fields``: it has an error of its own).
@@ -224,7 +417,9 @@ class NodeLoadArgs(Schema):
         if not broken & {"preset", "metrics"}:
             self._metrics_named(data, preset, own, broken, problems)
         if "maxAge" in data and "refreshInterval" in data and data["maxAge"] < data["refreshInterval"]:
-            problems["maxAge"] = ["must be at least refreshInterval: answers would be too old before they are asked again"]
+            problems["maxAge"] = [
+                "must be at least refreshInterval: answers would be too old before they are asked again"
+            ]
         if problems:
             raise ValidationError(problems)
 
@@ -235,7 +430,9 @@ class NodeLoadArgs(Schema):
         """The metrics exist, the rules and the score name existing ones, and every metric of the args' own is named."""
         metrics = _metrics(data, preset)
         if not metrics:
-            problems["metrics"] = ["needs at least one metric (name, query, nodeLabel), or a preset (gke, node-exporter)"]
+            problems["metrics"] = [
+                "needs at least one metric (name, query, nodeLabel), or a preset (gke, node-exporter)"
+            ]
         names = ", ".join(metrics) or "none"
         rules = data.get("filter", [])
         for index, rule in enumerate(rules):
@@ -245,7 +442,15 @@ class NodeLoadArgs(Schema):
         score = data.get("score", {})
         if "metric" in score and score["metric"] not in metrics:
             problems["score"] = {"metric": [f"unknown metric {score['metric']!r}: the metrics are {names}"]}
-        if broken & {"filter", "score"} or not all("metric" in rule for rule in rules) or (score and "metric" not in score):
+        if score.get("strategy") == RISK_BALANCING and not any(metric.resource for metric in metrics.values()):
+            problems["score"] = {
+                "strategy": [
+                    "RiskBalancing needs a cpu or memory metric (a preset's, or one with resource: cpu/memory)"
+                ]
+            }
+        risk = score.get("strategy") == RISK_BALANCING
+        named = all("metric" in rule for rule in rules) and (not score or risk or "metric" in score)
+        if broken & {"filter", "score"} or not named:
             return  # which metrics are named is not known
         used = _used(data, metrics)
         for index, metric in enumerate(own):
@@ -260,16 +465,35 @@ class NodeLoadArgs(Schema):
         metrics = _metrics(data, preset)
         used = _used(data, metrics)
         score = data.get("score") or {"metric": next(iter(metrics))}
+        rules = tuple(
+            Threshold(rule["metric"], rule["above"], rule.get("pods"), rule["daemonSets"]) for rule in data["filter"]
+        )
+        estimates = {
+            resource: ResourceEstimate(
+                given.get("requestFactor", DEFAULTS[resource].request_factor),
+                parse_quantity(given["default"]) if "default" in given else DEFAULTS[resource].default,
+            )
+            for resource, given in data["estimates"].items()
+        }
         return NodeLoadConfig(
             url=_url(data, preset, settings),
             auth=_auth(data, preset),
             metrics=tuple(metric for name, metric in metrics.items() if name in used),
-            rules=tuple(Threshold(rule["metric"], rule["above"]) for rule in data["filter"]),
-            score=ScoreRule(score["metric"], score.get("strategy", LEAST_LOADED), score.get("target")),
+            rules=rules,
+            score=ScoreRule(
+                score.get("metric", ""),
+                score.get("strategy", LEAST_LOADED),
+                score.get("target"),
+                score.get("window", DEFAULT_WINDOW),
+                score.get("margin", 1.0),
+                score.get("sensitivity", 1.0),
+            ),
             refresh_interval=data["refreshInterval"],
             max_age=data["maxAge"],
             query_seconds=settings.http_timeout * QUERY_SHARE,
             keep=settings.result_cache,
+            estimates=estimates,
+            settings=settings,
             in_function_project="url" not in data["prometheus"],
         )
 
@@ -282,9 +506,16 @@ def _metrics(data: Mapping[str, Any], preset: Preset | None) -> dict[str, Metric
 
 
 def _used(data: Mapping[str, Any], metrics: Mapping[str, Metric]) -> set[str]:
-    """The metrics the filter rules and the score name; without a score, the first metric is scored."""
-    score = data["score"]["metric"] if "score" in data else next(iter(metrics), None)
-    return {rule["metric"] for rule in data.get("filter", [])} | ({score} if score else set())
+    """The metrics the filter rules and the score name (RiskBalancing: every resource metric); without a score, the
+    first metric is scored."""
+    score = data.get("score")
+    if score is None:
+        scored = {next(iter(metrics))} if metrics else set()
+    elif score.get("strategy") == RISK_BALANCING:
+        scored = {name for name, metric in metrics.items() if metric.resource}
+    else:
+        scored = {score["metric"]}
+    return {rule["metric"] for rule in data.get("filter", [])} | scored
 
 
 def _auth(data: Mapping[str, Any], preset: Preset | None) -> str:

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlencode
 
 import orjson
@@ -118,11 +118,12 @@ def _trusted(url: str) -> ssl.SSLContext:
     (certifi's). google-auth's token requests, made with requests, trust the same."""
     import ssl
 
-    import requests.certs
+    import certifi
+    import requests
 
-    bundle = requests.Session().merge_environment_settings(url, {}, None, True, None)["verify"]
-    if bundle is True:
-        bundle = requests.certs.where()
+    verify = requests.Session().merge_environment_settings(url, {}, None, True, None)["verify"]
+    # A path the environment names, else requests' own bundle (certifi's).
+    bundle: str = verify if isinstance(verify, str) else certifi.where()
     try:
         if os.path.isdir(bundle):
             return ssl.create_default_context(capath=bundle)
@@ -163,7 +164,8 @@ class GoogleAuth:
         try:
             credentials = self._credentials or self._find(deadline - time.monotonic())
             if not credentials.valid:
-                credentials.refresh(_token_request(max(0.001, deadline - time.monotonic())))
+                # google-auth's credentials are untyped.
+                cast(Any, credentials).refresh(_token_request(max(0.001, deadline - time.monotonic())))
             return f"Bearer {credentials.token}"
         except google.auth.exceptions.GoogleAuthError as exc:
             raise QueryError(f"no Google access token: {type(exc).__name__}: {exc}") from None
@@ -191,7 +193,7 @@ class GoogleAuth:
 
         try:
             self._found, _ = google.auth.default(scopes=[MONITORING_READ])
-        except Exception as exc:  # reported by the query that waits for it
+        except Exception as exc:  # noqa: BLE001  (whatever google.auth raises is reported by the query waiting for it)
             self._found = exc
 
 
@@ -202,12 +204,12 @@ def _token_request(seconds: float) -> Any:
     class Bounded(google.auth.transport.requests.Request):
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             kwargs["timeout"] = seconds
-            return super().__call__(*args, **kwargs)
+            return cast(Any, super()).__call__(*args, **kwargs)  # google-auth's transport is untyped
 
     return Bounded()
 
 
-def _why(body: bytes) -> str:
+def _why(body: bytes | bytearray) -> str:
     """What an error answer says: Prometheus' ``errorType: error``, else the start of the body."""
     try:
         return error_text(orjson.loads(body))

@@ -1,0 +1,226 @@
+"""Predicted load: what a node will carry once the pods bound to it lately, and the pod being placed, show in its
+metric.
+
+For a metric that measures a resource (cpu or memory: a share of the node's allocatable of it):
+
+    predicted = measured
+              + Σ estimate(p) / allocatable   over the pods p bound to the node that the sample may not show yet
+              + estimate(pod) / allocatable   the pod being placed
+
+A pod bound at ``t`` counts until the node's sample is newer than ``t + delay`` (the metric's ``delay``): a sample
+taken before the binding cannot show the pod, and one taken within ``delay`` of it may not (sampling, ingest, a rate
+window). The sample's time is the one the answer gives per node. A metric that measures no resource is judged as
+measured. A node whose allocatable is unknown is judged as measured too, and its facts say why; so is a request
+whose in-flight pods are unknown (no Kubernetes API, the API failing): never an error, always said.
+
+A ``Prediction`` is one request's: built once by NodeLoad's ``prepare`` and dropped with the request; what it works
+out per node is memoized on it, never on the plugin.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from extender.framework.types import Node
+from extender.kube.demand import Resources, resources
+from extender.plugins.nodeload.args import Metric, NodeLoadConfig
+from extender.plugins.nodeload.estimates import Estimator, Usage
+from extender.plugins.nodeload.loads import LoadView
+
+if TYPE_CHECKING:
+    from extender.kube.bound_pods import Bindings
+
+
+class Term(NamedTuple):
+    """One node's prediction for one metric."""
+
+    measured: float
+    predicted: float
+    # The pod's own share and the in-flight pods' (count, share): None when not added, ``why`` saying why.
+    pod_share: float | None = None
+    in_flight: tuple[int, float] | None = None
+    why: str = ""
+
+
+class Prediction:
+    """A request's view of the metrics (``LoadView``) with the in-flight pods and the pod's own estimate added."""
+
+    __slots__ = (
+        "_given",
+        "_terms",
+        "allocatable",
+        "allocatable_problem",
+        "allocatable_unknown",
+        "bindings",
+        "config",
+        "estimator",
+        "in_flight_problem",
+        "late",
+        "loads",
+        "pod_uid",
+        "rules",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        loads: LoadView,
+        config: NodeLoadConfig,
+        estimator: Estimator,
+        usage: Usage,
+        pod_uid: str,
+        rules: tuple[int, ...],
+        bindings: Bindings | None,
+        in_flight_problem: str,
+        late: int = 0,
+        allocatable: Mapping[str, Resources] | None = None,
+        allocatable_problem: str = "",
+        allocatable_unknown: Callable[[], None] | None = None,
+    ) -> None:
+        self.loads = loads
+        self.config = config
+        self.estimator = estimator
+        # The pod's estimate, and the filter rules that apply to it (by index).
+        self.usage = usage
+        self.pod_uid = pod_uid
+        self.rules = rules
+        # The pods bound lately (None: not known, ``in_flight_problem`` says why; else it says why some may lack).
+        self.bindings = bindings
+        self.in_flight_problem = in_flight_problem
+        # Bindings this instance expected that did not arrive in time.
+        self.late = late
+        # The nodes' allocatable from the Kubernetes API, and why it may lack nodes.
+        self.allocatable = allocatable
+        self.allocatable_problem = allocatable_problem
+        # Told when the list lacks a node asked about (it lists again).
+        self.allocatable_unknown = allocatable_unknown
+        self._given: dict[str, Resources] = {}
+        self._terms: dict[tuple[str, str], Term] = {}
+
+    # --- what a verdict depends on ---------------------------------------------------------------------------------
+
+    def key(self) -> tuple[Hashable, ...]:
+        """Every input of a node's verdict besides the node: the answers and their freshness, the bindings (by
+        identity: a new binding or expiry makes a new one), the pod's estimate and rules, whether the pod itself is
+        among the bindings (it is then not counted twice) and the allocatable list (by identity)."""
+        bindings = self.bindings
+        own = bindings is not None and self.pod_uid in bindings.uids
+        return (
+            *self.loads.key(),
+            bindings if bindings is not None else self.in_flight_problem,
+            self.usage,
+            self.rules,
+            self.pod_uid if own else None,
+            _Identity(self.allocatable),
+        )
+
+    def remember(self, nodes: Sequence[Node]) -> None:
+        """The allocatable of full-node requests' Node objects: it wins over any other source."""
+        for node in nodes:
+            if node.allocatable is not None and node.name not in self._given:
+                self._given[node.name] = resources(node.allocatable, None)
+
+    # --- predicted values ------------------------------------------------------------------------------------------
+
+    def predicted(self, metric: Metric, node: str) -> float:
+        return self.term(metric, node).predicted
+
+    def term(self, metric: Metric, node: str, sample: str | None = None) -> Term:
+        """The node's prediction for ``metric``, its measured value read from the answer ``sample`` (the metric's
+        own unless given: RiskBalancing reads its mean); only asked for nodes that have a value."""
+        answer_name = sample or metric.name
+        found = self._terms.get((answer_name, node))
+        if found is not None:
+            return found
+        answer = self.loads.snapshot.answers[answer_name]
+        measured = answer.values[node]
+        term = Term(measured, measured)
+        resource = metric.resource
+        if resource is not None:
+            capacity = self._allocatable(metric, node, resource)
+            if capacity is None or capacity <= 0:
+                term = term._replace(why="the node's allocatable is unknown: judged as measured")
+            else:
+                own = self.usage.of(resource) / capacity
+                in_flight = self._in_flight(metric, node, resource, answer.times[node], capacity)
+                extra = own + (in_flight[1] if in_flight is not None else 0.0)
+                why = "" if self.bindings is not None else self.in_flight_problem
+                term = Term(measured, measured + extra, own, in_flight, why)
+        self._terms[(answer_name, node)] = term
+        return term
+
+    def _in_flight(
+        self, metric: Metric, node: str, resource: str, sampled_at: float, capacity: float
+    ) -> tuple[int, float] | None:
+        bindings = self.bindings
+        if bindings is None:
+            return None
+        count, used = 0, 0.0
+        for pod in bindings.on(node):
+            if pod.uid != self.pod_uid and sampled_at < pod.bound_at + metric.delay:
+                count += 1
+                used += self.estimator.usage(pod.demand).of(resource)
+        return count, used / capacity
+
+    def _allocatable(self, metric: Metric, node: str, resource: str) -> float | None:
+        given = self._given.get(node)
+        if given is None and self.allocatable is not None:
+            given = self.allocatable.get(node)
+            if given is None and self.allocatable_unknown is not None:
+                self.allocatable_unknown()
+        if given is not None:
+            return given.request(resource)
+        capacity = self.loads.snapshot.answers.get(f"{metric.name}:allocatable")
+        if capacity is not None:
+            value = capacity.values.get(node)
+            return value if value is not None and math.isfinite(value) else None
+        return None
+
+    # --- what the decision log and explain show ---------------------------------------------------------------------
+
+    def facts(self, node: str) -> dict[str, dict[str, Any]]:
+        """Per metric: the measured value and its age (``LoadView.facts``), and for resource metrics the predicted
+        value with its parts: the pod's own share and the in-flight pods (count and share), or why they are not
+        added."""
+        shown = self.loads.facts(node)
+        for metric in self.config.metrics:
+            fact = shown.get(metric.name)
+            answer = self.loads.snapshot.answers.get(metric.name)
+            if fact is None or answer is None or node not in answer.values:
+                continue
+            term = self.term(metric, node)
+            fact["predicted"] = _rounded(term.predicted)
+            if metric.resource is None:
+                continue
+            fact["podShare"] = None if term.pod_share is None else _rounded(term.pod_share)
+            if term.in_flight is not None:
+                pods, share = term.in_flight
+                fact["inFlight"] = {"pods": pods, "share": _rounded(share)}
+                problem = self.bindings.problem if self.bindings is not None else ""
+                late = f"{self.late} binding(s) expected by this instance had not arrived" if self.late else ""
+                if problem or late:
+                    fact["inFlight"]["incomplete"] = "; ".join(part for part in (problem, late) if part)
+            else:
+                fact["inFlight"] = {"unknown": term.why or self.in_flight_problem}
+        return shown
+
+
+def _rounded(value: float) -> float:
+    return round(value, 4)
+
+
+class _Identity:
+    """Hashable by the identity of what it holds (a list that is replaced whole, never changed)."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, held: object) -> None:
+        self.held = held
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.held is self.held
+
+    def __hash__(self) -> int:
+        return id(self.held)

@@ -1,0 +1,194 @@
+"""A faithful stand-in for kube-scheduler's scheduling cycle with an extender, for burst tests and pictures.
+
+What it does per pod, as kube-scheduler v1.28 does with one extender (``pkg/scheduler/schedule_one.go``):
+
+1. Filter: the in-tree ``NodeResourcesFit`` (the pod's requests fit what the node's allocatable leaves beside the
+   requests of the pods assigned or assumed there), then the extender's filter (node names or full Node objects).
+2. Score, unless one node is left: the in-tree ``NodeResourcesFit`` (LeastAllocated, CPU and memory weighted 1) and
+   ``NodeResourcesBalancedAllocation`` scores (each 0..100, weight 1), as the scheduler computes them from its own
+   cache (``in_tree=False`` leaves them out), plus the extender's prioritize score × weight × 10.
+3. The highest total wins, ties broken at random (reservoir sampling, as ``selectHost``).
+4. The pod is assumed on the node (its requests count at once in the scheduler's cache), and bound asynchronously:
+   the next pod's cycle starts at once, while the binding (by the extender's bind verb, or the API's binding
+   subresource as the default binder does) lands a little later.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.kube.quantity import parse_quantity
+
+MAX_NODE_SCORE = 100
+MAX_EXTENDER_PRIORITY = 10
+# The scheduler's defaults for a container that requests nothing (for scoring only): 100m CPU, 200 MiB.
+NON_ZERO_CPU, NON_ZERO_MEMORY = 0.1, 200 * 2**20
+
+Call = Callable[[str, dict[str, Any]], Any]
+
+
+def requests_of(pod: dict[str, Any]) -> tuple[float, float]:
+    """The pod's CPU (cores) and memory (bytes) requests, summed over its containers."""
+    cpu = memory = 0.0
+    for container in pod["spec"].get("containers") or []:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        cpu += parse_quantity(requests["cpu"]) if "cpu" in requests else 0.0
+        memory += parse_quantity(requests["memory"]) if "memory" in requests else 0.0
+    return cpu, memory
+
+
+@dataclass
+class NodeState:
+    obj: dict[str, Any]
+    cpu: float
+    memory: float
+    requested_cpu: float = 0.0
+    requested_memory: float = 0.0
+    pods: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+
+class Scheduler:
+    """Schedules pods one after another through ``call(verb, payload)`` (the extender's answer as JSON)."""
+
+    def __init__(
+        self,
+        nodes: list[dict[str, Any]],
+        call: Call,
+        *,
+        weight: int = 5,
+        node_names: bool = True,
+        in_tree: bool = True,
+        bind: Callable[[dict[str, Any], str], None],
+        bind_delay: tuple[float, float] = (0.02, 0.15),
+        seed: int = 7,
+    ) -> None:
+        self.nodes = [
+            NodeState(node, *(parse_quantity(node["status"]["allocatable"][r]) for r in ("cpu", "memory")))
+            for node in nodes
+        ]
+        self.call = call
+        self.weight = weight
+        self.node_names = node_names
+        self.in_tree = in_tree
+        self.bind = bind
+        self.bind_delay = bind_delay
+        self.random = random.Random(seed)
+        self.bindings: list[threading.Thread] = []
+
+    def schedule(self, pod: dict[str, Any]) -> str | None:
+        """One scheduling cycle; the node the pod was assumed on (its binding under way), None if none fits."""
+        cpu, memory = requests_of(pod)
+        fitting = [
+            node
+            for node in self.nodes
+            if node.requested_cpu + cpu <= node.cpu + 1e-9 and node.requested_memory + memory <= node.memory
+        ]
+        if not fitting:
+            return None
+        feasible = self._extender_filter(pod, fitting)
+        if not feasible:
+            return None
+        totals = {node.name: 0 for node in feasible}
+        if len(feasible) > 1:
+            if self.in_tree:
+                for node in feasible:
+                    totals[node.name] += least_allocated(node, cpu, memory) + balanced_allocation(node, cpu, memory)
+            for entry in self.call("prioritize", self._args(pod, feasible)):
+                totals[entry["Host"]] += entry["Score"] * self.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+        chosen = self._select(totals)
+        node = next(node for node in self.nodes if node.name == chosen)
+        node.requested_cpu += cpu
+        node.requested_memory += memory
+        node.pods.append(pod["metadata"]["name"])
+        delay = self.random.uniform(*self.bind_delay)
+        thread = threading.Thread(target=self._bind_later, args=(pod, chosen, delay), daemon=True)
+        thread.start()
+        self.bindings.append(thread)
+        return chosen
+
+    def wait_for_bindings(self) -> None:
+        for thread in self.bindings:
+            thread.join(10)
+
+    def _bind_later(self, pod: dict[str, Any], node: str, delay: float) -> None:
+        time.sleep(delay)
+        self.bind(pod, node)
+
+    def _extender_filter(self, pod: dict[str, Any], nodes: list[NodeState]) -> list[NodeState]:
+        answer = self.call("filter", self._args(pod, nodes))
+        assert not answer.get("Error"), answer
+        if self.node_names:
+            kept = set(answer["NodeNames"] or [])
+        else:
+            kept = {item["metadata"]["name"] for item in (answer["Nodes"] or {}).get("items") or []}
+        return [node for node in nodes if node.name in kept]
+
+    def _args(self, pod: dict[str, Any], nodes: list[NodeState]) -> dict[str, Any]:
+        if self.node_names:
+            return {"Pod": pod, "Nodes": None, "NodeNames": [node.name for node in nodes]}
+        return {"Pod": pod, "Nodes": {"metadata": {}, "items": [node.obj for node in nodes]}, "NodeNames": None}
+
+    def _select(self, totals: dict[str, int]) -> str:
+        """The highest total; among equals, each as likely (selectHost's reservoir sampling)."""
+        best, chosen, seen = -1, "", 0
+        for name, total in totals.items():
+            if total > best:
+                best, chosen, seen = total, name, 1
+            elif total == best:
+                seen += 1
+                if self.random.randrange(seen) == 0:
+                    chosen = name
+        return chosen
+
+
+def least_allocated(node: NodeState, cpu: float, memory: float) -> int:
+    """NodeResourcesFit's LeastAllocated score (CPU in millicores and memory in bytes, weight 1 each)."""
+    scores = []
+    for capacity, requested in (
+        (round(node.cpu * 1000), round((node.requested_cpu + (cpu or NON_ZERO_CPU)) * 1000)),
+        (round(node.memory), round(node.requested_memory + (memory or NON_ZERO_MEMORY))),
+    ):
+        scores.append(
+            0 if capacity == 0 or requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
+        )
+    return sum(scores) // len(scores)
+
+
+def balanced_allocation(node: NodeState, cpu: float, memory: float) -> int:
+    """NodeResourcesBalancedAllocation's score: 100 × (1 − the standard deviation of the requested fractions)."""
+    fractions = [
+        min(1.0, (node.requested_cpu + cpu) / node.cpu),
+        min(1.0, (node.requested_memory + memory) / node.memory),
+    ]
+    mean = sum(fractions) / len(fractions)
+    deviation = (sum((fraction - mean) ** 2 for fraction in fractions) / len(fractions)) ** 0.5
+    return int((1 - deviation) * MAX_NODE_SCORE)
+
+
+def guaranteed_pod(name: str, cpu: str = "400m", memory: str = "256Mi", namespace: str = "default") -> dict[str, Any]:
+    """A pending pod of one container with requests = limits, as the scheduler's informer hands it over."""
+    resources = {"cpu": cpu, "memory": memory}
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "spec": {
+            "nodeName": "",
+            "schedulerName": "default-scheduler",
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": resources, "limits": resources},
+                }
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }

@@ -1,0 +1,131 @@
+"""The in-flight index is a cache: a served function keeping it (EXTENDER_RESULT_CACHE=on: one LIST, then the WATCH
+read on the request path, verdicts kept under its generation) answers 8 threads at once exactly as a served function
+without it (off: a fresh LIST of the bound pods on every request, nothing kept), both reading one API stand-in and a
+real Prometheus, while pods are bound, deleted and finish and the loads change between phases."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+
+import orjson
+import requests
+
+from testkit.fake_apiserver import FakeApiServer, node, pod
+from tests.conftest import serving
+from tests.prometheus import METRIC
+from tests.test_kept_equal_served import from_threads
+
+NODES = [f"node-{index}" for index in range(12)]
+PHASES = 3
+REQUESTS_PER_PHASE = 24
+VERBS = ["filter", "prioritize", "ignore/filter", "ignore/prioritize", "audit/filter", "audit/prioritize"]
+ARGS = {
+    "metrics": [{"name": "cpu", "query": METRIC, "nodeLabel": "node"}],
+    "refreshInterval": "1s",
+    "maxAge": "1m",
+    "filter": [
+        {"metric": "cpu", "above": 0.8},
+        {"metric": "cpu", "above": 0.6, "pods": {"namespaces": ["batch"]}},
+    ],
+    "score": {"metric": "cpu", "strategy": "TargetLoad", "target": 0.5},
+}
+
+
+def policy(url: str) -> str:
+    args = {**ARGS, "prometheus": {"url": url, "auth": "none"}}
+
+    def profile(name: str, **entry: str) -> dict[str, Any]:
+        enabled = {"name": "NodeLoad", **entry}
+        return {
+            "name": name,
+            "plugins": {"filter": {"enabled": [enabled]}, "score": {"enabled": [{**enabled, "weight": 1}]}},
+            "pluginConfig": [{"name": "NodeLoad", "args": args}],
+        }
+
+    profiles = [profile("default"), profile("ignore", failurePolicy="Ignore"), profile("audit", enforcement="Audit")]
+    return json.dumps({"nodeCacheCapable": True, "profiles": profiles})
+
+
+def change(rng: random.Random, apiserver: FakeApiServer, phase: int) -> tuple[dict[str, float], str]:
+    """New loads, and bindings: some pods bound (by the API's binding, as a scheduler does), some deleted or finished.
+    Returns the loads and the marker node, whose only in-flight pod pushes it over 0.8: judged once counted."""
+    now = time.time()
+    for index in range(rng.randint(3, 8)):
+        name = f"p{phase}-{index}"
+        cpu = rng.choice(["100m", "400m", "800m", "1500m"])
+        apiserver.add_pod(pod(name, f"u-{name}", "", cpu=cpu))
+        apiserver.bind("default", name, rng.choice(NODES), at=now - rng.choice([0, 5, 30]))
+    for item in list(apiserver.pods):
+        roll = rng.random()
+        if item["spec"].get("nodeName") and roll < 0.15:
+            apiserver.delete_pod(item["metadata"]["uid"])
+        elif item["spec"].get("nodeName") and roll < 0.25:
+            apiserver.update_pod(item["metadata"]["uid"], lambda changed: changed["status"].update(phase="Succeeded"))
+    marker = f"marker-{phase}"
+    apiserver.add_node(node(marker))
+    apiserver.add_pod(pod(marker, f"u-{marker}", "", cpu="3300m"))  # 0.825 of 4 CPU: over 0.8 once counted
+    apiserver.bind("default", marker, marker)
+    loads = {name: rng.choice([0.05, 0.2, 0.4, 0.55, 0.7, 0.79]) for name in NODES if rng.random() < 0.9}
+    loads[marker] = 0.0
+    return loads, marker
+
+
+def request(rng: random.Random, apiserver: FakeApiServer) -> tuple[str, bytes]:
+    bound = [item for item in apiserver.pods if item["spec"].get("nodeName")]
+    if bound and rng.random() < 0.3:  # a pod the index holds: it must not count twice
+        chosen = bound[rng.randrange(len(bound))]
+        the_pod = {**chosen, "spec": {**chosen["spec"], "nodeName": ""}}
+    else:
+        the_pod = pod("incoming", f"u-incoming-{rng.randrange(3)}", "", cpu=rng.choice(["50m", "400m", "1"]))
+        the_pod["metadata"]["namespace"] = rng.choice(["default", "batch"])
+        if rng.random() < 0.2:
+            the_pod["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent", "uid": "ds"}]
+    names = rng.sample([*NODES, "ghost"], rng.randint(1, len(NODES)))
+    return rng.choice(VERBS), orjson.dumps({"Pod": the_pod, "Nodes": None, "NodeNames": names})
+
+
+def post(url: str, verb: str, data: bytes) -> tuple[int, bytes]:
+    answer = requests.post(f"{url}/{verb}", data=data, headers={"Content-Type": "application/json"}, timeout=30)
+    return answer.status_code, answer.content
+
+
+def judges(url: str, marker: str) -> bool:
+    """Whether the function counts the marker's in-flight pod, in each profile whose answers depend on it (each has a
+    NodeLoad of its own, with its own kept answers; audited ones answer alike anyway): the marker is rejected for a
+    small pod."""
+    small = pod("probe", "u-probe", "", cpu="10m")
+    body = orjson.dumps({"Pod": small, "Nodes": None, "NodeNames": [marker]})
+    for verb in ("filter", "ignore/filter"):
+        status, content = post(url, verb, body)
+        if status != 200 or marker not in orjson.loads(content)["FailedNodes"]:
+            return False
+    return True
+
+
+def test_eight_threads_against_a_cached_index_answer_as_lists_on_every_request(
+    apiserver, prometheus, exporter, tmp_path
+):
+    rng = random.Random(32)
+    path = tmp_path / "policy.json"
+    path.write_text(policy(prometheus.url))
+    apiserver.set_nodes([node(name) for name in NODES])
+    # A short httpTimeout bounds each request's wait for bindings it expects (the test's pods are never bound).
+    env = {"EXTENDER_POLICY": str(path), "EXTENDER_HTTP_TIMEOUT": "1s", **apiserver.environment()}
+    with serving(EXTENDER_RESULT_CACHE="on", **env) as cached, serving(EXTENDER_RESULT_CACHE="off", **env) as plain:
+        for phase in range(PHASES):
+            loads, marker = change(rng, apiserver, phase)
+            exporter.set(loads)
+            prometheus.wait_until(METRIC, lambda values, loads=loads: values == loads)
+            deadline = time.monotonic() + 20
+            for url in (cached, plain):
+                while not judges(url, marker):
+                    assert time.monotonic() < deadline, f"{url} never counted {marker}'s pod"
+                    time.sleep(0.2)
+            requests_ = [request(rng, apiserver) for _ in range(REQUESTS_PER_PHASE)]
+            expected = [post(plain, verb, data) for verb, data in requests_]
+            assert any(b"NodeLoad rule 'cpu': load above 0.8" in body for _, body in expected)
+            for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
+                assert answer == expected[index], requests_[index]

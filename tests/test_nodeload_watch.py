@@ -1,0 +1,227 @@
+"""The index of bound pods (extender.kube.bound_pods) against the API stand-in's real LIST and WATCH: what it
+counts, how it follows the stream (bindings, deletions, finished pods, status updates that change nothing), and how
+it survives the API: a watch that ends, expires (410 Gone), goes silent or is cut; an API that is down; a backlog
+larger than a request's budget; and the function's own answers and bindings."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from extender.kube import bound_pods as module
+from extender.kube import client_from_settings
+from extender.kube.bound_pods import PodWatch, list_bindings
+from extender.kube.demand import demand_of
+from extender.settings import Settings
+from testkit.fake_apiserver import FakeApiServer, pod
+
+HORIZON = 600.0
+
+
+def watch_on(apiserver: FakeApiServer) -> PodWatch:
+    client = client_from_settings(Settings(kubernetes=apiserver.environment()))
+    assert client is not None
+    return PodWatch(client, HORIZON)
+
+
+def view(watch: PodWatch, seconds: float = 2.0, exclude: str = ""):
+    bindings, late = watch.bindings(time.time(), time.monotonic() + seconds, exclude)
+    return bindings, late
+
+
+def uids(bindings) -> set[str]:
+    return set(bindings.uids)
+
+
+def settled(watch: PodWatch, holds, timeout: float = 3.0):
+    """The view once ``holds(uids)``: events take a moment from the API to the stream."""
+    deadline = time.monotonic() + timeout
+    while True:
+        bindings = view(watch)[0]
+        if holds(uids(bindings)) or time.monotonic() > deadline:
+            return bindings
+        time.sleep(0.02)
+
+
+def test_it_lists_the_recent_bindings_then_follows_the_watch(apiserver):
+    now = time.time()
+    apiserver.set_pods(
+        [
+            pod("recent", "u-recent", "node-a", cpu="400m", bound_at=now - 30),
+            pod("old", "u-old", "node-a", cpu="400m", bound_at=now - 2 * HORIZON),  # past the horizon: never counts
+            pod("pending", "u-pending", "", cpu="400m"),
+        ]
+    )
+    watch = watch_on(apiserver)
+    first, late = view(watch)
+    assert first.known and first.problem == "" and uids(first) == {"u-recent"} and late == 0
+    [recent] = first.on("node-a")
+    assert recent.demand == demand_of(pod("x", "x", "n", cpu="400m")) and abs(recent.bound_at - int(now - 30)) <= 1
+    apiserver.bind("default", "pending", "node-b")
+    assert uids(settled(watch, lambda found: "u-pending" in found)) == {"u-recent", "u-pending"}
+    # A status update that changes nothing counted (the kubelet's) keeps the same view: kept verdicts stay valid.
+    same = view(watch)[0]
+    apiserver.update_pod("u-pending", lambda item: item["status"].update(phase="Running", podIP="10.0.0.9"))
+    time.sleep(0.2)
+    assert view(watch)[0] is same
+    apiserver.update_pod("u-pending", lambda item: item["status"].update(phase="Succeeded"))
+    apiserver.delete_pod("u-recent")
+    assert uids(settled(watch, lambda found: not found)) == set()
+    assert apiserver.count("GET", "/api/v1/pods") == 2  # one list, one watch
+
+
+def test_uncached_lists_answer_as_the_watch(apiserver):
+    now = time.time()
+    apiserver.set_pods([pod(f"p{i}", f"u{i}", f"node-{i % 3}", cpu="100m", bound_at=now - i) for i in range(7)])
+    watch = watch_on(apiserver)
+    watched = view(watch)[0]
+    listed = list_bindings(watch.client, HORIZON, time.time(), time.monotonic() + 2)
+    assert listed.by_node == watched.by_node and listed.problem == watched.problem == ""
+
+
+def test_a_watch_the_server_ends_is_opened_again_from_its_last_resource_version(apiserver):
+    watch = watch_on(apiserver)
+    view(watch)
+    apiserver.end_watches()
+    time.sleep(0.1)
+    apiserver.add_pod(pod("late", "u-late", "node-a", cpu="100m"))
+    assert "u-late" in uids(settled(watch, lambda found: "u-late" in found))
+    lists = [r for r in apiserver.requests if r.path == "/api/v1/pods" and "watch" not in r.query]
+    assert len(lists) == 1  # no list again: the watch went on from where it was
+
+
+def test_an_expired_watch_410_gone_lists_again_and_counts_what_happened_meanwhile(apiserver, caplog):
+    watch = watch_on(apiserver)
+    view(watch)
+    apiserver.end_watches()
+    apiserver.add_pod(pod("while-away", "u-away", "node-a", cpu="100m"))
+    apiserver.compact()  # the watch's resourceVersion is gone
+    caplog.set_level(logging.WARNING, "extender.nodeload")
+    assert "u-away" in uids(settled(watch, lambda found: "u-away" in found))
+    assert any("410 Gone" in record.getMessage() for record in caplog.records)
+    lists = [r for r in apiserver.requests if r.path == "/api/v1/pods" and "watch" not in r.query]
+    assert len(lists) == 2
+
+
+def test_a_silent_watch_is_taken_for_dead_and_opened_again(apiserver, monkeypatch):
+    monkeypatch.setattr(module, "STALL_SECONDS", 0.3)
+    watch = watch_on(apiserver)
+    view(watch)
+    apiserver.watch_silent = True
+    apiserver.add_pod(pod("unseen", "u-unseen", "node-a", cpu="100m"))
+    time.sleep(0.4)
+    assert "u-unseen" not in uids(view(watch)[0])  # silent: this read finds it stalled and closes it
+    apiserver.watch_silent = False
+    apiserver.end_watches()
+    assert "u-unseen" in uids(settled(watch, lambda found: "u-unseen" in found))
+    watches = [r for r in apiserver.requests if r.path == "/api/v1/pods" and "watch" in r.query]
+    assert len(watches) >= 2
+
+
+def test_an_api_that_goes_down_costs_the_in_flight_term_never_an_error(apiserver, caplog, monkeypatch):
+    monkeypatch.setattr(module, "RETRY_SECONDS", 0.0)
+    apiserver.add_pod(pod("seen", "u-seen", "node-a", cpu="100m"))
+    watch = watch_on(apiserver)
+    assert uids(settled(watch, lambda found: "u-seen" in found)) == {"u-seen"}
+    caplog.set_level(logging.WARNING, "extender.nodeload")
+    apiserver.stop()
+    started = time.monotonic()
+    down, _ = view(watch, seconds=1.0)
+    assert time.monotonic() - started < 1.5
+    # What it saw still counts; the view says the rest may be missing.
+    assert down.known and uids(down) == {"u-seen"}
+    assert "counting the pods seen before" in view(watch, seconds=0.5)[0].problem
+    assert any("bursts are not fully accounted for" in record.getMessage() for record in caplog.records)
+
+
+def test_an_api_down_from_the_start_is_known_to_know_nothing(test_ca, tmp_path):
+    with FakeApiServer.serving(test_ca, tmp_path) as apiserver:
+        environment = apiserver.environment()
+    client = client_from_settings(Settings(kubernetes=environment))
+    assert client is not None
+    bindings, _ = PodWatch(client, HORIZON).bindings(time.time(), time.monotonic() + 1.0)
+    assert not bindings.known and "listing the pods bound to nodes failed: cannot reach" in bindings.problem
+
+
+def test_a_backlog_larger_than_the_budget_is_read_on_at_the_next_request(apiserver, monkeypatch):
+    watch = watch_on(apiserver)
+    view(watch)
+    monkeypatch.setattr(module, "_READ_BYTES", 2048)
+    for index in range(300):
+        apiserver.add_pod(pod(f"b{index}", f"u-b{index}", f"node-{index % 5}", cpu="10m"))
+    time.sleep(0.3)
+    behind, _ = watch.bindings(time.time(), time.monotonic())  # no time at all: one piece, then the deadline
+    assert 0 < len(behind) < 300 and "behind" in behind.problem
+    caught_up = view(watch, seconds=5.0)[0]
+    assert len(caught_up) == 300 and caught_up.problem == ""
+
+
+def test_own_bindings_count_at_once_and_bindings_on_their_way_are_waited_for(apiserver):
+    apiserver.set_pods([pod(name, f"u-{name}", "", cpu="200m") for name in ("mine", "theirs", "never")])
+    watch = watch_on(apiserver)
+    view(watch)
+    # bindVerb: NodeLoad noted the pod's demand when it judged it, the function bound it: it counts before the watch
+    # could say so.
+    watch.note_demand("u-mine", demand_of(pod("m", "m", "", cpu="200m")))
+    watch.note_binding("u-mine", "node-a")
+    [mine] = view(watch)[0].on("node-a")
+    assert mine.uid == "u-mine"
+    # The scheduler binds the pod this instance answered for a little after the next pod's filter arrived.
+    watch.note_answer("u-theirs", feasible=True)
+    threading.Timer(0.2, apiserver.bind, args=("default", "theirs", "node-b")).start()
+    started = time.monotonic()
+    bindings, late = view(watch, exclude="u-next")
+    assert "u-theirs" in uids(bindings) and late == 0 and 0.15 < time.monotonic() - started < 0.9
+    # One that never comes (another extender rejected it, its binding failed) is waited for at most EXPECT_SECONDS.
+    watch.note_answer("u-never", feasible=True)
+    started = time.monotonic()
+    bindings, late = view(watch, exclude="u-next")
+    assert late == 1 and time.monotonic() - started <= module.EXPECT_SECONDS + 0.3
+    # The pod's own request does not wait for itself, nor for a pod answered with no feasible node.
+    watch.note_answer("u-self", feasible=True)
+    watch.note_answer("u-nowhere", feasible=False)
+    started = time.monotonic()
+    assert view(watch, exclude="u-self")[1] == 0 and time.monotonic() - started < 0.2
+
+
+def test_the_index_is_capped(apiserver, monkeypatch):
+    monkeypatch.setattr(module, "MAX_PODS", 5)
+    now = time.time()
+    apiserver.set_pods([pod(f"p{i}", f"u{i}", "node-a", cpu="10m", bound_at=now - i) for i in range(8)])
+    bindings = view(watch_on(apiserver))[0]
+    assert uids(bindings) == {f"u{i}" for i in range(5)}  # the newest
+    assert "only the newest are counted" in bindings.problem
+
+
+@pytest.mark.parametrize("shape", ["garbage", "huge"])
+def test_a_watch_line_that_is_not_an_event_breaks_only_the_stream(apiserver, monkeypatch, shape):
+    monkeypatch.setattr(module, "MAX_LINE", 4096)
+    watch = watch_on(apiserver)
+    view(watch)
+    stream = watch._stream
+    assert stream is not None
+    bad = b"not json\n" if shape == "garbage" else b"x" * 10_000
+    watch._lines(bad, time.time())
+    assert watch._stream is None and "watch" in watch._problem
+
+
+def test_waiting_stops_while_expected_bindings_do_not_come_and_resumes_when_one_does(apiserver):
+    apiserver.set_pods([pod("comes", "u-comes", "", cpu="100m")])
+    watch = watch_on(apiserver)
+    view(watch)
+    for index in range(module.MISSES_TO_STOP):  # a caller that filters and never binds (a dry run)
+        watch.note_answer(f"u-dry-{index}", feasible=True)
+        assert view(watch, exclude="u-next")[1] == 1
+    watch.note_answer("u-dry-more", feasible=True)
+    started = time.monotonic()
+    assert view(watch, exclude="u-next")[1] == 1 and time.monotonic() - started < 0.1  # no wait any more
+    # A pod this instance judged is bound: bindings arrive again, and requests wait for them again.
+    watch.note_demand("u-comes", demand_of(pod("c", "c", "", cpu="100m")))
+    apiserver.bind("default", "comes", "node-a")
+    settled(watch, lambda found: "u-comes" in found)
+    watch.note_answer("u-dry-again", feasible=True)
+    started = time.monotonic()
+    assert view(watch, exclude="u-next")[1] == 1 and time.monotonic() - started >= module.EXPECT_SECONDS * 0.8
