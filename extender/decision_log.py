@@ -16,8 +16,9 @@ from __future__ import annotations
 import heapq
 import logging
 import re
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from operator import itemgetter
 from typing import Any
 
@@ -25,7 +26,7 @@ from extender.errors import bounded
 from extender.framework.kept import Derived
 from extender.framework.plugin import Observed
 from extender.framework.profile import FilterResult, Notes, PreemptResult, ScoreResult
-from extender.framework.status import Code, Status
+from extender.framework.status import Status
 from extender.framework.types import Pod
 from extender.protocol import Route
 from extender.verbs import Answer
@@ -151,9 +152,9 @@ def decision_fields(
         if result.audited:
             fields["audited"] = list(result.audited)
     else:
-        fields["rejected"] = _rejections(result.rejected.items(), by_rule=True)
+        fields["rejected"] = _rejections(result.rejected, by_rule=True)
     if result.skipped:
-        fields["skipped"] = _rejections(_noted(result.skipped))
+        fields["skipped"] = _noted_groups(result.skipped)
     if result.audit_failed:
         fields["auditFailed"] = _audit_failures(result.audit_failed)
     for verdict, notes in _held_back(result):
@@ -201,39 +202,53 @@ def _noted(notes: Mapping[str, tuple[Status, ...]]) -> list[tuple[str, Status]]:
     return [(node, status) for node, statuses in notes.items() for status in statuses]
 
 
-def _rejections(rejected: Iterable[tuple[str, Status]], by_rule: bool = False) -> dict[str, Any]:
-    """(node, status) pairs grouped as the pod's FailedScheduling event groups them: one line per plugin and reason;
+def _rejections(rejected: Mapping[str, Status], by_rule: bool = False) -> dict[str, Any]:
+    """Rejected nodes grouped as the pod's FailedScheduling event groups them: one line per plugin and reason;
     ``count`` is the number of nodes. ``by_rule`` adds ``rules``: the nodes of every plugin and rule, not only of the
-    largest groups (one status per node, so each node is counted once)."""
-    groups: dict[tuple[str, Code, str], list[str]] = defaultdict(list)
-    nodes_seen: set[str] = set()
-    for node, status in rejected:
-        groups[status.plugin, status.code, status.reason].append(node)
-        nodes_seen.add(node)
-    largest = heapq.nlargest(TOP_N, groups.items(), key=lambda group: len(group[1]))
+    largest groups.
+
+    Statuses are counted at C speed (equal statuses are one group: same plugin, code and reason) and only the few
+    nodes each shown group names are looked for: a request rejecting thousands of nodes pays little here."""
+    return _grouped(Counter(rejected.values()), rejected.items(), len(rejected), by_rule)
+
+
+def _noted_groups(notes: Notes) -> dict[str, Any]:
+    """``_rejections`` of nodes that may each carry several statuses (skipped by several plugins)."""
+    pairs = _noted(notes)
+    return _grouped(Counter(map(itemgetter(1), pairs)), pairs, len(notes))
+
+
+def _grouped(
+    counts: Counter[Status], pairs: Iterable[tuple[str, Status]], nodes: int, by_rule: bool = False
+) -> dict[str, Any]:
+    largest = heapq.nlargest(TOP_N, counts.items(), key=itemgetter(1))
     reasons = [
         {
-            "plugin": plugin,
-            "code": code.value,
-            "reason": bounded(reason),
-            "count": len(nodes),
-            "nodes": [_name(node) for node in nodes[:NODES_PER_REASON]],
+            "plugin": status.plugin,
+            "code": status.code.value,
+            "reason": bounded(status.reason),
+            "count": count,
+            "nodes": [_name(node) for node in islice(_nodes_of(pairs, status), NODES_PER_REASON)],
         }
-        for (plugin, code, reason), nodes in largest
+        for status, count in largest
     ]
-    found: dict[str, Any] = {"count": len(nodes_seen), "reasons": reasons}
+    found: dict[str, Any] = {"count": nodes, "reasons": reasons}
     if by_rule:
-        found["rules"] = _rule_counts(groups)
+        found["rules"] = _rule_counts(counts)
     return found
 
 
-def _rule_counts(groups: Mapping[tuple[str, Code, str], list[str]]) -> list[dict[str, Any]]:
+def _nodes_of(pairs: Iterable[tuple[str, Status]], status: Status) -> Iterator[str]:
+    return (node for node, found in pairs if found == status)
+
+
+def _rule_counts(counts: Mapping[Status, int]) -> list[dict[str, Any]]:
     """Nodes per plugin and the rule its reasons name ("" if none), the most first. Each distinct reason is read once:
     filter's name the rule, not the node, so they are few."""
-    counts: defaultdict[tuple[str, str], int] = defaultdict(int)
-    for (plugin, _, reason), nodes in groups.items():
-        counts[plugin, _rule_named(reason)] += len(nodes)
-    ranked = sorted(counts.items(), key=itemgetter(1), reverse=True)
+    by_rule: defaultdict[tuple[str, str], int] = defaultdict(int)
+    for status, count in counts.items():
+        by_rule[status.plugin, _rule_named(status.reason)] += count
+    ranked = sorted(by_rule.items(), key=itemgetter(1), reverse=True)
     return [{"plugin": plugin, "rule": _name(rule), "count": count} for (plugin, rule), count in ranked]
 
 

@@ -460,6 +460,8 @@ class Profile:
     ) -> Iterator[Status]:
         """The plugin's verdict on each node in turn: one loop per plugin, as thousands of nodes may pass."""
         needs_labels, check, pod, name = plugin.facts > Facts.NAME, plugin.filter, cycle.pod, plugin.name
+        # Read once: an Enum member read from its class is a lookup each time (Python 3.11), per node here.
+        success, unschedulable = Code.SUCCESS, Code.UNSCHEDULABLE
         own = _own_missing(plugin, "filter", cycle, nodes)
         # Its missing_facts failed: a plugin bug, each node's outcome (the request's Error, or an audited failure).
         failure, own = (own, _NONE_MISSING) if isinstance(own, Status) else (None, own)
@@ -470,7 +472,7 @@ class Profile:
                 outcome = _unknown_facts(name, cause, entry.fail_open)
                 # Not judged: passed (Ignore), rejected (Fail), or rejected as a node its source cannot know.
                 judging.skip(node.name, outcome)
-                if outcome.code is Code.UNSCHEDULABLE and not entry.audit:
+                if outcome.code is unschedulable and not entry.audit:
                     judging.unjudged[node.name] = cause
             else:
                 if not ran:
@@ -480,15 +482,15 @@ class Profile:
                     outcome = failure if failure is not None else check(pod, node, *cycle.extra(plugin))
                 except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
                     outcome = _crashed(name, "filter", node.name, exc)
-                if outcome.code is Code.SUCCESS:
+                if outcome.code is success:
                     yield outcome  # most nodes: no copy
                     continue
                 outcome = outcome.with_plugin(name)
-            if outcome.code is not Code.SUCCESS and entry.audit:
+            if outcome.code is not success and entry.audit:
                 judging.hold_back(node.name, outcome)
                 yield st.SUCCESS
             else:
-                yield st.SUCCESS if outcome.code is Code.SUCCESS else outcome
+                yield st.SUCCESS if outcome.code is success else outcome
 
     def _run_score(
         self, plugin: ScorePlugin, entry: EntryPolicy, cycle: CycleState, nodes: Sequence[Node], judging: Judging

@@ -20,6 +20,10 @@ class Code(enum.Enum):
     __hash__ = object.__hash__
 
 
+# Read once: an Enum member read from its class is a lookup each time (Python 3.11), and statuses are tested per node.
+_SUCCESS_CODE = Code.SUCCESS
+
+
 class Status(NamedTuple):
     code: Code = Code.SUCCESS
     reason: str = ""
@@ -27,7 +31,7 @@ class Status(NamedTuple):
 
     @property
     def is_success(self) -> bool:
-        return self.code is Code.SUCCESS
+        return self.code is _SUCCESS_CODE
 
     def with_plugin(self, plugin: str) -> Status:
         return Status(self.code, self.reason, plugin)

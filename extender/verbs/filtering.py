@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from extender.framework.kept import ServedProfile
 from extender.framework.profile import FilterResult
-from extender.framework.status import Code
+from extender.framework.status import Code, Status
 from extender.framework.types import Facts
 from extender.kube import note_answer
 from extender.nodesource.base import NamesOnly, NodeSource
@@ -28,10 +29,7 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     result = _filter(args, profile, source)
     note_answer(args.pod.uid, result.error is None and bool(result.feasible))
-    failed = {name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE}
-    unresolvable = {
-        name: s.reason for name, s in result.rejected.items() if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    }
+    failed, unresolvable = _failure_maps(result.rejected)
     answer: dict[str, Any] = {
         "FailedNodes": failed,
         "FailedAndUnresolvableNodes": unresolvable,
@@ -52,6 +50,21 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
         pod=args.pod,
         result=result,
     )
+
+
+def _failure_maps(rejected: Mapping[str, Status]) -> tuple[dict[str, str], dict[str, str]]:
+    """FailedNodes and FailedAndUnresolvableNodes: node -> reason, by the status's code (the code looked up once, not
+    per node: an Enum member read from its class costs a lookup each time, and a request may reject thousands)."""
+    resolvable, unresolvable_code = Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    for name, status in rejected.items():
+        code = status.code
+        if code is resolvable:
+            failed[name] = status.reason
+        elif code is unresolvable_code:
+            unresolvable[name] = status.reason
+    return failed, unresolvable
 
 
 def _filter(args: ExtenderArgs, profile: ServedProfile, source: NodeSource) -> FilterResult:
