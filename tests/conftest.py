@@ -95,6 +95,14 @@ def serving(log_path: Path | None = None, **env: str) -> Iterator[str]:
         yield url
 
 
+def function_command(port: int) -> list[str]:
+    """The command Cloud Functions runs the function with, on a loopback ``port``."""
+    return [
+        *(sys.executable, "-m", "functions_framework", "--target", "extender", "--source", "main.py"),
+        *("--host", "127.0.0.1", "--port", str(port)),
+    ]
+
+
 @contextlib.contextmanager
 def served_process(log_path: Path | None = None, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``serving``, with the process (gunicorn's master, whose one child is the worker that answers)."""
@@ -102,23 +110,7 @@ def served_process(log_path: Path | None = None, **env: str) -> Iterator[tuple[s
     # Served as the README's command and Terraform serve it: the allocator set up as deployed.
     environment = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"}
     environment |= dict(ALLOCATOR_ENVIRONMENT) | env
-    with logged_process(
-        [
-            sys.executable,
-            "-m",
-            "functions_framework",
-            "--target",
-            "extender",
-            "--source",
-            "main.py",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        environment,
-        log_path,
-    ) as (process, log):
+    with logged_process(function_command(port), environment, log_path) as (process, log):
         url = f"http://127.0.0.1:{port}"
         try:
             try:

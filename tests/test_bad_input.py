@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import requests
 
 from testkit.ports import free_port
-from tests.conftest import ROOT, serving
+from tests.conftest import ROOT, function_command, serving
 from tests.recordings import exchanges
 
 FULL = next(e for e in exchanges() if e.verb == "filter" and not e.node_cache_capable).request
@@ -165,17 +164,7 @@ def test_a_served_function_with_a_bad_policy_exits_listing_the_problems(tmp_path
     env = {key: value for key, value in os.environ.items() if key != "EXTENDER_POLICY"} | {
         "EXTENDER_POLICY": str(policy)
     }
-    command = [
-        sys.executable,
-        "-m",
-        "functions_framework",
-        "--target",
-        "extender",
-        "--source",
-        "main.py",
-        "--port",
-        str(free_port()),
-    ]
+    command = function_command(free_port())
     finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert finished.returncode != 0
     assert f"extender cannot start: invalid policy {policy}:" in finished.stderr

@@ -5,18 +5,16 @@ real Prometheus, while pods are bound, deleted and finish and the loads change b
 
 from __future__ import annotations
 
-import json
 import random
 import time
-from typing import Any
 
 import orjson
-import requests
 
 from testkit.fake_apiserver import FakeApiServer, node, pod
 from tests.conftest import serving
 from tests.prometheus import METRIC
 from tests.test_kept_equal_served import from_threads
+from tests.test_nodeload_kept_equal_served import policy, post
 
 NODES = [f"node-{index}" for index in range(12)]
 PHASES = 3
@@ -32,21 +30,6 @@ ARGS = {
     ],
     "score": {"metric": "cpu", "strategy": "TargetLoad", "target": 0.5},
 }
-
-
-def policy(url: str) -> str:
-    args = {**ARGS, "prometheus": {"url": url, "auth": "none"}}
-
-    def profile(name: str, **entry: str) -> dict[str, Any]:
-        enabled = {"name": "NodeLoad", **entry}
-        return {
-            "name": name,
-            "plugins": {"filter": {"enabled": [enabled]}, "score": {"enabled": [{**enabled, "weight": 1}]}},
-            "pluginConfig": [{"name": "NodeLoad", "args": args}],
-        }
-
-    profiles = [profile("default"), profile("ignore", failurePolicy="Ignore"), profile("audit", enforcement="Audit")]
-    return json.dumps({"nodeCacheCapable": True, "profiles": profiles})
 
 
 def change(rng: random.Random, apiserver: FakeApiServer, phase: int) -> tuple[dict[str, float], str]:
@@ -87,11 +70,6 @@ def request(rng: random.Random, apiserver: FakeApiServer) -> tuple[str, bytes]:
     return rng.choice(VERBS), orjson.dumps({"Pod": the_pod, "Nodes": None, "NodeNames": names})
 
 
-def post(url: str, verb: str, data: bytes) -> tuple[int, bytes]:
-    answer = requests.post(f"{url}/{verb}", data=data, headers={"Content-Type": "application/json"}, timeout=30)
-    return answer.status_code, answer.content
-
-
 def judges(url: str, marker: str) -> bool:
     """Whether the function counts the marker's in-flight pod, in each profile whose answers depend on it (each has a
     NodeLoad of its own, with its own kept answers; audited ones answer alike anyway): the marker is rejected for a
@@ -110,7 +88,7 @@ def test_eight_threads_against_a_cached_index_answer_as_lists_on_every_request(
 ):
     rng = random.Random(32)
     path = tmp_path / "policy.json"
-    path.write_text(policy(prometheus.url))
+    path.write_text(policy(prometheus.url, ARGS))
     apiserver.set_nodes([node(name) for name in NODES])
     # A short httpTimeout bounds each request's wait for bindings it expects (the test's pods are never bound).
     env = {"EXTENDER_POLICY": str(path), "EXTENDER_HTTP_TIMEOUT": "1s", **apiserver.environment()}

@@ -35,8 +35,10 @@ ARGS = {
 VERBS = ["filter", "prioritize", "ignore/filter", "ignore/prioritize", "audit/filter", "audit/prioritize"]
 
 
-def policy(url: str) -> str:
-    args = {**ARGS, "prometheus": {"url": url, "auth": "none"}}
+def policy(url: str, nodeload_args: dict[str, Any] = ARGS) -> str:
+    """Three profiles of NodeLoad with ``nodeload_args`` reading Prometheus at ``url``: enforced (Fail), Ignore and
+    Audit."""
+    args = {**nodeload_args, "prometheus": {"url": url, "auth": "none"}}
 
     def profile(name: str, **entry: str) -> dict[str, Any]:
         enabled = {"name": "NodeLoad", **entry}

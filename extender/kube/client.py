@@ -19,7 +19,7 @@ import os
 import ssl
 import time
 import weakref
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sized
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
@@ -77,6 +77,8 @@ _TOO_LARGE_HINT = " (a page of 500 nodes, or one node's pods, is a few MB: is KU
 _REDIRECT_HINT = " (redirects are not followed: set KUBERNETES_API_URL to the API server itself)"
 
 Decoded = TypeVar("Decoded")
+# A page of a node list as a decoder reads it: its nodes, however they are kept.
+Page = TypeVar("Page", bound=Sized)
 
 
 class KubeClient:
@@ -95,45 +97,38 @@ class KubeClient:
     def list_nodes(self, total: float | None = None) -> list[NodeFacts]:
         """Every node's name and labels, in pages of PAGE_SIZE; each page's call within the client's timeout, the
         whole list within ``total`` seconds (one call's timeout when None)."""
-        until = time.monotonic() + (self.timeout if total is None else total)
-        nodes: list[NodeFacts] = []
-        params: dict[str, Any] = {"limit": PAGE_SIZE}
-        seen: set[str] = set()
-        for _ in range(MAX_PAGES):
-            page_until = min(until, time.monotonic() + self.timeout)
-            answer = self._call("GET", "/api/v1/nodes", params, accept=_METADATA_LIST, until=page_until)
-            try:
-                page, token = self._decoded(decode_node_page, answer, "nodes", MAX_LISTED_NODES - len(nodes))
-            except TooLong:
-                raise KubeError(
-                    f"the Kubernetes API listed more than {MAX_LISTED_NODES} nodes: the kubernetes node source serves "
-                    "clusters up to that size (beyond it, use the names or static node source)"
-                ) from None
-            nodes += page
-            if not token:
-                return nodes
-            if token in seen:
-                raise KubeError("the Kubernetes API repeated a continue token while listing nodes: the list never ends")
-            seen.add(token)
-            params = {"limit": PAGE_SIZE, "continue": token}
-        raise KubeError(f"the Kubernetes API listed nodes in more than {MAX_PAGES} pages of {PAGE_SIZE}: stopped there")
+        beyond = "the kubernetes node source serves clusters up to that size (beyond, use the names or static source)"
+        return [node for page in self._node_pages(decode_node_page, _METADATA_LIST, total, beyond) for node in page]
 
     def node_allocatable(self, total: float | None = None) -> dict[str, Resources]:
-        """Every node's allocatable CPU and memory (as a Resources' requests), from full node objects in pages of
-        PAGE_SIZE; each page within the client's timeout, the whole list within ``total`` seconds."""
-        until = time.monotonic() + (self.timeout if total is None else total)
+        """Every node's allocatable CPU and memory (as a Resources' requests), from full node objects; paged and
+        bounded in time as ``list_nodes``."""
         found: dict[str, Resources] = {}
+        beyond = "NodeLoad reads the allocatable of clusters up to that size"
+        for page in self._node_pages(decode_allocatable_page, _JSON, total, beyond):
+            found.update(page)
+        return found
+
+    def _node_pages(
+        self, decode: Callable[[bytes, int], tuple[Page, str | None]], accept: str, total: float | None, beyond: str
+    ) -> Iterator[Page]:
+        """The node list's pages as ``decode`` reads them, PAGE_SIZE nodes each, at most MAX_LISTED_NODES in all;
+        each page's call within the client's timeout, the whole list within ``total`` seconds."""
+        until = time.monotonic() + (self.timeout if total is None else total)
         params: dict[str, Any] = {"limit": PAGE_SIZE}
         seen: set[str] = set()
+        listed = 0
         for _ in range(MAX_PAGES):
-            answer = self._call("GET", "/api/v1/nodes", params, until=min(until, time.monotonic() + self.timeout))
+            page_until = min(until, time.monotonic() + self.timeout)
+            answer = self._call("GET", "/api/v1/nodes", params, accept=accept, until=page_until)
             try:
-                page, token = self._decoded(decode_allocatable_page, answer, "nodes", MAX_LISTED_NODES - len(found))
+                page, token = self._decoded(decode, answer, "nodes", MAX_LISTED_NODES - listed)
             except TooLong:
-                raise KubeError(f"the Kubernetes API listed more than {MAX_LISTED_NODES} nodes") from None
-            found.update(page)
+                raise KubeError(f"the Kubernetes API listed more than {MAX_LISTED_NODES} nodes: {beyond}") from None
+            listed += len(page)
+            yield page
             if not token:
-                return found
+                return
             if token in seen:
                 raise KubeError("the Kubernetes API repeated a continue token while listing nodes: the list never ends")
             seen.add(token)

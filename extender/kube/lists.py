@@ -44,6 +44,7 @@ class TooLong(Exception):
 
 # Not tracked by the garbage collector: they hold strings and bytes, never cycles.
 class _ListMetadata(msgspec.Struct, gc=False):
+    resourceVersion: str | None = None
     continue_: str | None = msgspec.field(name="continue", default=None)
 
 
@@ -206,13 +207,8 @@ class _BoundPodItem(msgspec.Struct, gc=False):
     status: _BoundStatus | None = None
 
 
-class _ListMeta(msgspec.Struct, gc=False):
-    resourceVersion: str | None = None
-    continue_: str | None = msgspec.field(name="continue", default=None)
-
-
 class _BoundPage(msgspec.Struct, gc=False):
-    metadata: _ListMeta | None = None
+    metadata: _ListMetadata | None = None
     items: list[msgspec.Raw] | None = None
 
 
@@ -228,7 +224,7 @@ class _EventStatus(msgspec.Struct, gc=False):
 
 
 class _Versioned(msgspec.Struct, gc=False):
-    metadata: _ListMeta | None = None
+    metadata: _ListMetadata | None = None
 
 
 _bound_page = msgspec.json.Decoder(_BoundPage).decode
@@ -246,7 +242,7 @@ def decode_bound_pod_page(body: bytes | bytearray, max_items: int) -> tuple[list
     """
     page = _bound_page(body)
     pods = [pod for pod in map(_bound, _items(page.items, _bound_pod, max_items)) if pod is not None]
-    metadata = page.metadata or _ListMeta()
+    metadata = page.metadata or _ListMetadata()
     return pods, metadata.resourceVersion or "", metadata.continue_ or None
 
 
