@@ -234,6 +234,16 @@ class PodWatch:
         finally:
             self._reading.release()
 
+    def start(self, now: float) -> None:
+        """Start the first list (or a list due again) without waiting for it, unless a request is reading."""
+        if not self._reading.acquire(blocking=False):
+            return
+        try:
+            if not self._version and self._listing is None and time.monotonic() >= self._retry_at:
+                self._start_list(now)
+        finally:
+            self._reading.release()
+
     def _advance(self, now: float, until: float) -> None:
         """One step of LIST then WATCH, then every event the stream holds (within ``until``). A cold index waits for
         its first list within ``until``."""

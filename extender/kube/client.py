@@ -53,14 +53,17 @@ _JSON = "application/json"
 BOUND = "spec.nodeName!="
 # kubectl's page size: bounded answers even for 5000-node clusters.
 PAGE_SIZE = 500
+# Whole Node objects (status.images, managedFields) run to tens of kB each: pages of them stay a few MB.
+FULL_NODES_PAGE_SIZE = 100
 # Preemption may offer dozens of candidate nodes; their pods are listed in parallel, this many at a time.
 MAX_PARALLEL_LISTS = 8
-# Largest answer read from one call: a page of 500 full nodes is ~10 MB (metadata only, ~3 MB), one node's pods
-# (110 at most by default, 256 on GKE) a few MB.
+# Largest answer read from one call: a page of 500 nodes' metadata is ~3 MB, of 100 full nodes a few MB, one node's
+# pods (110 at most by default, 256 on GKE) a few MB.
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 # Bytes the pod lists of one request may read in all: dozens of candidates of a hundred pods each.
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
-# Pages of one list: 65,536 nodes (past GKE's largest cluster) in pages of PAGE_SIZE, twice over.
+# Pages of one list: 65,536 nodes (past GKE's largest cluster) in pages of PAGE_SIZE, twice over (smaller pages: as
+# many more).
 MAX_PAGES = 2 * 65_536 // PAGE_SIZE
 # Nodes one list may hold: as many as one request may name.
 MAX_LISTED_NODES = MAX_NODES
@@ -98,27 +101,34 @@ class KubeClient:
         """Every node's name and labels, in pages of PAGE_SIZE; each page's call within the client's timeout, the
         whole list within ``total`` seconds (one call's timeout when None)."""
         beyond = "the kubernetes node source serves clusters up to that size (beyond, use the names or static source)"
-        return [node for page in self._node_pages(decode_node_page, _METADATA_LIST, total, beyond) for node in page]
+        pages = self._node_pages(decode_node_page, _METADATA_LIST, PAGE_SIZE, total, beyond)
+        return [node for page in pages for node in page]
 
     def node_allocatable(self, total: float | None = None) -> dict[str, Resources]:
         """Every node's allocatable CPU and memory (as a Resources' requests), from full node objects; paged and
         bounded in time as ``list_nodes``."""
         found: dict[str, Resources] = {}
         beyond = "NodeLoad reads the allocatable of clusters up to that size"
-        for page in self._node_pages(decode_allocatable_page, _JSON, total, beyond):
+        for page in self._node_pages(decode_allocatable_page, _JSON, FULL_NODES_PAGE_SIZE, total, beyond):
             found.update(page)
         return found
 
     def _node_pages(
-        self, decode: Callable[[bytes, int], tuple[Page, str | None]], accept: str, total: float | None, beyond: str
+        self,
+        decode: Callable[[bytes, int], tuple[Page, str | None]],
+        accept: str,
+        page_size: int,
+        total: float | None,
+        beyond: str,
     ) -> Iterator[Page]:
-        """The node list's pages as ``decode`` reads them, PAGE_SIZE nodes each, at most MAX_LISTED_NODES in all;
+        """The node list's pages as ``decode`` reads them, ``page_size`` nodes each, at most MAX_LISTED_NODES in all;
         each page's call within the client's timeout, the whole list within ``total`` seconds."""
         until = time.monotonic() + (self.timeout if total is None else total)
-        params: dict[str, Any] = {"limit": PAGE_SIZE}
+        params: dict[str, Any] = {"limit": page_size}
         seen: set[str] = set()
         listed = 0
-        for _ in range(MAX_PAGES):
+        max_pages = MAX_PAGES * PAGE_SIZE // page_size
+        for _ in range(max_pages):
             page_until = min(until, time.monotonic() + self.timeout)
             answer = self._call("GET", "/api/v1/nodes", params, accept=accept, until=page_until)
             try:
@@ -132,8 +142,8 @@ class KubeClient:
             if token in seen:
                 raise KubeError("the Kubernetes API repeated a continue token while listing nodes: the list never ends")
             seen.add(token)
-            params = {"limit": PAGE_SIZE, "continue": token}
-        raise KubeError(f"the Kubernetes API listed nodes in more than {MAX_PAGES} pages of {PAGE_SIZE}: stopped there")
+            params = {"limit": page_size, "continue": token}
+        raise KubeError(f"the Kubernetes API listed nodes in more than {max_pages} pages of {page_size}: stopped there")
 
     def bound_pods_page(self, token: str | None, until: float) -> tuple[list[BoundPod], str, str | None]:
         """One page of the pods bound to nodes (``fieldSelector=spec.nodeName!=``), the list's resourceVersion and

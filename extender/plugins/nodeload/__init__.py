@@ -126,6 +126,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         """The answers this request judges on, at one instant (refreshed first when due: ``Loads``), with the
         in-flight pods caught up and the pod's own estimate."""
         now = self._clock() if self._clock is not None else request_clock.now()
+        self._start_api_lists(now)
         view = LoadView(self.loads.snapshot(now), now, self.config.max_age)
         demand = demand_of(pod.raw)
         daemon = owned_by_daemon_set(pod.raw)
@@ -224,6 +225,23 @@ class NodeLoad(FilterPlugin, ScorePlugin):
 
                 self._kube = client_from_settings(settings)
             return self._kube
+
+    def _start_api_lists(self, now: float) -> None:
+        """The API lists a cold instance waits for (the bound pods, the nodes' allocatable) started before the
+        metrics are asked, so that they run beside that refresh; warm, this starts nothing."""
+        if self._offline is not None:
+            return
+        try:
+            client = self._client()
+            if client is None:
+                return
+            from extender import kube
+
+            if self.config.keep:
+                kube.shared_watch(client, self.horizon).start(now)
+            kube.shared_allocatable(client).current(until=0.0)
+        except Exception:  # a bug here must cost nothing: the reads below report it
+            logger.exception("NodeLoad: starting the Kubernetes API's lists failed")
 
     def _in_flight(self, pod: Pod, demand: PodDemand, now: float) -> tuple[Bindings | None, str, int]:
         """The bindings to count (None when unknown), why they may be incomplete, and how many bindings this instance
