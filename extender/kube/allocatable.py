@@ -22,7 +22,9 @@ from extender.kube.errors import KubeError
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
 
-REFRESH_SECONDS = 300.0
+# A node's allocatable changes only with its kubelet's configuration; a new node is listed when first asked about.
+# Whole Node objects are tens of kB each: a 5000-node list is tens of MB, not to be read often.
+REFRESH_SECONDS = 1800.0
 RETRY_SECONDS = 10.0
 LIST_SECONDS = 30.0
 
