@@ -162,7 +162,7 @@ class GoogleAuth:
         if not self._lock.acquire(timeout=seconds):
             raise QueryError(f"no Google access token within {seconds:.1f} s")
         try:
-            credentials = self._credentials or self._find(deadline - time.monotonic())
+            credentials = self._credentials or self._find(deadline, seconds)
             if not credentials.valid:
                 # google-auth's credentials are untyped.
                 cast(Any, credentials).refresh(_token_request(max(0.001, deadline - time.monotonic())))
@@ -172,13 +172,14 @@ class GoogleAuth:
         finally:
             self._lock.release()
 
-    def _find(self, seconds: float) -> Credentials:
-        """Application default credentials, looked for on a thread of their own (under ``_lock``)."""
+    def _find(self, deadline: float, seconds: float) -> Credentials:
+        """Application default credentials, looked for on a thread of their own (under ``_lock``) until ``deadline``
+        (monotonic), the end of the query's ``seconds``."""
         if self._finding is None:
             self._found = None
             self._finding = threading.Thread(target=self._look, name="nodeload-credentials", daemon=True)
             self._finding.start()
-        self._finding.join(max(0.0, seconds))
+        self._finding.join(max(0.0, deadline - time.monotonic()))
         if self._finding.is_alive():
             raise QueryError(f"no Google credentials found within {seconds:.1f} s (still looking)")
         self._finding, found = None, self._found
