@@ -315,6 +315,13 @@ def test_risk_balancing_takes_the_worst_resource_with_in_flight_pods_added_to_th
     assert scores == {"a": 65, "b": 70}
 
 
+def policy_json(args: dict[str, Any], **policy: Any) -> str:
+    """A policy file whose one profile filters and scores with NodeLoad given ``args``."""
+    plugins = {"filter": {"enabled": [{"name": "NodeLoad"}]}, "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]}}
+    profile = {"name": "default", "plugins": plugins, "pluginConfig": [{"name": "NodeLoad", "args": args}]}
+    return json.dumps({**policy, "profiles": [profile]})
+
+
 def test_check_policy_says_when_bursts_are_not_accounted_for(tmp_path):
     path = tmp_path / "policy.json"
     args = {
@@ -325,22 +332,7 @@ def test_check_policy_says_when_bursts_are_not_accounted_for(tmp_path):
         ],
         "filter": [{"metric": "gpu", "above": 0.9}],
     }
-    path.write_text(
-        json.dumps(
-            {
-                "profiles": [
-                    {
-                        "name": "default",
-                        "plugins": {
-                            "filter": {"enabled": [{"name": "NodeLoad"}]},
-                            "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]},
-                        },
-                        "pluginConfig": [{"name": "NodeLoad", "args": args}],
-                    }
-                ]
-            }
-        )
-    )
+    path.write_text(policy_json(args))
     checked = subprocess.run(
         [sys.executable, "-m", "extender", "check-policy", str(path)],
         cwd=ROOT,
@@ -368,23 +360,7 @@ def test_explain_shows_the_prediction_offline_with_in_flight_pods_from_a_file(tm
         "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "node"}],
         "filter": [{"metric": "cpu", "above": 0.8}],
     }
-    policy_path.write_text(
-        json.dumps(
-            {
-                "nodeCacheCapable": False,
-                "profiles": [
-                    {
-                        "name": "default",
-                        "plugins": {
-                            "filter": {"enabled": [{"name": "NodeLoad"}]},
-                            "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]},
-                        },
-                        "pluginConfig": [{"name": "NodeLoad", "args": args}],
-                    }
-                ],
-            }
-        )
-    )
+    policy_path.write_text(policy_json(args, nodeCacheCapable=False))
     saved = tmp_path / "cpu.json"
     saved.write_bytes(answer({"a": 0.5, "b": 0.5}, at=now))
     from testkit.fake_apiserver import node as node_object

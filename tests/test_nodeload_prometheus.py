@@ -306,6 +306,11 @@ def test_the_decision_log_shows_each_named_node_s_value_and_sample_age(
     assert prioritize_entry["nodeFacts"]["NodeLoad"]["idle"]["cpu"]["value"] == 0.1
 
 
+def explain_command(pod: Path, policy: Path, names: str) -> list[str]:
+    """``python -m extender explain`` of ``pod`` on the node ``names`` (comma-separated) under ``policy``."""
+    return [sys.executable, "-m", "extender", "explain", str(pod), "--node-names", names, "--policy", str(policy)]
+
+
 def test_explain_runs_offline_on_a_saved_answer(prometheus, exporter, tmp_path):
     exporter.set({"busy": 0.95, "idle": 0.1, "half": 0.5})
     prometheus.wait_until(METRIC, lambda values: len(values) == 3)
@@ -314,17 +319,7 @@ def test_explain_runs_offline_on_a_saved_answer(prometheus, exporter, tmp_path):
     policy = write_policy(tmp_path, "http://127.0.0.1:9")  # nothing listens there: the saved answer is all it reads
     pod = tmp_path / "pod.yaml"
     pod.write_text(json.dumps(POD))
-    command = [
-        sys.executable,
-        "-m",
-        "extender",
-        "explain",
-        str(pod),
-        "--node-names",
-        "busy,idle,half,ghost",
-        "--policy",
-        str(policy),
-    ]
+    command = explain_command(pod, policy, "busy,idle,half,ghost")
     shown = subprocess.run(
         [*command, "--metrics", f"cpu={saved}", "--json"], cwd=ROOT, capture_output=True, text=True, check=False
     )
@@ -360,22 +355,7 @@ def test_explain_names_what_is_wrong_with_saved_answers(tmp_path, given, problem
     files = {"FILE": str(saved), "NOTJSON": str(not_json), "MISSING": str(tmp_path / "MISSING")}
     arguments = [item for spec in given for item in ("--metrics", spec.split("=")[0] + "=" + files[spec.split("=")[1]])]
     shown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "extender",
-            "explain",
-            str(pod),
-            "--node-names",
-            "a",
-            "--policy",
-            str(policy),
-            *arguments,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+        [*explain_command(pod, policy, "a"), *arguments], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert shown.returncode == 1 and problem.replace("MISSING", files["MISSING"]) in shown.stderr, shown.stderr
 
