@@ -10,6 +10,7 @@ import yaml
 from marshmallow import ValidationError
 
 from extender.framework.clock import utc_now
+from extender.framework.plugin import SKIP
 from extender.framework.profile import Profile
 from extender.framework.status import Code
 from extender.framework.types import Node
@@ -290,7 +291,10 @@ def test_yaml_timestamps_load_like_strings():
         ),
         (
             maintenance({"from": "7:00", "to": "08:00"}),
-            "maintenance[0].windows[0].from: '7:00' is not a time of day \"HH:MM\" (00:00..23:59, or 24:00 as an end)",
+            (
+                "maintenance[0].windows[0].from: '7:00' is not a time of day \"HH:MM\" (00:00..23:59, or 24:00 as an "
+                "end): write '07:00'"
+            ),
         ),
         (
             maintenance({"from": "24:00", "to": "08:00"}),
@@ -322,3 +326,107 @@ def test_invalid_args_name_the_field(args, expected):
     with pytest.raises(ValidationError) as caught:
         NodeNameFilter.args_schema().load(args)
     assert expected in flatten_errors(caught.value.messages), flatten_errors(caught.value.messages)
+
+
+# --- Maintenance for some pods only (``pods``) ---------------------------------------------------------------------
+
+LEGACY = {
+    "maintenance": [
+        {
+            "name": "legacy-patching",
+            "nodes": ["gke-prod-legacy-*"],
+            "pods": {"namespaces": ["payments"]},
+            "windows": [{"days": ["Tue"], "from": "01:00", "to": "03:00", "timeZone": "Europe/Berlin"}],
+        }
+    ]
+}
+# Tuesday 2026-03-03 01:30 in Berlin (CET, +01:00).
+IN_THE_WINDOW = "2026-03-03T00:30:00Z"
+
+
+def test_a_window_with_pods_closes_its_nodes_to_the_pods_it_selects_only():
+    plugin = build(NodeNameFilter, LEGACY, clock=at(IN_THE_WINDOW))
+    legacy, other = Node("gke-prod-legacy-1"), Node("gke-prod-pool-a-1")
+    rejected = plugin.filter(pod(namespace="payments"), legacy)
+    assert rejected.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert rejected.reason == (
+        "NodeNameFilter: node is in maintenance 'legacy-patching' until 2026-03-03T03:00:00+01:00 "
+        "for pods namespace in (payments)"
+    )
+    assert plugin.filter(pod(namespace="shop"), legacy).is_success
+    assert plugin.filter(pod(namespace="payments"), other).is_success
+    # Outside the window the selected pods pass too.
+    later = build(NodeNameFilter, LEGACY, clock=at("2026-03-03T02:30:00Z"))
+    assert later.filter(pod(namespace="payments"), legacy).is_success
+
+
+def test_a_window_without_pods_closes_its_nodes_to_every_pod_and_says_no_selector():
+    args = {"maintenance": [{**LEGACY["maintenance"][0]}]}
+    del args["maintenance"][0]["pods"]
+    plugin = build(NodeNameFilter, args, clock=at(IN_THE_WINDOW))
+    for namespace in ("payments", "shop", "kube-system"):
+        outcome = plugin.filter(pod(namespace=namespace), Node("gke-prod-legacy-1"))
+        assert outcome.reason == "NodeNameFilter: node is in maintenance 'legacy-patching' until 2026-03-03T03:00:00+01:00"
+
+
+def test_pods_take_every_criterion_of_the_shared_pod_selector():
+    selector = {
+        "excludeNamespaces": ["kube-system"],
+        "labelSelector": {"matchLabels": {"tier": "web"}},
+        "annotationSelector": {"matchExpressions": [{"key": "example.com/pinned", "operator": "DoesNotExist"}]},
+        "priority": {"max": 999},
+    }
+    args = {"maintenance": [{**LEGACY["maintenance"][0], "pods": selector}]}
+    plugin = build(NodeNameFilter, args, clock=at(IN_THE_WINDOW))
+    legacy = Node("gke-prod-legacy-1")
+    web = {"labels": {"tier": "web"}}
+    closed = plugin.filter(pod(**web), legacy)
+    assert closed.reason.endswith(
+        "for pods namespace notin (kube-system), labels tier=web, annotations !example.com/pinned, priority<=999"
+    )
+    assert plugin.filter(pod(namespace="kube-system", **web), legacy).is_success
+    assert plugin.filter(pod(), legacy).is_success  # no tier=web label
+    assert plugin.filter(pod(priority=1000, **web), legacy).is_success
+    assert plugin.filter(pod(annotations={"example.com/pinned": "yes"}, **web), legacy).is_success
+
+
+def test_the_reuse_key_tells_a_selected_pod_from_another_so_kept_verdicts_never_cross():
+    plugin = build(NodeNameFilter, LEGACY, clock=at(IN_THE_WINDOW))
+    payments, shop = pod(namespace="payments"), pod(namespace="shop")
+    assert plugin.reuse_key(payments, plugin.prepare(payments)) != plugin.reuse_key(shop, plugin.prepare(shop))
+    # Nothing closed to the other pod, and no list: no node can fail it.
+    assert plugin.prepare(shop) is SKIP
+
+
+def test_a_window_for_some_pods_through_a_profile_with_kept_results():
+    from extender.framework.kept import keeping_results
+    from tests.plugin_helpers import ListedNodes
+
+    plugin = build(NodeNameFilter, LEGACY, clock=at(IN_THE_WINDOW))
+    served = keeping_results(Profile("default", filters=[plugin]), enabled=True)
+    source = ListedNodes([Node("gke-prod-legacy-1"), Node("gke-prod-pool-a-1")])
+    names = ["gke-prod-legacy-1", "gke-prod-pool-a-1"]
+    for _ in range(2):  # the second time from kept verdicts
+        assert served.filter_names(pod(namespace="payments"), names, source).feasible == ["gke-prod-pool-a-1"]
+        assert served.filter_names(pod(namespace="shop"), names, source).feasible == names
+
+
+@pytest.mark.parametrize(
+    ("pods", "expected"),
+    [
+        ({"namespace": ["payments"]}, "maintenance[0].pods.namespace: Unknown field."),
+        ({"namespaces": ["Payments"]}, "maintenance[0].pods.namespaces[0]: 'Payments' is not a valid namespace name"),
+        ({"priority": {"min": 10, "max": 1}}, "maintenance[0].pods.priority: min (10) is above max (1)"),
+        (
+            {"labelSelector": {"matchExpressions": [{"key": "tier", "operator": "In"}]}},
+            "maintenance[0].pods.labelSelector.matchExpressions[0].values: In needs at least one value",
+        ),
+    ],
+)
+def test_invalid_pods_name_the_field(pods, expected):
+    args = {"maintenance": [{**LEGACY["maintenance"][0], "pods": pods}]}
+    with pytest.raises(ValidationError) as caught:
+        NodeNameFilter.args_schema().load(args)
+    assert any(problem.startswith(expected) for problem in flatten_errors(caught.value.messages)), flatten_errors(
+        caught.value.messages
+    )

@@ -127,3 +127,44 @@ profiles:
         "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NodeLabelPolcy': did you mean NodeLabelPolicy?",
         "profiles[0].pluginConfig[1].name: unknown plugin 'SpotOnly'",
     ]
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        # YAML 1.1 reads 1:00 as 60 (base 60): one message gives the form that loads, not "quote it" then "HH:MM".
+        ("1:00", "Not a valid string: a time of day is a quoted \"HH:MM\". YAML read the number 60 (1:00 in base 60); "
+         "write '01:00'"),
+        ('"1:00"', "'1:00' is not a time of day \"HH:MM\" (00:00..23:59, or 24:00 as an end): write '01:00'"),
+        ("9:30", "YAML read the number 570 (9:30 in base 60); write '09:30'"),
+    ],
+)
+def test_a_maintenance_time_with_one_digit_of_hours_says_the_form_that_loads_in_one_round(written, problem):
+    policy = f"""
+profiles:
+- name: default
+  plugins: {{filter: {{enabled: [{{name: NodeNameFilter}}]}}}}
+  pluginConfig:
+  - name: NodeNameFilter
+    args: {{maintenance: [{{name: m, nodes: ["*"], windows: [{{from: {written}, to: "04:00"}}]}}]}}
+"""
+    [found] = problems(policy)
+    assert found.startswith("profiles[0].pluginConfig[0].args.maintenance[0].windows[0].from: ")
+    assert found.endswith(problem)
+    fixed = policy.replace(f"from: {written}", f"from: {found.rsplit(' ', 1)[1]}")
+    assert parse_policy(fixed, "policy.yaml").profiles  # the message's fix loads
+
+
+def test_a_window_start_yaml_read_as_a_date_says_the_timestamp_to_write():
+    policy = """
+profiles:
+- name: default
+  plugins: {filter: {enabled: [{name: NodeNameFilter}]}}
+  pluginConfig:
+  - name: NodeNameFilter
+    args: {maintenance: [{name: m, nodes: ["*"], windows: [{start: 2026-03-01, end: "2026-03-02T00:00:00Z"}]}]}
+"""
+    assert problems(policy) == [
+        "profiles[0].pluginConfig[0].args.maintenance[0].windows[0].start: 2026-03-01 is a date, not an instant: "
+        "write a timestamp such as 2026-03-01T00:00:00Z"
+    ]

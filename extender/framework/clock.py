@@ -49,6 +49,8 @@ def parse_instant(value: object) -> dt.datetime:
             value = dt.datetime.fromisoformat(value)
         except ValueError:
             raise ValueError(f"{value!r} is not an RFC 3339 timestamp such as 2026-03-01T22:00:00Z") from None
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):  # YAML reads 2026-03-01 as a date
+        raise ValueError(f"{value} is a date, not an instant: write a timestamp such as {value}T00:00:00Z")
     if not isinstance(value, dt.datetime):
         raise ValueError("must be an RFC 3339 timestamp such as 2026-03-01T22:00:00Z")
     if value.tzinfo is None or value.utcoffset() is None:

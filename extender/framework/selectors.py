@@ -149,6 +149,23 @@ class PodSelector(NamedTuple):
             return False
         return self.label_selector.matches(pod.labels or {}) and self.annotation_selector.matches(pod.annotations or {})
 
+    def __str__(self) -> str:
+        """What it selects, in the selectors' ``kubectl -l`` words: ``namespace in (payments),priority>=1000``."""
+        parts = []
+        if self.namespaces is not None:
+            parts.append(f"namespace in ({','.join(sorted(self.namespaces))})")
+        if self.exclude_namespaces:
+            parts.append(f"namespace notin ({','.join(sorted(self.exclude_namespaces))})")
+        if self.label_selector != EVERYTHING:
+            parts.append(f"labels {self.label_selector}")
+        if self.annotation_selector != EVERYTHING:
+            parts.append(f"annotations {self.annotation_selector}")
+        if self.min_priority is not None:
+            parts.append(f"priority>={self.min_priority}")
+        if self.max_priority is not None:
+            parts.append(f"priority<={self.max_priority}")
+        return ", ".join(parts) or "<every pod>"
+
 
 # --- Policy schemas ------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ field wants says which type and how to write it.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from extender.wire.errors import Hint, Path
@@ -22,6 +23,8 @@ _WANTED: dict[str, tuple[type, ...]] = {
     "Not a valid boolean": (bool,),
 }
 # marshmallow reports null itself ("Field may not be null."), whatever the field's type.
+# YAML 1.1 reads an unquoted H:MM (one digit of hours) as a base-60 number; quoted, it is still no HH:MM.
+_SEXAGESIMAL_CLOCK = re.compile(r"([0-9]):([0-5][0-9])")
 _READ_AS = {"bool": "a boolean", "int": "a number", "float": "a number", "timestamp": "a date"}
 
 
@@ -50,6 +53,9 @@ def yaml_hint(text: str, loader: type) -> Hint:
         value = _read(node.value, loader)
         read = f"the number {value}" if kind in ("int", "float") and str(value) != node.value else _READ_AS[kind]
         if str in wanted:
+            clock = _SEXAGESIMAL_CLOCK.fullmatch(node.value)
+            if clock:  # 1:00 is what a person writes for a time of day: the quoted form every field takes is 01:00
+                return f"{message} YAML read {read} ({node.value} in base 60); write '{int(clock[1]):02d}:{clock[2]}'"
             return f"{message} YAML read {read}; quote it: '{node.value.replace(chr(39), chr(39) * 2)}'"
         return f"{message} YAML read {read} ({node.value})" if type(value) not in wanted else message
 

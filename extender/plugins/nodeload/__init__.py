@@ -60,7 +60,7 @@ from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, RISK_BALANCING,
 from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
 from extender.plugins.nodeload.predicted import Prediction
-from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
+from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError, source_name
 from extender.settings import PROJECT_ENV, Need
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             keep=args.keep,
         )
         self.estimator = Estimator(args.estimates)
+        self.source = source_name(args.url)
         metrics = {metric.name: metric for metric in args.metrics}
         # Per rule: the metric, the threshold, and the rejection (one text for every node, as events group them).
         self._rules = tuple(
@@ -127,7 +128,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         in-flight pods caught up and the pod's own estimate."""
         now = self._clock() if self._clock is not None else request_clock.now()
         self._start_api_lists(now)
-        view = LoadView(self.loads.snapshot(now), now, self.config.max_age)
+        view = LoadView(self.loads.snapshot(now), now, self.config.max_age, self.source)
         demand = demand_of(pod.raw)
         daemon = owned_by_daemon_set(pod.raw)
         rules = tuple(

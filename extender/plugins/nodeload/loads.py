@@ -53,12 +53,14 @@ NOT_ASKED = Snapshot({}, {})
 class LoadView:
     """One request's view of a snapshot, at the request's instant: which samples are still facts."""
 
-    __slots__ = ("expired", "max_age", "now", "snapshot")
+    __slots__ = ("expired", "max_age", "now", "snapshot", "source")
 
-    def __init__(self, snapshot: Snapshot, now: float, max_age: float) -> None:
+    def __init__(self, snapshot: Snapshot, now: float, max_age: float, source: str = "Prometheus") -> None:
         self.snapshot = snapshot
         self.now = now
         self.max_age = max_age
+        # What the answers come from, in the reasons (``prometheus.source_name``).
+        self.source = source
         # Per metric answered, how many of its samples are older than maxAge now: samples expire oldest first, so
         # this count says which (``key``).
         self.expired = {
@@ -81,8 +83,8 @@ class LoadView:
         failure = self.snapshot.failures.get(metric)
         cause = f" (its last refresh failed: {failure})" if failure else ""
         if answer is None:
-            return dict.fromkeys(names, f"NodeLoad: no {metric} answer from Prometheus yet{cause}")
-        absent = f"NodeLoad: Prometheus' {metric} answer has no sample for the node"
+            return dict.fromkeys(names, f"NodeLoad: no {metric} answer from {self.source} yet{cause}")
+        absent = f"NodeLoad: {self.source}'s {metric} answer has no sample for the node"
         not_finite = f"NodeLoad: the node's {metric} sample is not a finite number"
         missing = {
             name: not_finite if name in answer.not_finite else absent

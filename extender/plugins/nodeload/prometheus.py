@@ -16,7 +16,7 @@ import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Protocol, cast
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import orjson
 
@@ -47,6 +47,11 @@ class Querier(Protocol):
     def query(self, promql: str, seconds: float) -> bytes:
         """The answer's body to ``promql`` within ``seconds``; QueryError when there is none."""
         ...
+
+
+def source_name(url: str) -> str:
+    """What messages call the API at ``url``: Cloud Monitoring answers PromQL too, and a log line about it says so."""
+    return "Cloud Monitoring" if urlsplit(url).hostname == "monitoring.googleapis.com" else "Prometheus"
 
 
 class Prometheus:

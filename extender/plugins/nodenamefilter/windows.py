@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _CLOCK_TIME = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$|^24:00$")
+# 7:00: hours need two digits.
+_SHORT_HOUR = re.compile(r"^[0-9]:[0-5][0-9]$")
 
 
 class OneOffWindow(NamedTuple):
@@ -111,7 +113,9 @@ class ClockTime(fields.Field[int]):
             raise ValidationError('Not a valid string: a time of day is a quoted "HH:MM".')
         match = _CLOCK_TIME.match(value)
         if match is None:
-            raise ValidationError(f'{value!r} is not a time of day "HH:MM" (00:00..23:59, or 24:00 as an end)')
+            short = _SHORT_HOUR.match(value)
+            fix = f": write '0{value}'" if short else ""
+            raise ValidationError(f'{value!r} is not a time of day "HH:MM" (00:00..23:59, or 24:00 as an end){fix}')
         hours, minutes = (24, 0) if value == "24:00" else (int(match[1]), int(match[2]))
         return hours * 60 + minutes
 
