@@ -341,3 +341,20 @@ def test_every_problem_of_the_args_is_reported_in_one_run():
             "args.bogus: Unknown field.",
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "source"),
+    [
+        ({"preset": "gke"}, "Cloud Monitoring"),
+        ({"prometheus": {"url": "http://prometheus.monitoring:9090"}, "metrics": ISSUE_EXAMPLE["metrics"]}, "Prometheus"),
+    ],
+)
+def test_a_node_without_a_sample_names_the_source_actually_queried(args, source):
+    from extender.framework.types import Node
+    from tests.plugin_helpers import pod
+
+    plugin = NodeLoad(load({**args, "filter": [{"metric": "cpu", "above": 0.9}]}, Settings(project="acme-prod")))
+    plugin.judge_offline({"cpu": b'{"status":"success","data":{"resultType":"vector","result":[]}}'})
+    [why] = plugin.missing_facts("filter", [Node("n")], plugin.prepare(pod())).values()
+    assert why.reason == f"NodeLoad: {source}'s cpu answer has no sample for the node"
