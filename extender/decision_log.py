@@ -153,6 +153,8 @@ def decision_fields(
             fields["audited"] = list(result.audited)
     else:
         fields["rejected"] = _rejections(result.rejected, by_rule=True)
+    if isinstance(result, FilterResult) and result.exempt:
+        fields["exempt"] = dict(result.exempt)  # plugin -> why the pod passed it unjudged ("DaemonSet")
     if result.skipped:
         fields["skipped"] = _noted_groups(result.skipped)
     if result.audit_failed:

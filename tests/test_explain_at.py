@@ -148,15 +148,92 @@ def test_saved_samples_age_to_the_given_instant(tmp_path, capsys):
     assert "older than maxAge (180 s)" in explained["filter"]["error"]
 
 
-def test_live_metrics_cannot_be_judged_at_another_instant(tmp_path, capsys):
-    (tmp_path / "policy.yaml").write_text(NODE_LOAD_POLICY)
+# pool-b's maintenance and a NodeLoad whose Prometheus nobody answers (port 9): asked, it would leave every node
+# without facts, and failurePolicy Fail would make the answer an Error.
+MAINTENANCE_AND_LOAD_POLICY = """
+profiles:
+- name: default
+  plugins:
+    filter: {enabled: [{name: NodeNameFilter}, {name: NodeLoad}]}
+    score: {enabled: [{name: NodeLoad, weight: 2}]}
+  pluginConfig:
+  - name: NodeNameFilter
+    args:
+      maintenance:
+      - name: pool-b-upgrade
+        nodes: ["gke-prod-pool-b-*"]
+        windows:
+        - {days: [Sun], from: "02:00", to: "04:00", timeZone: UTC}
+  - name: NodeLoad
+    args:
+      prometheus: {url: "http://127.0.0.1:9"}
+      metrics: [{name: cpu, query: node_cpu, nodeLabel: node}]
+      filter: [{metric: cpu, above: 0.9}]
+"""
+NOT_JUDGED = (
+    "it reads the nodes' load now, not at --at: give answers saved at that time (--metrics cpu=FILE; Prometheus "
+    "answers curl '<url>/api/v1/query' --data-urlencode 'query=<query>' --data-urlencode 'time=<--at>')"
+)
+
+
+def test_without_saved_answers_time_rules_are_judged_at_the_instant_and_load_rules_are_shown_not_judged(
+    tmp_path, capsys
+):
+    (tmp_path / "policy.yaml").write_text(MAINTENANCE_AND_LOAD_POLICY)
     (tmp_path / "pod.yaml").write_text(json.dumps(POD))
-    code, out, err = explain(
-        capsys, str(tmp_path / "pod.yaml"), "--node-names", "busy", "--policy", str(tmp_path / "policy.yaml"),
-        "--at", "2026-03-01T02:04:00Z",
+    args = [str(tmp_path / "pod.yaml"), "--node-names", NODES, "--policy", str(tmp_path / "policy.yaml")]
+    code, out, err = explain(capsys, *args, "--at", "2026-03-01T02:30:00Z", "--json")
+    explained = json.loads(out)
+    assert (code, err) == (0, "")
+    assert explained["filter"]["answer"]["NodeNames"] == ["gke-prod-pool-a-1a2b3c4d-x1"]
+    assert explained["filter"]["answer"]["FailedAndUnresolvableNodes"] == {"gke-prod-pool-b-5e6f7a8b-y2": CLOSED}
+    assert explained["notJudged"] == {"NodeLoad": NOT_JUDGED}
+    [open_node, _] = explained["nodes"]
+    assert open_node["filter"]["NodeLoad"] == {"code": "Success", "notJudged": NOT_JUDGED}
+    assert open_node["scores"] == {}  # the score is the other plugins' (none here), NodeLoad's left out
+    code, out, _ = explain(capsys, *args, "--at", "2026-03-01T02:30:00Z")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[2].split() == ["NODE", "NodeNameFilter", "NodeLoad", "NodeLoad", "×2", "(not", "counted)", "SCORE",
+                                "ANSWER"]
+    assert lines[3].split()[:6] == ["gke-prod-pool-a-1a2b3c4d-x1", "pass", "not", "judged", "not", "judged"]
+    assert lines[4].split()[:2] == ["gke-prod-pool-b-5e6f7a8b-y2", "unresolvable"]
+    assert f"NodeLoad: not judged: {NOT_JUDGED}" in lines
+
+
+def test_a_preset_left_unjudged_needs_none_of_its_variables(tmp_path, capsys, monkeypatch):
+    """The gke preset queries the function's project: not judged, it needs no GOOGLE_CLOUD_PROJECT."""
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    policy = MAINTENANCE_AND_LOAD_POLICY.split("      prometheus:")[0] + "      preset: gke\n"
+    (tmp_path / "policy.yaml").write_text(policy)
+    (tmp_path / "pod.yaml").write_text(json.dumps(POD))
+    nodes = [{"kind": "Node", "metadata": {"name": name}} for name in NODES.split(",")]
+    (tmp_path / "nodes.json").write_text(json.dumps({"kind": "List", "items": nodes}))
+    code, out, _ = explain(
+        capsys, str(tmp_path / "pod.yaml"), "--nodes", str(tmp_path / "nodes.json"), "--policy",
+        str(tmp_path / "policy.yaml"), "--at", "2026-03-01T02:30:00Z", "--json",
     )
-    assert (code, out) == (1, "")
-    assert "--at: profile default's NodeLoad reads the nodes' load now, not at --at" in err and "--metrics" in err
+    explained = json.loads(out)
+    assert code == 0 and explained["filter"]["answer"]["NodeNames"] == ["gke-prod-pool-a-1a2b3c4d-x1"]
+    assert "Cloud Monitoring answers curl" in explained["notJudged"]["NodeLoad"]
+
+
+def test_with_saved_answers_at_the_instant_nothing_is_left_unjudged(tmp_path, capsys):
+    (tmp_path / "policy.yaml").write_text(MAINTENANCE_AND_LOAD_POLICY)
+    (tmp_path / "pod.yaml").write_text(json.dumps(POD))
+    samples = [{"metric": {"node": name}, "value": [SAMPLED, "0.95"]} for name in NODES.split(",")]
+    answer = {"status": "success", "data": {"resultType": "vector", "result": samples}}
+    (tmp_path / "cpu.json").write_text(json.dumps(answer))
+    code, out, _ = explain(
+        capsys, str(tmp_path / "pod.yaml"), "--node-names", NODES, "--policy", str(tmp_path / "policy.yaml"),
+        "--metrics", str(tmp_path / "cpu.json"), "--at", "2026-03-01T02:01:00Z", "--json",
+    )
+    explained = json.loads(out)
+    assert code == 0 and explained["notJudged"] == {}
+    # pool-a is over the load threshold (its sample a minute old), pool-b in maintenance: both judged at --at.
+    answer = explained["filter"]["answer"]
+    assert answer["NodeNames"] == [] and list(answer["FailedAndUnresolvableNodes"]) == ["gke-prod-pool-b-5e6f7a8b-y2"]
+    assert answer["FailedNodes"]["gke-prod-pool-a-1a2b3c4d-x1"].startswith("NodeLoad rule 'cpu': load above 0.9")
 
 
 def test_the_instant_holds_in_its_own_context_only():

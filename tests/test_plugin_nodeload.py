@@ -347,7 +347,7 @@ def test_every_problem_of_the_args_is_reported_in_one_run():
     ("args", "source"),
     [
         ({"preset": "gke"}, "Cloud Monitoring"),
-        ({"prometheus": {"url": "http://prometheus.monitoring:9090"}, "metrics": ISSUE_EXAMPLE["metrics"]}, "Prometheus"),
+        ({"prometheus": {"url": "http://prometheus:9090"}, "metrics": ISSUE_EXAMPLE["metrics"]}, "Prometheus"),
     ],
 )
 def test_a_node_without_a_sample_names_the_source_actually_queried(args, source):

@@ -133,8 +133,13 @@ profiles:
     ("written", "problem"),
     [
         # YAML 1.1 reads 1:00 as 60 (base 60): one message gives the form that loads, not "quote it" then "HH:MM".
-        ("1:00", "Not a valid string: a time of day is a quoted \"HH:MM\". YAML read the number 60 (1:00 in base 60); "
-         "write '01:00'"),
+        (
+            "1:00",
+            (
+                "Not a valid string: a time of day is a quoted \"HH:MM\". YAML read the number 60 (1:00 in base 60); "
+                "write '01:00'"
+            ),
+        ),
         ('"1:00"', "'1:00' is not a time of day \"HH:MM\" (00:00..23:59, or 24:00 as an end): write '01:00'"),
         ("9:30", "YAML read the number 570 (9:30 in base 60); write '09:30'"),
     ],
@@ -165,6 +170,8 @@ profiles:
     args: {maintenance: [{name: m, nodes: ["*"], windows: [{start: 2026-03-01, end: "2026-03-02T00:00:00Z"}]}]}
 """
     assert problems(policy) == [
-        "profiles[0].pluginConfig[0].args.maintenance[0].windows[0].start: 2026-03-01 is a date, not an instant: "
-        "write a timestamp such as 2026-03-01T00:00:00Z"
+        (
+            "profiles[0].pluginConfig[0].args.maintenance[0].windows[0].start: 2026-03-01 is a date, not an instant: "
+            "write a timestamp such as 2026-03-01T00:00:00Z"
+        )
     ]

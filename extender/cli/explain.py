@@ -37,7 +37,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 import yaml
@@ -47,10 +47,10 @@ from werkzeug.test import EnvironBuilder
 from extender.decision_log import plugin_ms
 from extender.framework.clock import judged_at, parse_instant
 from extender.framework.kept import ServedProfile
-from extender.framework.plugin import Plugin
+from extender.framework.plugin import SKIP, FilterPlugin, Plugin, Skip
 from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
 from extender.framework.status import Code
-from extender.framework.types import Node, VictimFacts
+from extender.framework.types import Node, Pod, VictimFacts
 from extender.http.handler import Extender
 from extender.nodesource.base import NodeSource, PerNameSource, unavailable
 from extender.policy.loader import PolicyError, load_policy
@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         if args.in_flight and not args.metrics:
             raise InputError("--in-flight needs --metrics: it stands in for the API beside saved Prometheus answers")
         at: dt.datetime | None = args.at
+        not_judged = Unjudged()
         if args.metrics:
             in_flight = _manifests(args.in_flight, "Pod") if args.in_flight else None
             newest = judge_on_saved_metrics(extender, args.profile, args.metrics, in_flight, nodes)
@@ -156,13 +157,19 @@ def run(args: argparse.Namespace) -> int:
                 if args.in_flight
                 else "no --in-flight file: no pod bound since the samples is counted"
             )
+            loads = _node_loads(extender, args.profile)
+            sources = " and ".join(sorted({plugin.source for plugin in loads}))
             print(
-                f"explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at {when}; "
+                f"explain: the --metrics answers stand in for what NodeLoad reads from {sources}, judged at {when}; "
                 f"{bound}",
                 file=sys.stderr,
             )
+            if nodes is None:
+                note = unknown_allocatable(loads, args.metrics)
+                if note:
+                    print(f"explain: {note}", file=sys.stderr)
         elif args.at is not None:
-            refuse_live_metrics_at(extender, args.profile)
+            not_judged = leave_live_loads_unjudged(extender, args.profile)
         if nodes is not None:  # built offline: what stands in for the node source and the metrics needs nothing set
             stood_in = _node_loads(extender, args.profile) if args.metrics else []
             check_plugin_needs(extender, args.profile, stood_in)
@@ -170,12 +177,14 @@ def run(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 1
     if nodes is not None:
-        for note in stand_ins(extender, args.profile, victims is not None):
+        allocatable = bool(args.metrics) and bool(_node_loads(extender, args.profile))
+        for note in stand_ins(extender, args.profile, victims is not None, allocatable):
             print(f"explain: {note}", file=sys.stderr)
         if extender.policy.node_cache_capable is not False:  # kube-scheduler sends this policy names only
             names = [_node_name(node) for node in nodes]
             nodes = None
     explanation = explain(extender, args.profile, pod, nodes, names, victims, at)
+    explanation.not_judged = not_judged
     _print(
         orjson.dumps(explanation.as_json(), option=orjson.OPT_INDENT_2).decode() if args.json else explanation.table()
     )
@@ -225,17 +234,23 @@ def offline(policy_path: str | None, nodes: Sequence[dict[str, Any]]) -> Extende
     return Extender(policy, source, settings)
 
 
-def stand_ins(extender: Extender, profile_name: str, victims: bool) -> list[str]:
-    """What explain reads where the function would read something else, and where the facts come from."""
+def stand_ins(extender: Extender, profile_name: str, victims: bool, allocatable: bool = False) -> list[str]:
+    """What explain reads where the function would read something else, and where the facts come from;
+    ``allocatable``: NodeLoad judges offline, with the --nodes file's allocatable."""
     policy = extender.policy
     kind, full = policy.node_source.kind, policy.node_cache_capable is False
     profile = policy.profiles.get(profile_name)
     notes = []
     if not full:
+        labels = f"the {kind} nodeSource their labels, as for the function" if kind else "no labels (no nodeSource)"
         notes.append(
             "the policy does not declare nodeCacheCapable: false, so explain asks by node name as kube-scheduler with "
-            "nodeCacheCapable: true does: --nodes gives "
-            + (f"the names, the {kind} nodeSource their labels, as for the function" if kind else "the names only")
+            f"nodeCacheCapable: true does: --nodes gives the names, {labels}"
+        )
+    if allocatable:
+        notes.append(
+            "the --nodes file's status.allocatable stands in for the nodes' allocatable NodeLoad reads from the "
+            "Kubernetes API"
         )
     elif kind and victims:
         notes.append(f"preempt requests carry no nodes: labels come from the {kind} nodeSource, as for the function")
@@ -262,13 +277,75 @@ def check_plugin_needs(extender: Extender, profile_name: str, stood_in: Sequence
         raise problem
 
 
-def refuse_live_metrics_at(extender: Extender, profile_name: str) -> None:
-    """--at without --metrics: NodeLoad would ask Prometheus for the load of now and judge it as the load of then."""
-    if _node_loads(extender, profile_name):
-        raise InputError(
-            f"--at: profile {profile_name}'s NodeLoad reads the nodes' load now, not at --at: give answers saved at "
-            "that time with --metrics"
+class NotJudged(FilterPlugin):
+    """Stands in for a NodeLoad explain cannot judge (--at without --metrics): every node passes it, and the table
+    says it was not judged. Its score entry is left out, so the scores are the other plugins'."""
+
+    name: ClassVar[str] = "NodeLoad"
+
+    def __init__(self, plugin: NodeLoad) -> None:
+        super().__init__(plugin.args)
+
+    def prepare(self, pod: Pod) -> Skip:
+        return SKIP
+
+
+@dataclass
+class Unjudged:
+    """The plugins explain left unjudged (``NotJudged``): each with how to judge it, and the weights of their score
+    entries, left out of the scores."""
+
+    hints: dict[str, str] = field(default_factory=dict)
+    weights: dict[str, int] = field(default_factory=dict)
+
+
+def leave_live_loads_unjudged(extender: Extender, profile_name: str) -> Unjudged:
+    """--at without --metrics: NodeLoad would ask for the load of now and judge it as the load of then, so the
+    profile's NodeLoad is not judged (``NotJudged``) while every other plugin judges at --at."""
+    from extender.framework.kept import KeptProfile
+    from extender.framework.profile import Profile
+
+    served = extender.policy.profiles.get(profile_name)
+    loads = _node_loads(extender, profile_name)
+    if served is None or not loads:
+        return Unjudged()
+    plain = served.plain if isinstance(served, KeptProfile) else served
+    stand_in = {id(plugin): NotJudged(plugin) for plugin in loads}
+    extender.policy.profiles[profile_name] = Profile(
+        plain.name,
+        filters=[stand_in.get(id(plugin), plugin) for plugin in plain.filters],
+        scores=[entry for entry in plain.scores if id(entry.plugin) not in stand_in],
+        preempts=plain.preempts,
+        fail_open=plain.fail_open,
+        entries=plain.entries,
+        preempt_trusted=plain.preempt_trusted,
+    )
+    unjudged = Unjudged()
+    for plugin in loads:
+        metrics = " ".join(f"--metrics {metric.name}=FILE" for metric in plugin.config.metrics)
+        unjudged.hints[plugin.name] = (
+            f"it reads the nodes' load now, not at --at: give answers saved at that time ({metrics}; {plugin.source} "
+            "answers curl '<url>/api/v1/query' --data-urlencode 'query=<query>' --data-urlencode 'time=<--at>')"
         )
+        unjudged.weights.update({entry.plugin.name: entry.weight for entry in plain.scores if entry.plugin is plugin})
+    return unjudged
+
+
+def unknown_allocatable(loads: Sequence[NodeLoad], given: Sequence[str]) -> str:
+    """What --metrics without --nodes leaves NodeLoad without: the nodes' allocatable, unless the capacity answers
+    are given ("" when nothing is missing)."""
+    from extender.plugins.nodeload.args import capacity_query
+
+    resources = [metric for plugin in loads for metric in plugin.config.metrics if metric.resource]
+    capacities = [capacity_query(metric).name for metric in resources if metric.capacity]
+    named = {spec.split("=", 1)[0] for spec in given if "=" in spec}
+    if not resources or named & set(capacities):
+        return ""
+    instead = f" nor saved capacity answer (--metrics {capacities[0]}=FILE)" if capacities else ""
+    return (
+        f"no --nodes file{instead}: NodeLoad knows no node's allocatable, so it judges each node as measured, without "
+        "the pods in flight or the pod's own share"
+    )
 
 
 def judge_on_saved_metrics(
@@ -370,6 +447,8 @@ class Explanation:
     victims: dict[str, list[dict[str, Any]]] | None = None
     # The instant every plugin judged at; None: when explain ran.
     at: dt.datetime | None = None
+    # The plugins not judged (NodeLoad at --at without --metrics), with how to judge them.
+    not_judged: Unjudged = field(default_factory=lambda: Unjudged())
 
     @property
     def profile(self) -> ServedProfile | None:
@@ -393,6 +472,10 @@ class Explanation:
                 rows[name].answer, rows[name].reason = answer, reason
         if isinstance(self.filter.result, FilterResult) and self.profile is not None:
             self._add_filter_verdicts(rows, self.filter.result, [plugin.name for plugin in self.profile.filters])
+        for plugin, hint in self.not_judged.hints.items():
+            for row in rows.values():
+                if plugin in row.filter:
+                    row.filter[plugin] = {"code": Code.SUCCESS.value, "notJudged": hint}
         for answered in (self.filter, self.prioritize):
             if answered is not None and isinstance(answered.result, (FilterResult, ScoreResult)):
                 for plugin, facts in answered.result.observed.items():
@@ -423,6 +506,9 @@ class Explanation:
             for note in (*result.would_reject.get(row.name, ()), *result.audit_failed.get(row.name, ())):
                 if note.plugin in row.filter:
                     row.filter[note.plugin] = {"code": note.code.value, "reason": note.reason, "enforcement": "Audit"}
+            for plugin, why in result.exempt.items():
+                if row.filter.get(plugin) == {"code": Code.SUCCESS.value}:  # passed, not skipped nor held back
+                    row.filter[plugin] = {"code": Code.SUCCESS.value, "exempt": why}
 
     def as_json(self) -> dict[str, Any]:
         policy = self.extender.policy
@@ -436,6 +522,7 @@ class Explanation:
             "nodes": [asdict(row) for row in self.rows()],
             "preempt": _call_json(self.preempt) if self.preempt is not None else None,
             "candidates": self.candidates(),
+            "notJudged": self.not_judged.hints,
         }
 
     def candidates(self) -> dict[str, dict[str, str]]:
@@ -486,6 +573,8 @@ class Explanation:
         weights = [
             f"{name} ×{weight}" + (" (audit: not counted)" if name in audited else "") for name, weight in scores
         ]
+        unjudged = list(self.not_judged.weights.items())
+        weights += [f"{name} ×{weight} (not counted)" for name, weight in unjudged]
         rows = self.rows()
         measuring = any(row.measured for row in rows)
         header = ["NODE", *filters, *weights, "SCORE", *(["MEASURED"] if measuring else []), "ANSWER"]
@@ -493,6 +582,7 @@ class Explanation:
         for row in rows:
             verdicts = [_verdict(row.filter.get(plugin)) for plugin in filters]
             plugin_scores = [self._score_cell(row, name) for name, _ in scores]
+            plugin_scores += ["not judged" if row.score is not None else "" for _ in unjudged]
             measured = [_measured(row.measured)] if measuring else []
             answer = f"{row.answer}: {row.reason}" if row.reason else row.answer
             score = "" if row.score is None else str(row.score)
@@ -530,6 +620,7 @@ class Explanation:
     def _summary(self) -> list[str]:
         kept = self.filter.nodes_out
         lines = [f"filter: kept {kept} of {self.filter.nodes_in} nodes{_plugin_times(self.filter)}"]
+        lines += [f"{plugin}: not judged: {hint}" for plugin, hint in self.not_judged.hints.items()]
         if self.prioritize is None:
             lines.append("prioritize: not called, no node is left to score")
         elif self.prioritize.error:
@@ -622,12 +713,18 @@ def _call_json(answer: Answer) -> dict[str, Any]:
         call_json["error"] = answer.error
     if answer.result is not None:
         call_json["pluginMs"] = plugin_ms(answer.result)
+    if isinstance(answer.result, FilterResult) and answer.result.exempt:
+        call_json["exempt"] = answer.result.exempt
     return call_json
 
 
 def _verdict(verdict: dict[str, str] | None) -> str:
     if not verdict:
         return ""
+    if "notJudged" in verdict:
+        return "not judged"
+    if "exempt" in verdict:
+        return f"exempt ({verdict['exempt']})"
     if verdict.get("enforcement") == "Audit":
         code = Code(verdict["code"])
         return "audit: failed" if code is Code.ERROR else f"audit: would be {_VERDICTS[code]}"

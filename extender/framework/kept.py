@@ -195,6 +195,7 @@ class KeptProfile:
             unjudged=fresh_result.unjudged,
             audit_failed=fresh_result.audit_failed,
             observed=fresh_result.observed if fresh else plain.observations(cycle, plain.judging_filters(cycle)),
+            exempt=plain.exemptions(cycle, plain.judging_filters(cycle)),
         )
         if would_reject:
             result.would_reject = {name: would_reject[name] for name in names if name in would_reject}

@@ -117,6 +117,12 @@ class Plugin:
         cannot account for, say): ``check-policy`` prints it, start-up logs it at WARNING. None by default."""
         return []
 
+    def exemption(self, pod: Pod, *prepared: Any) -> str | None:
+        """Optional: why none of the plugin's filter rules applies to this request's pod though some select it
+        (NodeLoad: ``"DaemonSet"``, a pod pinned to its node), for the decision log and ``explain``, where the pod's
+        pass would otherwise read as judged; None (the default): nothing is exempt."""
+        return None
+
     def observations(self, *prepared: Any) -> Observed | None:
         """Optional: what this request measured about each node it judged, by node name (``Observed``), for the
         decision log and ``explain``; None (the default) when the plugin measures nothing."""
@@ -131,6 +137,11 @@ def prepares(plugin: Plugin) -> bool:
 def has_own_facts(plugin: Plugin) -> bool:
     """Whether ``plugin`` may lack facts of its own for some nodes (it overrides ``missing_facts``)."""
     return type(plugin).missing_facts is not Plugin.missing_facts
+
+
+def exempts(plugin: Plugin) -> bool:
+    """Whether ``plugin`` may exempt a pod from its rules (it overrides ``exemption``)."""
+    return type(plugin).exemption is not Plugin.exemption
 
 
 def observes(plugin: Plugin) -> bool:

@@ -44,6 +44,7 @@ from extender.framework.plugin import (
     Plugin,
     PreemptPlugin,
     ScorePlugin,
+    exempts,
     has_own_facts,
     observes,
 )
@@ -114,6 +115,7 @@ class FilterResult:
     __slots__ = (
         "audit_failed",
         "error",
+        "exempt",
         "feasible",
         "observed",
         "rejected",
@@ -134,6 +136,7 @@ class FilterResult:
         unjudged: dict[str, Status] | None = None,
         audit_failed: Notes | None = None,
         observed: dict[str, Observed] | None = None,
+        exempt: dict[str, str] | None = None,
     ) -> None:
         # The names of the nodes every filter accepts, in input order.
         self.feasible = feasible
@@ -148,6 +151,8 @@ class FilterResult:
         self.unjudged = _or_empty(unjudged)
         # What the plugins that measure something measured in this request, by plugin (``Plugin.observations``).
         self.observed = _or_empty(observed)
+        # The filters whose rules the pod is exempt from, with why (``Plugin.exemption``): it passed them unjudged.
+        self.exempt = _or_empty(exempt)
 
 
 class ScoreResult:
@@ -282,6 +287,7 @@ class Profile:
             unjudged=judging.unjudged,
             audit_failed=judging.failed,
             observed=self.observations(cycle, self.judging_filters(cycle)),
+            exempt=self.exemptions(cycle, self.judging_filters(cycle)),
         )
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
@@ -318,6 +324,19 @@ class Profile:
                 if found is not None:
                     observed[plugin.name] = found
         return observed
+
+    def exemptions(self, cycle: CycleState, plugins: Iterable[Plugin]) -> dict[str, str]:
+        """Those of ``plugins`` whose rules the request's pod is exempt from, each with why (``Plugin.exemption``)."""
+        exempt: dict[str, str] = {}
+        for plugin in plugins:
+            if exempts(plugin):
+                try:
+                    why = plugin.exemption(cycle.pod, *cycle.extra(plugin))
+                except Exception:  # noqa: BLE001 — plugin code (custom plugins too): its verdicts report its failures
+                    why = None
+                if why:
+                    exempt[plugin.name] = why
+        return exempt
 
     def _verdicts_of(
         self, cycle: CycleState, nodes: Sequence[Node], seconds: dict[str, float], judging: Judging
@@ -552,6 +571,7 @@ def judged_or_error(result: FilterResult, count: int) -> FilterResult:
         skipped=result.skipped,
         audit_failed=result.audit_failed,
         observed=result.observed,
+        exempt=result.exempt,
     )
 
 

@@ -154,6 +154,12 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             unknown,
         )
 
+    def exemption(self, pod: Pod, view: Prediction) -> str | None:
+        """A DaemonSet pod that rules select but none applies to (none opts in with daemonSets: true)."""
+        if view.rules or not owned_by_daemon_set(pod.raw):
+            return None
+        return "DaemonSet" if any(rule.pods.matches(pod) for rule in self.config.rules) else None
+
     def reuse_key(self, pod: Pod, view: Prediction) -> Hashable:
         return view.key()
 
@@ -306,7 +312,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             answer, _ = parse_answer(answers[metric.name], metric.node_label)
             times += answer.sorted_times[-1:]
         saved = {metric.query: answers[metric.name] for metric in queried}
-        self.loads = Loads(self.config.queried, Saved(saved), refresh_interval=math.inf, query_seconds=1.0, keep=True)
+        # Only the answers given are asked: one not given (a capacity where --nodes gives allocatable) is not a failure.
+        self.loads = Loads(queried, Saved(saved), refresh_interval=math.inf, query_seconds=1.0, keep=True)
         self._offline = (bindings, allocatable)
         return max(times, default=None)
 

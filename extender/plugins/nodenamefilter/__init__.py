@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 Clock = Callable[[], dt.datetime]
 # The node-name patterns of the maintenance closed to a pod at one instant, each with its rejection message.
 Closed = tuple[tuple[re.Pattern[str], str], ...]
+EVERY_POD = PodSelector()
 
 
 def _window_schema() -> Schema:
@@ -65,9 +66,7 @@ def _globs(**kwargs: Any) -> fields.List[str]:
 class Maintenance:
     __slots__ = ("name", "nodes", "pods", "windows")
 
-    def __init__(
-        self, name: str, nodes: re.Pattern[str], windows: tuple[Window, ...], pods: PodSelector = PodSelector()
-    ) -> None:
+    def __init__(self, name: str, nodes: re.Pattern[str], windows: tuple[Window, ...], pods: PodSelector) -> None:
         self.name = name
         self.nodes = nodes
         self.windows = windows
@@ -146,7 +145,7 @@ def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime, pod: Pod) ->
         if until is not None and entry.pods.matches(pod):
             until_text = until.isoformat(timespec="seconds")
             reason = f"NodeNameFilter: node is in maintenance {entry.name!r} until {until_text}"
-            if entry.pods != PodSelector():
+            if entry.pods != EVERY_POD:
                 reason += f" for pods {entry.pods}"
             closed.append((entry.nodes, reason))
     return tuple(closed)
