@@ -151,7 +151,7 @@ def test_a_node_that_stops_reporting_has_no_facts_and_the_failure_policy_decides
     after_refresh_interval()
     caplog.clear()
     verdict = filtered(client, ["a", "b"])
-    why = "NodeLoad: Prometheus' cpu answer has no sample for the node"
+    why = "NodeLoad: the cpu answer from Prometheus has no sample for the node"
     if failure == "Fail":
         assert verdict["kept"] == ["a"]
         assert verdict["failed"] == {"b": f"plugin NodeLoad could not judge the node (failurePolicy Fail): {why}"}

@@ -357,4 +357,4 @@ def test_a_node_without_a_sample_names_the_source_actually_queried(args, source)
     plugin = NodeLoad(load({**args, "filter": [{"metric": "cpu", "above": 0.9}]}, Settings(project="acme-prod")))
     plugin.judge_offline({"cpu": b'{"status":"success","data":{"resultType":"vector","result":[]}}'})
     [why] = plugin.missing_facts("filter", [Node("n")], plugin.prepare(pod())).values()
-    assert why.reason == f"NodeLoad: {source}'s cpu answer has no sample for the node"
+    assert why.reason == f"NodeLoad: the cpu answer from {source} has no sample for the node"

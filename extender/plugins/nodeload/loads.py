@@ -84,7 +84,7 @@ class LoadView:
         cause = f" (its last refresh failed: {failure})" if failure else ""
         if answer is None:
             return dict.fromkeys(names, f"NodeLoad: no {metric} answer from {self.source} yet{cause}")
-        absent = f"NodeLoad: {self.source}'s {metric} answer has no sample for the node"
+        absent = f"NodeLoad: the {metric} answer from {self.source} has no sample for the node"
         not_finite = f"NodeLoad: the node's {metric} sample is not a finite number"
         missing = {
             name: not_finite if name in answer.not_finite else absent
