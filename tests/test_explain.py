@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 
@@ -309,3 +310,117 @@ def test_offline_explain_needs_only_what_nothing_stands_in_for(tmp_path, capsys,
     code, out, err = run_explain(capsys, pod, *nodes, "--policy", str(policy), "--metrics", f"cpu={saved}", "--json")
     assert "GOOGLE_CLOUD_PROJECT" not in err
     assert json.loads(out)["filter"]["status"] == 200
+
+
+# --- NodeLoad on saved answers: exempt pods, and what stands in for what ------------------------------------------
+
+LOAD_POLICY = """
+profiles:
+- name: default
+  plugins:
+    filter: {enabled: [{name: NodeLoad}]}
+    score: {enabled: [{name: NodeLoad, weight: 1}]}
+  pluginConfig:
+  - name: NodeLoad
+    args:
+      prometheus: {url: "http://127.0.0.1:9"}
+      metrics: [{name: cpu, query: node_cpu, nodeLabel: node, resource: cpu}]
+      filter: [{metric: cpu, above: 0.8}]
+"""
+DAEMON_POD = {
+    "kind": "Pod",
+    "metadata": {
+        "name": "agent-x",
+        "namespace": "kube-system",
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "u1"}],
+    },
+    "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]},
+}
+# 2026-03-01T02:00:00Z
+SAMPLED = 1772330400
+
+
+def load_inputs(tmp_path, pod=DAEMON_POD, policy=LOAD_POLICY) -> list[str]:
+    (tmp_path / "policy.yaml").write_text(policy)
+    (tmp_path / "pod.json").write_text(json.dumps(pod))
+    nodes = [
+        {"kind": "Node", "metadata": {"name": name}, "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}}}
+        for name in ("busy", "idle")
+    ]
+    (tmp_path / "nodes.json").write_text(json.dumps({"kind": "List", "items": nodes}))
+    samples = [{"metric": {"node": node}, "value": [SAMPLED, cpu]} for node, cpu in (("busy", "0.95"), ("idle", "0.1"))]
+    answer = {"status": "success", "data": {"resultType": "vector", "result": samples}}
+    (tmp_path / "cpu.json").write_text(json.dumps(answer))
+    return [
+        str(tmp_path / "pod.json"), "--nodes", str(tmp_path / "nodes.json"), "--policy", str(tmp_path / "policy.yaml"),
+        "--metrics", str(tmp_path / "cpu.json"),
+    ]
+
+
+def test_a_daemonset_pod_reads_exempt_where_nodeload_s_rules_do_not_apply_to_it(tmp_path, capsys):
+    args = load_inputs(tmp_path)
+    code, out, _ = run_explain(capsys, *args)
+    rows = {line.split()[0]: line for line in out.splitlines()[3:5]}
+    assert code == 0 and set(rows) == {"busy", "idle"}
+    for line in rows.values():
+        assert line.split()[1:3] == ["exempt", "(DaemonSet)"] and line.endswith("kept")
+    code, out, _ = run_explain(capsys, *args, "--json")
+    explained = json.loads(out)
+    assert explained["filter"]["exempt"] == {"NodeLoad": "DaemonSet"}
+    assert [row["filter"]["NodeLoad"] for row in explained["nodes"]] == [{"code": "Success", "exempt": "DaemonSet"}] * 2
+
+
+@pytest.mark.parametrize(
+    ("pod", "policy"),
+    [
+        ({**DAEMON_POD, "metadata": {"name": "web-1", "namespace": "shop"}}, LOAD_POLICY),  # no DaemonSet
+        (DAEMON_POD, LOAD_POLICY.replace("above: 0.8}", "above: 0.8, daemonSets: true}")),  # the rule opts in
+    ],
+    ids=["not-a-daemonset-pod", "rule-opts-in"],
+)
+def test_a_pod_the_rules_apply_to_is_judged_not_exempt(tmp_path, capsys, pod, policy):
+    code, out, _ = run_explain(capsys, *load_inputs(tmp_path, pod, policy), "--json")
+    explained = json.loads(out)
+    assert code == 0 and "exempt" not in explained["filter"]
+    assert list(explained["filter"]["answer"]["FailedNodes"]) == ["busy"]
+
+
+def test_the_decision_entry_carries_the_exemption_fresh_and_from_kept_verdicts(tmp_path):
+    from extender.cli.explain import call, judge_on_saved_metrics, offline, read_nodes
+    from extender.decision_log import decision_fields
+    from extender.framework.clock import judged_at
+
+    load_inputs(tmp_path)
+    nodes = read_nodes(str(tmp_path / "nodes.json"))
+    extender = offline(str(tmp_path / "policy.yaml"), nodes)
+    judge_on_saved_metrics(extender, "default", [str(tmp_path / "cpu.json")], None, nodes)
+    payload = {"Pod": DAEMON_POD, "Nodes": None, "NodeNames": ["busy", "idle"]}
+    with judged_at(dt.datetime.fromtimestamp(SAMPLED, dt.UTC)):
+        for _ in range(2):  # the second request from kept verdicts
+            answer = call(extender, "default", "filter", payload)
+            fields = decision_fields(None, answer, 0.001, 5.0, method="POST", path="/default/filter")
+            assert fields["exempt"] == {"NodeLoad": "DaemonSet"} and fields["nodesOut"] == 2
+        plain = {**payload, "Pod": {**DAEMON_POD, "metadata": {"name": "web-1", "namespace": "shop"}}}
+        fields = decision_fields(None, call(extender, "default", "filter", plain), 0.001, 5.0, method="POST", path="/")
+        assert "exempt" not in fields and fields["nodesOut"] == 1
+
+
+def test_stderr_says_what_stands_in_for_what_the_function_reads(tmp_path, capsys):
+    code, _, err = run_explain(capsys, *load_inputs(tmp_path))
+    assert code == 0
+    assert err.splitlines() == [
+        ("explain: the --metrics answers stand in for what NodeLoad reads from Prometheus, judged at their newest "
+        "sample's time; no --in-flight file: no pod bound since the samples is counted"),
+        ("explain: the policy does not declare nodeCacheCapable: false, so explain asks by node name as kube-scheduler "
+        "with nodeCacheCapable: true does: --nodes gives the names, no labels (no nodeSource)"),
+        ("explain: the --nodes file's status.allocatable stands in for the nodes' allocatable NodeLoad reads from the "
+        "Kubernetes API"),
+    ]
+    # By name only: nothing gives the allocatable, and explain says what that leaves out.
+    args = load_inputs(tmp_path)
+    args[1:3] = ["--node-names", "busy,idle"]
+    code, _, err = run_explain(capsys, *args)
+    assert code == 0 and err.splitlines()[1:] == [
+        ("explain: no --nodes file: NodeLoad knows no node's allocatable, so it judges each node as measured, without "
+        "the pods in flight or the pod's own share")
+    ]
