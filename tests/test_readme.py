@@ -2,8 +2,8 @@
 started for the ones that call it) and prints what the README shows after it, or is one of ``EXCEPTED``, each with
 the test that covers it instead. Every file a command reads is in the repository or written by an earlier command.
 
-A command's shown output is the ``# `` lines right after it: each must be a line of what it prints, in that order
-(the README may leave lines out, such as timings)."""
+A command's shown output is the ``# `` lines right after it: what it prints, line for line, where a ``# ...`` line
+stands for lines left out (a header, more rows, timings), so that a trimmed sample says it is trimmed."""
 
 from __future__ import annotations
 
@@ -140,17 +140,51 @@ def test_the_readme_runs_as_written_in_order(checkout: Path) -> None:
             printed = (result.stdout + result.stderr).splitlines()
             told = f"README: {command.text}\n" + "\n".join(printed)
             assert result.returncode == 0, f"exited {result.returncode}: {told}"
-            missing = _not_shown_in_order(command.shown, printed)
-            assert missing is None, f"shows {missing!r}, which it does not print: {told}"
+            if command.shown:
+                problem = _not_shown_as_printed(command.shown, printed)
+                assert problem is None, f"{problem}: {told}"
 
 
-def _not_shown_in_order(shown: list[str], printed: list[str]) -> str | None:
-    """The first shown line that is not printed after the lines shown before it."""
-    rest = iter(printed)
+LEFT_OUT = "..."
+
+
+def _not_shown_as_printed(shown: list[str], printed: list[str]) -> str | None:
+    """What is wrong with ``shown`` as the printed lines: a line not printed where it is shown (right after the line
+    shown before it, unless ``...`` is between them), or lines printed before or after all those shown without a
+    ``...`` there. None when the sample is the output, trimmed only where it says so."""
+    lines = [line.rstrip() for line in printed]
+    at, skipping = 0, False  # where the next shown line must be (or, skipping, may be from)
     for line in shown:
-        if not any(line == candidate.rstrip() for candidate in rest):
-            return line
+        if line == LEFT_OUT:
+            skipping = True
+            continue
+        found = next((index for index in range(at, len(lines)) if lines[index] == line), None)
+        if found is None:
+            return f"shows {line!r}, which it does not print after the lines shown before it"
+        if found != at and not skipping:
+            left = "before it" if at == 0 else "between it and the line shown before it"
+            return f"leaves out {found - at} printed line(s) {left} without a '# {LEFT_OUT}' line: {line!r}"
+        at, skipping = found + 1, False
+    if at < len(lines) and not skipping:
+        return f"leaves out the {len(lines) - at} printed line(s) after {shown[-1]!r} without a '# {LEFT_OUT}' line"
     return None
+
+
+@pytest.mark.parametrize(
+    ("shown", "problem"),
+    [
+        (["a", "b", "c"], None),
+        (["a", "...", "c"], None),
+        (["...", "b", "..."], None),
+        (["a", "c"], "leaves out 1 printed line(s) between it and the line shown before it without a '# ...' line: 'c'"),
+        (["b", "c"], "leaves out 1 printed line(s) before it without a '# ...' line: 'b'"),
+        (["a", "b"], "leaves out the 1 printed line(s) after 'b' without a '# ...' line"),
+        (["a", "...", "d"], "shows 'd', which it does not print after the lines shown before it"),
+        (["b", "...", "a"], "leaves out 1 printed line(s) before it without a '# ...' line: 'b'"),
+    ],
+)
+def test_a_sample_is_the_output_trimmed_only_where_it_says_so(shown, problem):
+    assert _not_shown_as_printed(shown, ["a", "b  ", "c"]) == problem
 
 
 def test_every_policy_the_readme_writes_is_valid() -> None:
