@@ -176,7 +176,10 @@ def _not_shown_as_printed(shown: list[str], printed: list[str]) -> str | None:
         (["a", "b", "c"], None),
         (["a", "...", "c"], None),
         (["...", "b", "..."], None),
-        (["a", "c"], "leaves out 1 printed line(s) between it and the line shown before it without a '# ...' line: 'c'"),
+        (
+            ["a", "c"],
+            "leaves out 1 printed line(s) between it and the line shown before it without a '# ...' line: 'c'",
+        ),
         (["b", "c"], "leaves out 1 printed line(s) before it without a '# ...' line: 'b'"),
         (["a", "b"], "leaves out the 1 printed line(s) after 'b' without a '# ...' line"),
         (["a", "...", "d"], "shows 'd', which it does not print after the lines shown before it"),
