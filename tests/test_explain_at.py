@@ -246,3 +246,35 @@ def test_the_instant_holds_in_its_own_context_only():
         other.join()
     assert abs(seen[0] - time.time()) < 60
     assert abs(clock.now() - time.time()) < 60
+
+
+# pool-b's maintenance closes it to the payments namespace only.
+NODES_LINE = '        nodes: ["gke-prod-pool-b-*"]\n'
+PODS_WINDOW_POLICY = MAINTENANCE_POLICY.replace(NODES_LINE, NODES_LINE + "        pods: {namespaces: [payments]}\n")
+
+
+@pytest.mark.parametrize(("namespace", "kept"), [("payments", 1), ("shop", 2)])
+def test_a_window_with_pods_is_shown_for_the_pods_it_selects_only(tmp_path, capsys, namespace, kept):
+    (tmp_path / "policy.yaml").write_text(PODS_WINDOW_POLICY)
+    pod = {**POD, "metadata": {"name": "api-1", "namespace": namespace}}
+    (tmp_path / "pod.yaml").write_text(json.dumps(pod))
+    code, out, _ = explain(
+        capsys, str(tmp_path / "pod.yaml"), "--node-names", NODES, "--policy", str(tmp_path / "policy.yaml"),
+        "--at", "2026-03-01T02:30:00Z",
+    )
+    rows = {line.split()[0]: line for line in out.splitlines()[3:5]}
+    assert code == 0 and f"filter: kept {kept} of 2 nodes" in out
+    pool_b = rows["gke-prod-pool-b-5e6f7a8b-y2"]
+    if namespace == "payments":
+        assert pool_b.split()[1] == "unresolvable" and pool_b.endswith(f"{CLOSED} for pods namespace in (payments)")
+    else:
+        assert pool_b.split()[1] == "pass" and pool_b.endswith("kept")
+
+
+def test_check_policy_checks_a_window_s_pods_as_every_pod_selector(tmp_path, capsys):
+    (tmp_path / "policy.yaml").write_text(PODS_WINDOW_POLICY.replace("namespaces: [payments]", "namespace: [payments]"))
+    code = main(["check-policy", str(tmp_path / "policy.yaml")])
+    _, err = capsys.readouterr()
+    assert code == 1
+    entry = "profiles[0].pluginConfig[0].args.maintenance[0]"
+    assert f"{entry}.pods.namespace: Unknown field. Did you mean namespaces?" in err

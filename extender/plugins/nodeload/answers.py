@@ -85,7 +85,7 @@ def parse_answer(body: bytes, node_label: str) -> tuple[MetricAnswer, list[str]]
                 not_finite.pop(node, None)
         elif node not in values and node not in not_finite:
             not_finite[node], times[node] = text, time
-    warnings = [f"Prometheus warns: {bounded(_text(warning), 500)}" for warning in _list(document.get("warnings"))]
+    warnings = [f"the answer warns: {bounded(_text(warning), 500)}" for warning in _list(document.get("warnings"))]
     if unlabelled:
         warnings.append(f"{_count(unlabelled, 'series', 'series')} without a {node_label} label name no node: left out")
     if several:
