@@ -424,3 +424,26 @@ def test_stderr_says_what_stands_in_for_what_the_function_reads(tmp_path, capsys
         ("explain: no --nodes file: NodeLoad knows no node's allocatable, so it judges each node as measured, without "
         "the pods in flight or the pod's own share")
     ]
+
+
+def test_with_nodes_nodeload_asks_no_capacity_answer_and_adds_the_pod_s_share_of_their_allocatable(
+    tmp_path, capsys, caplog
+):
+    """node-exporter's preset reads allocatable from kube-state-metrics when there is no API: offline, the --nodes
+    file gives it, so explain asks no capacity answer (no "no saved answer" warning) and judges with it."""
+    policy = LOAD_POLICY.replace(
+        '      prometheus: {url: "http://127.0.0.1:9"}\n      metrics: [{name: cpu, query: node_cpu, nodeLabel: node, '
+        "resource: cpu}]\n",
+        '      preset: node-exporter\n      prometheus: {url: "http://127.0.0.1:9"}\n',
+    )
+    assert "preset: node-exporter" in policy
+    pod = {**DAEMON_POD, "metadata": {"name": "web-1", "namespace": "shop"}}
+    code, out, err = run_explain(capsys, *load_inputs(tmp_path, pod, policy), "--json")
+    assert code == 0
+    assert not [record for record in caplog.records if "no saved answer" in record.getMessage()]
+    assert "no saved answer" not in err
+    [busy, idle] = json.loads(out)["nodes"]
+    # 100m of 4 allocatable cores, as the estimate counts it: a share of the node's allocatable, added to its load.
+    assert busy["measured"]["NodeLoad"]["cpu"]["podShare"] > 0
+    assert busy["measured"]["NodeLoad"]["cpu"]["predicted"] > 0.95 and busy["answer"] == "FailedNodes"
+    assert idle["answer"] == "kept"

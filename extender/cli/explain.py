@@ -23,7 +23,9 @@ Kubernetes API either.
 Every plugin judges at one instant: --at's (an RFC 3339 timestamp), else with
 --metrics the newest saved sample's time, else now. A maintenance window is
 checked at the time it should be open; the instant reaches the plugins as the
-request's (``extender.framework.clock``), as it does in the function.
+request's (``extender.framework.clock``), as it does in the function. NodeLoad
+asked live would answer the load of now, so at --at without --metrics it is
+not judged: the table says so, and how to save answers of that instant.
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="TIME",
         type=_instant,
         help="judge at this RFC 3339 timestamp (2026-03-01T02:30:00Z) instead of now: maintenance windows, and the "
-        "age of --metrics samples",
+        "age of --metrics samples (without --metrics, NodeLoad is shown not judged)",
     )
     parser.add_argument(
         "--in-flight",
@@ -448,7 +450,7 @@ class Explanation:
     # The instant every plugin judged at; None: when explain ran.
     at: dt.datetime | None = None
     # The plugins not judged (NodeLoad at --at without --metrics), with how to judge them.
-    not_judged: Unjudged = field(default_factory=lambda: Unjudged())
+    not_judged: Unjudged = field(default_factory=Unjudged)
 
     @property
     def profile(self) -> ServedProfile | None:
