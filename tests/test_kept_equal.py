@@ -41,6 +41,10 @@ profiles:
       - name: nightly
         nodes: ["node-2*", "node-3"]
         windows: [{from: "13:30", to: "14:30"}]
+      - name: ml-patching  # closed to ml's pods only: kept verdicts must tell them from the others'
+        nodes: ["node-4*", "node-5"]
+        pods: {namespaces: [ml]}
+        windows: [{from: "13:00", to: "14:00"}]
   - name: NodeLabelPolicy
     args:
       rules:
