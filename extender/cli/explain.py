@@ -249,13 +249,13 @@ def stand_ins(extender: Extender, profile_name: str, victims: bool, allocatable:
             "the policy does not declare nodeCacheCapable: false, so explain asks by node name as kube-scheduler with "
             f"nodeCacheCapable: true does: --nodes gives the names, {labels}"
         )
-    if allocatable:
+    elif kind and victims:
+        notes.append(f"preempt requests carry no nodes: labels come from the {kind} nodeSource, as for the function")
+    if allocatable and not full:  # full nodes carry their allocatable, which NodeLoad reads as the function does
         notes.append(
             "the --nodes file's status.allocatable stands in for the nodes' allocatable NodeLoad reads from the "
             "Kubernetes API"
         )
-    elif kind and victims:
-        notes.append(f"preempt requests carry no nodes: labels come from the {kind} nodeSource, as for the function")
     if kind == "kubernetes":
         notes.append("the --nodes file stands in for the node list the function reads from the Kubernetes API")
         if victims and not full and profile is not None and profile.victim_facts > VictimFacts.UID:

@@ -150,7 +150,7 @@ class PodSelector(NamedTuple):
         return self.label_selector.matches(pod.labels or {}) and self.annotation_selector.matches(pod.annotations or {})
 
     def __str__(self) -> str:
-        """What it selects, in the selectors' ``kubectl -l`` words: ``namespace in (payments),priority>=1000``."""
+        """What it selects, in the selectors' ``kubectl -l`` words: ``namespace in (payments), priority>=1000``."""
         parts = []
         if self.namespaces is not None:
             parts.append(f"namespace in ({','.join(sorted(self.namespaces))})")
