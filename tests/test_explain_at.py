@@ -201,17 +201,20 @@ def test_without_saved_answers_time_rules_are_judged_at_the_instant_and_load_rul
     assert f"NodeLoad: not judged: {NOT_JUDGED}" in lines
 
 
-def test_a_preset_left_unjudged_needs_none_of_its_variables(tmp_path, capsys, monkeypatch):
-    """The gke preset queries the function's project: not judged, it needs no GOOGLE_CLOUD_PROJECT."""
+@pytest.mark.parametrize("given", ["--nodes", "--node-names"])
+def test_a_preset_left_unjudged_needs_none_of_its_variables(tmp_path, capsys, monkeypatch, given):
+    """The gke preset queries the function's project: not judged, it needs no GOOGLE_CLOUD_PROJECT, offline (--nodes)
+    or built as the function starts (--node-names)."""
     monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
     policy = MAINTENANCE_AND_LOAD_POLICY.split("      prometheus:")[0] + "      preset: gke\n"
     (tmp_path / "policy.yaml").write_text(policy)
     (tmp_path / "pod.yaml").write_text(json.dumps(POD))
     nodes = [{"kind": "Node", "metadata": {"name": name}} for name in NODES.split(",")]
     (tmp_path / "nodes.json").write_text(json.dumps({"kind": "List", "items": nodes}))
+    inputs = [given, str(tmp_path / "nodes.json") if given == "--nodes" else NODES]
     code, out, _ = explain(
-        capsys, str(tmp_path / "pod.yaml"), "--nodes", str(tmp_path / "nodes.json"), "--policy",
-        str(tmp_path / "policy.yaml"), "--at", "2026-03-01T02:30:00Z", "--json",
+        capsys, str(tmp_path / "pod.yaml"), *inputs, "--policy", str(tmp_path / "policy.yaml"),
+        "--at", "2026-03-01T02:30:00Z", "--json",
     )
     explained = json.loads(out)
     assert code == 0 and explained["filter"]["answer"]["NodeNames"] == ["gke-prod-pool-a-1a2b3c4d-x1"]

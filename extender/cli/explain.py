@@ -36,7 +36,7 @@ import datetime as dt
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -49,7 +49,7 @@ from werkzeug.test import EnvironBuilder
 from extender.decision_log import plugin_ms
 from extender.framework.clock import judged_at, parse_instant
 from extender.framework.kept import ServedProfile
-from extender.framework.plugin import SKIP, FilterPlugin, Plugin, Skip
+from extender.framework.plugin import SKIP, FilterPlugin, Skip
 from extender.framework.profile import FilterResult, PreemptResult, ScoreResult
 from extender.framework.status import Code
 from extender.framework.types import Node, Pod, VictimFacts
@@ -142,7 +142,13 @@ def run(args: argparse.Namespace) -> int:
         nodes = read_nodes(args.nodes) if args.nodes else None
         names = [name.strip() for name in args.node_names.split(",") if name.strip()] if args.nodes is None else None
         victims = read_victims(args.victims) if args.victims else None
-        extender = offline(args.policy, nodes) if nodes is not None else Extender.from_environment(args.policy)
+        # Saved answers (--metrics) or not judging it (--at) stand in for what NodeLoad queries: it needs nothing set.
+        stood_in = [NotJudged.name] if args.metrics or args.at else []
+        extender = (
+            offline(args.policy, nodes)
+            if nodes is not None
+            else Extender.from_environment(args.policy, stood_in=stood_in)
+        )
         if args.in_flight and not args.metrics:
             raise InputError("--in-flight needs --metrics: it stands in for the API beside saved Prometheus answers")
         at: dt.datetime | None = args.at
@@ -173,7 +179,6 @@ def run(args: argparse.Namespace) -> int:
         elif args.at is not None:
             not_judged = leave_live_loads_unjudged(extender, args.profile)
         if nodes is not None:  # built offline: what stands in for the node source and the metrics needs nothing set
-            stood_in = _node_loads(extender, args.profile) if args.metrics else []
             check_plugin_needs(extender, args.profile, stood_in)
     except (InputError, PolicyError, ValueError) as exc:
         print(exc, file=sys.stderr)
@@ -270,10 +275,11 @@ def _node_loads(extender: Extender, profile_name: str) -> list[NodeLoad]:
     return [plugin for plugin in profile.plugins if isinstance(plugin, NodeLoad)] if profile is not None else []
 
 
-def check_plugin_needs(extender: Extender, profile_name: str, stood_in: Sequence[Plugin]) -> None:
-    """ConfigError for a variable a plugin of the profile asks with, unless what it asks is stood in for."""
+def check_plugin_needs(extender: Extender, profile_name: str, stood_in: Collection[str]) -> None:
+    """ConfigError for a variable a plugin of the profile asks with, unless what it asks is stood in for (the plugins
+    named in ``stood_in``)."""
     profile = extender.policy.profiles.get(profile_name)
-    plugins = [plugin for plugin in profile.plugins if plugin not in stood_in] if profile is not None else []
+    plugins = [plugin for plugin in profile.plugins if plugin.name not in stood_in] if profile is not None else []
     problem = unmet([need for plugin in plugins for need in plugin.needs()], extender.settings)
     if problem is not None:
         raise problem

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -83,12 +83,15 @@ class Extender:
         return f"Extender(profiles={sorted(self.policy.profiles)!r}, source={self.source!r})"
 
     @classmethod
-    def from_environment(cls, policy_path: str | None = None, settings: Settings | None = None) -> Extender:
+    def from_environment(
+        cls, policy_path: str | None = None, settings: Settings | None = None, stood_in: Collection[str] = ()
+    ) -> Extender:
         """Build from ``settings`` (the environment's when None); an invalid policy or setting raises here, stopping
-        start-up. ``policy_path`` overrides ``EXTENDER_POLICY``."""
+        start-up. ``policy_path`` overrides ``EXTENDER_POLICY``; ``stood_in``: plugins whose sources ``explain``
+        stands in for, whose variables are not needed."""
         settings = Settings.from_environment() if settings is None else settings
         policy = load_policy(policy_path, settings)
-        policy.check_needs(settings)
+        policy.check_needs(settings, stood_in)
         kube = client_from_settings(settings)
         source = policy.node_source.build(kube, settings.node_source_max_age)
         return cls(policy, source, settings, kube)

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 import orjson
@@ -53,18 +54,20 @@ class Policy:
         self.node_cache_capable = node_cache_capable
         self.preempt_trusts_scheduler_filter = preempt_trusts_scheduler_filter
 
-    def needs(self) -> list[Need]:
+    def needs(self, stood_in: Collection[str] = ()) -> list[Need]:
         """The variables the function cannot start without, with this policy: its node source's, then its plugins',
-        each variable once."""
-        plugins = [plugin for profile in self.profiles.values() for plugin in profile.plugins]
+        each variable once; none for the plugins named in ``stood_in`` (``explain`` judges them on saved answers)."""
+        plugins = [
+            plugin for profile in self.profiles.values() for plugin in profile.plugins if plugin.name not in stood_in
+        ]
         unique: dict[tuple[str, ...], Need] = {}
         for need in [*self.node_source.needs(), *(need for plugin in plugins for need in plugin.needs())]:
             unique.setdefault(need.names, need)
         return list(unique.values())
 
-    def check_needs(self, settings: Settings) -> None:
+    def check_needs(self, settings: Settings, stood_in: Collection[str] = ()) -> None:
         """ConfigError naming each of ``needs`` that ``settings`` leave unmet: start-up refuses to start then."""
-        problem = unmet(self.needs(), settings)
+        problem = unmet(self.needs(stood_in), settings)
         if problem is not None:
             raise problem
 
