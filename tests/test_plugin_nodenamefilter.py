@@ -360,9 +360,11 @@ def test_a_window_with_pods_closes_its_nodes_to_the_pods_it_selects_only():
     assert later.filter(pod(namespace="payments"), legacy).is_success
 
 
-def test_a_window_without_pods_closes_its_nodes_to_every_pod_and_says_no_selector():
-    args = {"maintenance": [{**LEGACY["maintenance"][0]}]}
-    del args["maintenance"][0]["pods"]
+@pytest.mark.parametrize("pods", ["absent", {}, None], ids=["absent", "empty", "null"])
+def test_a_window_without_pods_closes_its_nodes_to_every_pod_and_says_no_selector(pods):
+    args = {"maintenance": [{**LEGACY["maintenance"][0], "pods": pods}]}
+    if pods == "absent":
+        del args["maintenance"][0]["pods"]
     plugin = build(NodeNameFilter, args, clock=at(IN_THE_WINDOW))
     for namespace in ("payments", "shop", "kube-system"):
         outcome = plugin.filter(pod(namespace=namespace), Node("gke-prod-legacy-1"))

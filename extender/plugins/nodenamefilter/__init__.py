@@ -39,17 +39,16 @@ from extender.framework import status
 from extender.framework.args import unique_names
 from extender.framework.globs import compile_globs, validate_glob
 from extender.framework.plugin import SKIP, FilterPlugin, Skip
-from extender.framework.selectors import PodSelector, PodSelectorSchema
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
 
 if TYPE_CHECKING:
+    from extender.framework.selectors import PodSelector
     from extender.plugins.nodenamefilter.windows import Window
 
 Clock = Callable[[], dt.datetime]
 # The node-name patterns of the maintenance closed to a pod at one instant, each with its rejection message.
 Closed = tuple[tuple[re.Pattern[str], str], ...]
-EVERY_POD = PodSelector()
 
 
 def _window_schema() -> Schema:
@@ -59,6 +58,13 @@ def _window_schema() -> Schema:
     return WindowSchema()
 
 
+def _pod_selector_schema() -> Schema:
+    """Imported with the first maintenance entry that selects pods: the selectors stay unloaded for the others."""
+    from extender.framework.selectors import PodSelectorSchema
+
+    return PodSelectorSchema()
+
+
 def _globs(**kwargs: Any) -> fields.List[str]:
     return fields.List(fields.String(validate=validate_glob), **kwargs)
 
@@ -66,10 +72,13 @@ def _globs(**kwargs: Any) -> fields.List[str]:
 class Maintenance:
     __slots__ = ("name", "nodes", "pods", "windows")
 
-    def __init__(self, name: str, nodes: re.Pattern[str], windows: tuple[Window, ...], pods: PodSelector) -> None:
+    def __init__(
+        self, name: str, nodes: re.Pattern[str], windows: tuple[Window, ...], pods: PodSelector | None = None
+    ) -> None:
         self.name = name
         self.nodes = nodes
         self.windows = windows
+        # The pods it closes its nodes to; None: every pod.
         self.pods = pods
 
     def open_until(self, now: dt.datetime) -> dt.datetime | None:
@@ -81,14 +90,19 @@ class Maintenance:
 class MaintenanceSchema(Schema):
     name = fields.String(required=True, validate=Length(min=1))
     nodes = _globs(required=True, validate=Length(min=1))
-    pods = fields.Nested(PodSelectorSchema, load_default=PodSelector)
+    pods = fields.Nested(_pod_selector_schema, load_default=None)
     windows = fields.List(fields.Nested(_window_schema), required=True, validate=Length(min=1))
 
     @post_load
     def make(self, data: dict[str, Any], **kwargs: Any) -> Maintenance:
         pattern = compile_globs(data["nodes"])
         assert pattern is not None  # nodes is not empty
-        return Maintenance(data["name"], pattern, tuple(data["windows"]), data["pods"])
+        pods = data["pods"]
+        if pods is not None:
+            from extender.framework.selectors import PodSelector  # loaded with the entry's selector already
+
+            pods = None if pods == PodSelector() else pods  # pods: {} selects every pod, as no selector does
+        return Maintenance(data["name"], pattern, tuple(data["windows"]), pods)
 
 
 class NodeNameFilterArgs(Schema):
@@ -142,10 +156,10 @@ def _closed(maintenance: tuple[Maintenance, ...], now: dt.datetime, pod: Pod) ->
     closed = []
     for entry in maintenance:
         until = entry.open_until(now)
-        if until is not None and entry.pods.matches(pod):
+        if until is not None and (entry.pods is None or entry.pods.matches(pod)):
             until_text = until.isoformat(timespec="seconds")
             reason = f"NodeNameFilter: node is in maintenance {entry.name!r} until {until_text}"
-            if entry.pods != EVERY_POD:
+            if entry.pods is not None:
                 reason += f" for pods {entry.pods}"
             closed.append((entry.nodes, reason))
     return tuple(closed)
