@@ -56,11 +56,20 @@ from extender.framework.status import Status
 from extender.framework.types import Node, Pod
 from extender.kube.demand import PodDemand, Resources, demand_of, owned_by_daemon_set
 from extender.plugins.nodeload.answers import parse_answer
-from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, RISK_BALANCING, NodeLoadArgs, NodeLoadConfig
+from extender.plugins.nodeload.args import (
+    GOOGLE,
+    LEAST_LOADED,
+    RISK_BALANCING,
+    Metric,
+    NodeLoadArgs,
+    NodeLoadConfig,
+    Threshold,
+)
 from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
 from extender.plugins.nodeload.predicted import Prediction
 from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
+from extender.plugins.nodeload.units import RATIO
 from extender.settings import PROJECT_ENV, Need
 
 if TYPE_CHECKING:
@@ -95,16 +104,17 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         metrics = {metric.name: metric for metric in args.metrics}
         # Per rule: the metric, the threshold, and the rejection (one text for every node, as events group them).
         self._rules = tuple(
-            (
-                metrics[rule.metric],
-                rule.above,
-                status.unschedulable(f"NodeLoad rule '{rule.metric}': load above {rule.above:g}"),
-            )
+            (metrics[rule.metric], rule.above, status.unschedulable(rejection(rule, metrics[rule.metric])))
             for rule in args.rules
         )
         self._score_metric = metrics.get(args.score.metric)
-        target = args.score.target if args.score.target is not None else 1.0
-        self._scale = least_loaded if args.score.strategy == LEAST_LOADED else lambda load: target_load(load, target)
+        unit = self._score_metric.unit if self._score_metric is not None else None
+        share = unit.share if unit is not None else float
+        target = share(args.score.target) if args.score.target is not None else 1.0
+        if args.score.strategy == LEAST_LOADED:
+            self._scale: Callable[[float], int] = lambda load: least_loaded(share(load))
+        else:
+            self._scale = lambda load: target_load(share(load), target)
         # The longest a binding can count against a sample still judged on.
         delays = [metric.delay for metric in args.metrics if metric.resource]
         self.horizon = max(delays, default=0.0) + args.max_age + CLOCK_SKEW
@@ -119,8 +129,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             yield Need((PROJECT_ENV,), "NodeLoad's preset queries Cloud Monitoring in the function's project")
 
     def notes(self) -> list[str]:
-        note = self.config.in_flight_note
-        return [f"NodeLoad: {note}"] if note else []
+        notes = (self.config.in_flight_note, self.config.rules_note)
+        return [f"NodeLoad: {note}" for note in notes if note]
 
     def prepare(self, pod: Pod) -> Prediction:
         """The answers this request judges on, at one instant (refreshed first when due: ``Loads``), with the
@@ -202,8 +212,9 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         answers = view.loads.snapshot.answers
         worst = math.inf
         for metric, mean, deviation in self.config.risk:
-            mu = view.term(metric, node, sample=mean.name).predicted
-            sigma = answers[deviation.name].values[node]
+            unit = metric.unit or RATIO
+            mu = unit.share(view.term(metric, node, sample=mean.name).predicted)
+            sigma = answers[deviation.name].values[node] / unit.span
             worst = min(worst, risk_balancing(mu, sigma, score.margin, score.sensitivity))
         return _round(worst)
 
@@ -320,6 +331,13 @@ class Saved:
         if promql not in self.answers:
             raise QueryError("no saved answer")
         return self.answers[promql]
+
+
+def rejection(rule: Threshold, metric: Metric) -> str:
+    """``NodeLoad rule 'cpu': load above 0.9``; a rule named apart from its metric names both:
+    ``NodeLoad rule 'batch-cpu': cpu load above 0.6``. The name is quoted as the decision log reads it back."""
+    what = "load" if rule.name == metric.name else f"{metric.name} load"
+    return f"NodeLoad rule {rule.name!r}: {what} above {(metric.unit or RATIO).shown(rule.above)}"
 
 
 def least_loaded(load: float) -> int:
