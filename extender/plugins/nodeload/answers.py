@@ -108,11 +108,11 @@ def parse_answer(body: bytes, node_label: str) -> tuple[MetricAnswer, list[str]]
     if several:
         distinct = list(dict.fromkeys(several))
         warnings.append(
-            f"{_count(len(distinct), 'node')} with several series, the highest value counts: {_named(distinct)}"
+            f"{counted(len(distinct), 'node')} with several series, the highest value counts: {_named(distinct)}"
         )
     if not_finite:
         warnings.append(
-            f"{_count(len(not_finite), 'node')} with no value but NaN or infinity, so no facts: "
+            f"{counted(len(not_finite), 'node')} with no value but NaN or infinity, so no facts: "
             f"{_named(list(not_finite))}"
         )
     return MetricAnswer(values, not_finite, times, len(series), unlabelled, tuple(sorted(labels))), warnings
@@ -133,7 +133,7 @@ def label_problem(answer: MetricAnswer, query: str, node_label: str) -> str:
         which = f"{answer.unlabelled} of the {answer.series} series of query {quoted(query)} {has}"
         left = " (left out)"
     else:
-        which = f"the {_count(answer.series, 'series', 'series')} of query {quoted(query)} {has}"
+        which = f"the {counted(answer.series, 'series', 'series')} of query {quoted(query)} {has}"
         left = ""
     name = "it names" if answer.unlabelled == 1 else "they name"
     return f"{which} no `{node_label}` label, so {name} no node{left}; {labels_present(answer, node_label)}"
@@ -181,7 +181,7 @@ def _sample(item: Any, node_label: str) -> tuple[str | None, float, float, str]:
     return (node if isinstance(node, str) and node else None), float(time), value, text
 
 
-def _count(count: int, one: str, several: str = "") -> str:
+def counted(count: int, one: str, several: str = "") -> str:
     return f"{count} {one if count == 1 else several or one + 's'}"
 
 

@@ -224,9 +224,9 @@ class Loads:
         if far and metric.unit is not None and self._due(metric.name, "unit"):
             _warn(
                 metric,
-                f"query {quoted(metric.query)} answers values far outside the metric's unit, "
-                f"{metric.unit.described}: {node} {value:g} ({far} of {len(answer.values)} nodes); is it answering "
-                "another unit (unit: percent for 0..100)? Its rules compare these values as they are",
+                f"query {quoted(metric.query)} answers values far outside the metric's unit, {metric.unit.described}, "
+                f"such as node {node}: {value:g} ({far} of {len(answer.values)} nodes); is it answering another unit "
+                "(unit: percent for 0..100)? Its rules compare these values as they are",
                 None,
                 usable=True,
             )
