@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 RATIO_NAME, PERCENT_NAME = "ratio", "percent"
+# A threshold on a ratio from this up to 100 reads as a percentage (80 for 0.8); one just above 1 (1.5) does not.
+PERCENTAGE_LIKE = 5.0
 
 
 class Unit:
@@ -66,7 +68,7 @@ class Unit:
         inside = low < value < high if open_range else low <= value <= high
         if inside:
             return ""
-        if self.name == RATIO_NAME and 1 < value <= 100:
+        if self.name == RATIO_NAME and PERCENTAGE_LIKE <= value <= 100:
             return (
                 f"{value:g} is a percentage; a ratio is {value / 100:g}: metric {metric} measures a ratio (0..1), "
                 f"so write {field}: {value / 100:g} (or give the metric unit: percent if its query answers percent)"

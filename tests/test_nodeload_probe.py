@@ -5,6 +5,7 @@ range and the samples' age; exit 1 when a metric matches no node."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +128,56 @@ def test_nodes_is_only_read_with_probe(capsys, tmp_path):
     code = main(["check-policy", str(write_policy(tmp_path, "http://127.0.0.1:9")), "--nodes", "x.json"])
     _, err = capsys.readouterr()
     assert code == 2 and "--nodes is read by --probe only" in err
+
+
+# --- the same answers served ------------------------------------------------------------------------------------------
+
+
+def served_policy(directory: Path, url: str, filters: list[dict[str, Any]], **metric: Any) -> Path:
+    path = write_policy(directory, url, **metric)
+    document = json.loads(path.read_text())
+    document["profiles"][0]["pluginConfig"][0]["args"].update(filter=filters, refreshInterval="1s")
+    path.write_text(json.dumps(document))
+    return path
+
+
+def filter_call(client, namespace: str = "default") -> dict[str, Any]:
+    pod = {"metadata": {"name": "p", "namespace": namespace, "uid": f"uid-{namespace}"}, "spec": {}}
+    answer = client.post("/filter", json={"Pod": pod, "Nodes": None, "NodeNames": ["a", "b"]})
+    assert answer.status_code == 200
+    return answer.get_json()
+
+
+def test_named_rules_are_the_rule_of_their_rejections(loads, client_factory, tmp_path, caplog):
+    rules = [
+        {"name": "batch-cpu", "metric": "cpu", "above": 0.3, "pods": {"namespaces": ["batch"]}},
+        {"metric": "cpu", "above": 0.4},
+    ]
+    client = client_factory(served_policy(tmp_path, loads.url, rules))
+    caplog.clear()
+    assert filter_call(client, "batch")["FailedNodes"] == {"b": "NodeLoad rule 'batch-cpu': cpu load above 0.3"}
+    assert filter_call(client)["FailedNodes"] == {"b": "NodeLoad rule 'cpu': load above 0.4"}
+    entries = [record.json_fields for record in caplog.records if record.name == "extender.rejection"]
+    assert [(entry["plugin"], entry["rule"], entry["count"]) for entry in entries] == [
+        ("NodeLoad", "batch-cpu", 1),
+        ("NodeLoad", "cpu", 1),
+    ]
+
+
+def test_a_served_empty_answer_warns_once_naming_the_query_and_every_node_s_reason_does(
+    loads, client_factory, tmp_path, caplog
+):
+    policy = served_policy(tmp_path, loads.url, [{"metric": "cpu", "above": 0.9}], query="node_lod")
+    client = client_factory(policy)
+    caplog.clear()
+    first = filter_call(client)
+    time.sleep(1.1)  # past refreshInterval: asked again, not warned again within the minute
+    filter_call(client)
+    why = (
+        "NodeLoad: metric cpu: query `node_lod` returned no series, so no node has a value (is the metric's name "
+        "right, and does Prometheus scrape it?)"
+    )
+    assert first["Error"] == why  # no node could be judged: the whole answer says why
+    warnings = [record for record in caplog.records if record.name == "extender.nodeload"]
+    assert [record.getMessage() for record in warnings] == [f"{why} (answer used)"]
+    assert (warnings[0].json_fields["query"], warnings[0].json_fields["nodeLabel"]) == ("node_lod", "node")
