@@ -13,9 +13,10 @@ failed: check-policy exits 1.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
@@ -84,14 +85,16 @@ def _probe_one(
         missing = sorted(set(nodes) - named)
         left = f"; not matched: {_listed(missing)}" if missing else ""
         lines.append(f"  {len(matched)} of {counted(len(nodes), 'node')} matched on label {metric.node_label}{left}")
-    if not matched:
-        lines.append(f"  {_no_match(answer, body, metric, nodes)}")
-    else:
+    if matched:
         problem = label_problem(answer, metric.query, metric.node_label)
-        if problem:
-            lines.append(f"  {problem}")
-    lines += [f"  {line}" for line in _values(answer, metric)]
-    lines += [f"  Prometheus' answer: {oddity}" for oddity in oddities]
+        lines += [f"  {problem}"] if problem else []
+        lines += [f"  {line}" for line in _values(answer.values, answer.sorted_times, metric, "node")]
+        lines += [f"  Prometheus' answer: {oddity}" for oddity in oddities]
+    else:
+        # What the answer says per node is keyed by the wrong label: its series are shown as they are.
+        lines.append(f"  {_no_match(answer, body, metric, nodes)}")
+        values, times = _every_series(body)
+        lines += [f"  {line}" for line in _values(values, times, metric, "series")]
     return Finding(lines, counts and not matched)
 
 
@@ -131,23 +134,37 @@ def _labels(body: bytes, node_label: str, nodes: Collection[str]) -> tuple[list[
     return sorted(labels), named.most_common(1)[0] if named else None
 
 
-def _values(answer: MetricAnswer, metric: Metric) -> list[str]:
-    """The range of the values (with the metric's unit, and whether they lie far outside it) and the samples' ages."""
-    if not answer.values:
-        return ["no finite values"] if answer.not_finite else []
-    low, high = min(answer.values.values()), max(answer.values.values())
+def _every_series(body: bytes) -> tuple[dict[str, float], list[float]]:
+    """Every series' finite value (by its place: ``2``) and every sample's time, in order."""
+    result: list[Any] = orjson.loads(body)["data"]["result"]  # parse_answer read it as a vector already
+    values: dict[str, float] = {}
+    for place, item in enumerate(result, 1):
+        value = float(item["value"][1])
+        if math.isfinite(value):
+            values[str(place)] = value
+    return values, sorted(float(item["value"][0]) for item in result)
+
+
+def _values(values: Mapping[str, float], times: Sequence[float], metric: Metric, which: str) -> list[str]:
+    """The range of ``values`` (by ``which``: node or series) with the metric's unit, and whether they lie far
+    outside it; the samples' ages."""
+    if not times:
+        return []
+    if not values:
+        return ["no finite values"]
+    low, high = min(values.values()), max(values.values())
     unit = metric.unit
     described = f" (the metric measures {unit.described})" if unit is not None else ""
     lines = [f"values {low:g} to {high:g}{described}"]
     if unit is not None:
-        far, node, value = unit.far_outside(answer.values)
+        far, key, value = unit.far_outside(values)
         if far:
             lines.append(
-                f"{far} of {counted(len(answer.values), 'value')} far outside {unit.described}, such as node {node}: "
+                f"{far} of {counted(len(values), 'value')} far outside {unit.described}, such as {which} {key}: "
                 f"{value:g}: is the query answering another unit (unit: percent for 0..100)?"
             )
     now = time.time()
-    newest, oldest = now - answer.sorted_times[-1], now - answer.sorted_times[0]
+    newest, oldest = now - times[-1], now - times[0]
     ages = f"{_age(newest)} to {_age(oldest)}" if oldest - newest >= 1 else _age(newest)
     lines.append(f"samples {ages} old")
     return lines
