@@ -99,6 +99,15 @@ def test_without_nodes_the_labels_alone_are_checked_and_a_guess_is_offered(loads
     assert code == 1 and "labels present: instance, job, node: did you mean node?" in out
 
 
+def test_without_nodes_the_kubernetes_api_s_nodes_are_matched(loads, apiserver, monkeypatch, capsys, tmp_path):
+    node = {"metadata": {"name": "a"}, "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}}}
+    apiserver.set_nodes([node, {**node, "metadata": {"name": "z"}}])
+    for name, value in apiserver.environment().items():
+        monkeypatch.setenv(name, value)
+    code, out, _ = probe(capsys, write_policy(tmp_path, loads.url))
+    assert code == 0 and "1 of 2 nodes matched on label node; not matched: z" in out
+
+
 def test_a_query_answering_nothing_exits_1_saying_so(loads, capsys, tmp_path):
     policy = write_policy(tmp_path, loads.url, query="node_lod")
     code, out, _ = probe(capsys, policy, "--nodes", write_nodes(tmp_path, "a"))
