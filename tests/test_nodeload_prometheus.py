@@ -151,7 +151,10 @@ def test_a_node_that_stops_reporting_has_no_facts_and_the_failure_policy_decides
     after_refresh_interval()
     caplog.clear()
     verdict = filtered(client, ["a", "b"])
-    why = "NodeLoad: no series of Prometheus' cpu query `node_load` has label node set to this node's name"
+    why = (
+        "NodeLoad: no series of Prometheus' cpu query `node_load` has label node set to this node's name (they name "
+        "1 node, such as a)"
+    )
     if failure == "Fail":
         assert verdict["kept"] == ["a"]
         assert verdict["failed"] == {"b": f"plugin NodeLoad could not judge the node (failurePolicy Fail): {why}"}

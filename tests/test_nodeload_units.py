@@ -336,5 +336,31 @@ def test_a_node_missing_from_an_answer_that_names_others_is_said_with_the_label(
         keep=False,
     )
     assert LoadView(loads.snapshot(NOW), NOW, 60.0).unknown("cpu", ["a", "b"]) == {
-        "b": "NodeLoad: no series of Prometheus' cpu query `node_load` has label node set to this node's name"
+        "b": "NodeLoad: no series of Prometheus' cpu query `node_load` has label node set to this node's name (they "
+        "name 1 node, such as a)"
     }
+
+
+def test_an_answer_naming_none_of_a_request_s_nodes_is_one_warning_a_minute(caplog):
+    profile = plugin(
+        {
+            "metrics": [{"name": "cpu", "query": "q", "nodeLabel": "instance"}],
+            "filter": [{"metric": "cpu", "above": 0.9}],
+        }
+    )
+    node_load = next(p for p in profile.filters if isinstance(p, NodeLoad))
+    node_load.judge_offline({"cpu": vector({"instance": "10.0.0.4:9100"}, {"instance": "10.0.0.5:9100"})})
+    with caplog.at_level(logging.WARNING, "extender.nodeload"):
+        for _ in range(2):
+            filtered = profile.filter(pod(), [Node("worker-1"), Node("worker-2")])
+    why = (
+        "NodeLoad: no series of Prometheus' cpu query `q` has label instance set to this node's name (they name 2 "
+        "nodes, such as 10.0.0.4:9100)"
+    )
+    assert filtered.error is not None and filtered.error.reason == why  # no node could be judged
+    [warning] = [record.getMessage() for record in warnings_of(caplog)]
+    assert warning == (
+        "NodeLoad: metric cpu: the series of query `q` name 2 nodes, such as 10.0.0.4:9100 on label instance, none of "
+        "the 2 nodes asked about (such as worker-1): is the node's name in another label? (check-policy --probe "
+        "shows which) (answer used)"
+    )

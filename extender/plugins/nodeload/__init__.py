@@ -177,7 +177,10 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         errors: dict[str, Status] = {}
         missing: dict[str, Status] = {}
         for metric in metrics:
-            for name, why in view.loads.unknown(metric, names).items():
+            unknown = view.loads.unknown(metric, names)
+            if len(unknown) == len(names):
+                self.loads.none_matched(view.loads.snapshot, metric, names)
+            for name, why in unknown.items():
                 if name not in missing:
                     missing[name] = errors.get(why) or errors.setdefault(why, status.error(why))
         return missing

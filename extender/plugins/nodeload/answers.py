@@ -43,9 +43,9 @@ class MetricAnswer:
         values: dict[str, float],
         not_finite: dict[str, str],
         times: dict[str, float],
-        series: int = 0,
-        unlabelled: int = 0,
-        labels: tuple[str, ...] = (),
+        series: int,
+        unlabelled: int,
+        labels: tuple[str, ...],
     ) -> None:
         # Nodes with a finite value, and nodes whose only samples are NaN or infinite (as Prometheus writes them).
         self.values = values
@@ -128,6 +128,11 @@ def label_problem(answer: MetricAnswer, query: str, node_label: str) -> str:
         )
     if not answer.unlabelled:
         return ""
+    return f"{unlabelled(answer, query, node_label)}; {labels_present(answer, node_label)}"
+
+
+def unlabelled(answer: MetricAnswer, query: str, node_label: str) -> str:
+    """``the 3 series of query `q` have no `node` label, so they name no node``."""
     has = "has" if answer.unlabelled == 1 else "have"
     if answer.unlabelled < answer.series:
         which = f"{answer.unlabelled} of the {answer.series} series of query {quoted(query)} {has}"
@@ -136,7 +141,7 @@ def label_problem(answer: MetricAnswer, query: str, node_label: str) -> str:
         which = f"the {counted(answer.series, 'series', 'series')} of query {quoted(query)} {has}"
         left = ""
     name = "it names" if answer.unlabelled == 1 else "they name"
-    return f"{which} no `{node_label}` label, so {name} no node{left}; {labels_present(answer, node_label)}"
+    return f"{which} no `{node_label}` label, so {name} no node{left}"
 
 
 def labels_present(answer: MetricAnswer, node_label: str) -> str:
@@ -145,7 +150,7 @@ def labels_present(answer: MetricAnswer, node_label: str) -> str:
         return "they have no labels at all"
     guess = next((name for name in NODE_LABELS if name in answer.labels and name != node_label), "")
     mean = f": did you mean {guess}?" if guess else ""
-    return f"labels present: {', '.join(answer.labels[:NAMED * 2])}{mean}"
+    return f"labels present: {bounded(', '.join(answer.labels), 300)}{mean}"
 
 
 def quoted(query: str) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import filterfalse
 from typing import Any
 
+from extender.errors import bounded
 from extender.plugins.nodeload.answers import AnswerError, MetricAnswer, label_problem, parse_answer, quoted
 from extender.plugins.nodeload.args import Metric
 from extender.plugins.nodeload.prometheus import Querier, QueryError
@@ -97,7 +98,7 @@ class LoadView:
         else:
             absent = (
                 f"NodeLoad: no series of Prometheus' {metric} query {quoted(asked.query)} has label "
-                f"{asked.node_label} set to this node's name"
+                f"{asked.node_label} set to this node's name (they name {_others(answer)})"
             )
         not_finite = f"NodeLoad: the node's {metric} sample is not a finite number"
         missing = {
@@ -232,6 +233,23 @@ class Loads:
             )
         return answer
 
+    def none_matched(self, snapshot: Snapshot, metric: str, names: Sequence[str]) -> None:
+        """A WARNING, once a minute, when ``metric``'s answer names nodes on its label but none of ``names`` (a
+        request's nodes, none of which has a sample): the label holds something else than the nodes' names."""
+        answer = snapshot.answers.get(metric)
+        if answer is None or not names or not (answer.values or answer.not_finite):
+            return
+        if any(name in answer.values or name in answer.not_finite for name in names):
+            return
+        if self._due(metric, "unmatched"):
+            asked = snapshot.metrics[metric]
+            problem = (
+                f"the series of query {quoted(asked.query)} name {_others(answer)} on label {asked.node_label}, none "
+                f"of the {len(names)} nodes asked about (such as {bounded(names[0], 256)}): is the node's name in "
+                "another label? (check-policy --probe shows which)"
+            )
+            _warn(asked, problem, None, usable=True)
+
     def _due(self, metric: str, problem: str) -> bool:
         """Whether a WARNING about this kind of ``problem`` of ``metric`` is due: once per WARN_EVERY seconds, not
         per refresh (a refresh every few seconds would repeat it as often)."""
@@ -242,6 +260,13 @@ class Loads:
                 return False
             self._warned[metric, problem] = now
             return True
+
+
+def _others(answer: MetricAnswer) -> str:
+    """``3 nodes, such as 10.0.0.4:9100``: what an answer names on its node label."""
+    named = len(answer.values) + len(answer.not_finite)
+    first = next(iter(answer.values), None) or next(iter(answer.not_finite))
+    return f"{named} {'node' if named == 1 else 'nodes'}, such as {bounded(first, 256)}"
 
 
 def _warn(metric: Metric, problem: str, kept: MetricAnswer | None, usable: bool = False) -> None:

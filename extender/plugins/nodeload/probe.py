@@ -29,6 +29,7 @@ from extender.plugins.nodeload.answers import (
     label_problem,
     parse_answer,
     quoted,
+    unlabelled,
 )
 from extender.plugins.nodeload.args import Metric, capacity_query
 from extender.plugins.nodeload.prometheus import QueryError
@@ -106,7 +107,7 @@ def _no_match(answer: MetricAnswer, body: bytes, metric: Metric, nodes: Collecti
         named = sorted({*answer.values, *answer.not_finite})
         start = f"its series name {_listed(named)} on label {metric.node_label}, none of them a node's name"
     else:
-        start = label_problem(answer, metric.query, metric.node_label).split(";")[0]
+        start = unlabelled(answer, metric.query, metric.node_label)
     labels, best = _labels(body, metric.node_label, nodes or ())
     if best is not None:
         return f"{start}; labels present: {', '.join(labels)}: did you mean {best[0]}? (it names {best[1]} nodes)"
