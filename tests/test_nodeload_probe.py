@@ -113,7 +113,7 @@ def test_a_query_answering_nothing_exits_1_saying_so(loads, capsys, tmp_path):
     code, out, _ = probe(capsys, policy, "--nodes", write_nodes(tmp_path, "a"))
     assert code == 1
     assert "0 series answered" in out
-    assert "query `node_lod` returned no series, so no node has a value (is the metric's name right" in out
+    assert "query `node_lod` returned no series (is the metric's name right" in out
 
 
 def test_percent_answers_for_a_ratio_metric_are_pointed_out(loads, capsys, tmp_path):
@@ -183,10 +183,10 @@ def test_a_served_empty_answer_warns_once_naming_the_query_and_every_node_s_reas
     time.sleep(1.1)  # past refreshInterval: asked again, not warned again within the minute
     filter_call(client)
     why = (
-        "NodeLoad: metric cpu: query `node_lod` returned no series, so no node has a value (is the metric's name "
+        "NodeLoad: metric cpu: query `node_lod` returned no series (is the metric's name "
         "right, and does Prometheus scrape it?)"
     )
     assert first["Error"] == why  # no node could be judged: the whole answer says why
     warnings = [record for record in caplog.records if record.name == "extender.nodeload"]
-    assert [record.getMessage() for record in warnings] == [f"{why} (answer used)"]
+    assert [record.getMessage() for record in warnings] == [f"{why} (no node has facts)"]
     assert (warnings[0].json_fields["query"], warnings[0].json_fields["nodeLabel"]) == ("node_lod", "node")

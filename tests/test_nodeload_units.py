@@ -211,8 +211,8 @@ def test_answers_far_outside_a_ratio_are_a_warning_naming_the_query_and_a_sample
     [warning] = [record.getMessage() for record in caplog.records if record.name == "extender.nodeload"]
     assert warning == (
         "NodeLoad: metric cpu: query `q` answers values far outside the metric's unit, a ratio (0..1), such as node "
-        "a: 35 (3 of 3 nodes); is it answering another unit (unit: percent for 0..100)? Its rules compare these "
-        "values as they are (answer used)"
+        "a: 35 (3 of 3 nodes); is it answering another unit (unit: percent for 0..100)? (answer used: its "
+        "values are judged as they are)"
     )
 
 
@@ -295,14 +295,14 @@ def test_an_empty_answer_is_one_warning_a_minute_naming_the_query_and_label_and_
     assert querier.asked == 3
     [warning] = warnings_of(caplog)
     assert warning.getMessage() == (
-        "NodeLoad: metric cpu: query `node_lod` returned no series, so no node has a value (is the metric's name "
-        "right, and does Prometheus scrape it?) (answer used)"
+        "NodeLoad: metric cpu: query `node_lod` returned no series (is the metric's name "
+        "right, and does Prometheus scrape it?) (no node has facts)"
     )
     assert (warning.json_fields["query"], warning.json_fields["nodeLabel"]) == ("node_lod", "node")
     view = LoadView(snapshots[-1], NOW, 60.0)
     assert view.unknown("cpu", ["a", "b"]) == dict.fromkeys(
         ["a", "b"],
-        "NodeLoad: metric cpu: query `node_lod` returned no series, so no node has a value (is the metric's name "
+        "NodeLoad: metric cpu: query `node_lod` returned no series (is the metric's name "
         "right, and does Prometheus scrape it?)",
     )
 
@@ -323,7 +323,7 @@ def test_a_wrong_node_label_says_which_labels_the_series_have_and_which_is_meant
         "the 3 series of query `node_load` have no `instance` label, so they name no node; labels present: job, "
         "node: did you mean node?"
     )
-    assert warning.getMessage() == f"NodeLoad: metric cpu: {problem} (answer used)"
+    assert warning.getMessage() == f"NodeLoad: metric cpu: {problem} (no node has facts)"
     assert LoadView(snapshot, NOW, 60.0).unknown("cpu", ["a"]) == {"a": f"NodeLoad: metric cpu: {problem}"}
 
 
@@ -362,5 +362,5 @@ def test_an_answer_naming_none_of_a_request_s_nodes_is_one_warning_a_minute(capl
     assert warning == (
         "NodeLoad: metric cpu: the series of query `q` name 2 nodes, such as 10.0.0.4:9100 on label instance, none of "
         "the 2 nodes asked about (such as worker-1): is the node's name in another label? (check-policy --probe "
-        "shows which) (answer used)"
+        "shows which) (those nodes have no facts)"
     )

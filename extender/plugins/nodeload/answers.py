@@ -123,7 +123,7 @@ def label_problem(answer: MetricAnswer, query: str, node_label: str) -> str:
     nothing): no series at all, or series without ``node_label`` (with the labels they have instead)."""
     if not answer.series:
         return (
-            f"query {quoted(query)} returned no series, so no node has a value (is the metric's name right, and "
+            f"query {quoted(query)} returned no series (is the metric's name right, and "
             "does Prometheus scrape it?)"
         )
     if not answer.unlabelled:

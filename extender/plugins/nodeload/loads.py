@@ -36,6 +36,7 @@ from extender.plugins.nodeload.prometheus import Querier, QueryError
 logger = logging.getLogger("extender.nodeload")
 EVENT = "extender.nodeload"
 Clock = Callable[[], float]
+USED = "answer used"
 # An odd answer (empty, series without the node label, values far outside the unit) is warned about once a minute.
 WARN_EVERY = 60.0
 
@@ -217,19 +218,20 @@ class Loads:
             logger.exception("NodeLoad: querying metric %s failed", metric.name)
             return f"{type(exc).__name__}: {exc}"
         for oddity in oddities:
-            _warn(metric, oddity, None, usable=True)
+            _warn(metric, oddity, None, USED)
         problem = label_problem(answer, metric.query, metric.node_label)
         if problem and self._due(metric.name, "labels"):
-            _warn(metric, problem, None, usable=True)
+            named = answer.unlabelled < answer.series
+            _warn(metric, problem, None, "answer used for the nodes it names" if named else "no node has facts")
         far, node, value = metric.unit.far_outside(answer.values) if metric.unit is not None else (0, "", 0.0)
         if far and metric.unit is not None and self._due(metric.name, "unit"):
             _warn(
                 metric,
                 f"query {quoted(metric.query)} answers values far outside the metric's unit, {metric.unit.described}, "
                 f"such as node {node}: {value:g} ({far} of {len(answer.values)} nodes); is it answering another unit "
-                "(unit: percent for 0..100)? Its rules compare these values as they are",
+                "(unit: percent for 0..100)?",
                 None,
-                usable=True,
+                "answer used: its values are judged as they are",
             )
         return answer
 
@@ -248,7 +250,7 @@ class Loads:
                 f"of the {len(names)} nodes asked about (such as {bounded(names[0], 256)}): is the node's name in "
                 "another label? (check-policy --probe shows which)"
             )
-            _warn(asked, problem, None, usable=True)
+            _warn(asked, problem, None, "those nodes have no facts")
 
     def _due(self, metric: str, problem: str) -> bool:
         """Whether a WARNING about this kind of ``problem`` of ``metric`` is due: once per WARN_EVERY seconds, not
@@ -269,11 +271,11 @@ def _others(answer: MetricAnswer) -> str:
     return f"{named} {'node' if named == 1 else 'nodes'}, such as {bounded(first, 256)}"
 
 
-def _warn(metric: Metric, problem: str, kept: MetricAnswer | None, usable: bool = False) -> None:
-    """One WARNING per refresh and problem: an answer not used (the previous one is kept, if any), or one used with
-    something odd in it."""
-    if usable:
-        what = "answer used"
+def _warn(metric: Metric, problem: str, kept: MetricAnswer | None, used: str = "") -> None:
+    """One WARNING: an answer not used (the previous one is kept, if any), or one used with something odd in it
+    (``used`` says what follows)."""
+    if used:
+        what = used
     elif kept is None:
         what = "no answer: its nodes have no facts"
     else:
