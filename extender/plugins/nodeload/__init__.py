@@ -1,7 +1,7 @@
 """NodeLoad: filter and score nodes by their predicted load, from metrics read with PromQL and the pods bound since.
 
 kube-scheduler places pods by requests, not by what nodes use. NodeLoad reads
-each node's utilisation (a ratio 0..1 per node name) with PromQL, from a
+each node's utilisation (a ratio 0..1 per node name, or the metric's ``unit``) with PromQL, from a
 self-run Prometheus or from Cloud Monitoring, which answers PromQL for GKE's
 system metrics with nothing installed in the cluster. Metrics lag (sampling,
 ingest, rate windows) while the scheduler goes on placing pods, so every rule
@@ -24,7 +24,7 @@ an idle node ``100 × target``, a node above the target at most that, down to 0
 at full load; RiskBalancing as Trimaran's LoadVariationRiskBalancing: per
 resource ``(1 − (μ + margin × σ^(1/sensitivity)) / 2) × 100`` from the mean μ
 (in-flight pods and the pod added) and standard deviation σ of the load over
-``window``, the worst resource counting. Loads are clamped to 0..1.
+``window``, the worst resource counting. Loads are read as shares of their unit's range and clamped to 0..1.
 
     - name: NodeLoad
       args:
