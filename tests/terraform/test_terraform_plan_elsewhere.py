@@ -52,7 +52,8 @@ def plan_here_apply_there(
         prepare(applying)
     tf(terraform, env, applying / module, "init", "-input=false")
     assert not (applying / module / ".terraform.lock.hcl").exists(), "no provider, so nothing to lock"
-    return applying / module, tf(terraform, env, applying / module, "apply", "-input=false", str(plan_file), check=False)
+    applied = tf(terraform, env, applying / module, "apply", "-input=false", str(plan_file), check=False)
+    return applying / module, applied
 
 
 def write_readme_example(root: Path) -> None:

@@ -58,19 +58,18 @@ def version_results(
 ) -> dict[tuple[str, str], Any]:
     module = tmp_path_factory.mktemp("versions") / "scheduler-config"
     shutil.copytree(SCHEDULER_CONFIG, module, ignore=shutil.ignore_patterns(".terraform*", "tests"))
-    runs = [
-        'variables {\n  url = "https://extender-abc123-uc.a.run.app"\n'
-        f'  scheduler_image_repository = "{REPOSITORY}"\n}}\n'
-    ]
+    url = "https://extender-abc123-uc.a.run.app"
+    runs = [f'variables {{\n  url = "{url}"\n  scheduler_image_repository = "{REPOSITORY}"\n}}\n']
     for index, version in enumerate(VERSIONS):
         tag = image_tag(version)
         body = f'  command = plan\n  variables {{ kubernetes_version = "{version}" }}\n'
         if tag is None:
             body += "  expect_failures = [var.kubernetes_version]\n"
         else:
+            image = f'\\"image\\": \\"{REPOSITORY}:{tag}\\"'
             body += (
                 "  assert {\n"
-                f'    condition     = strcontains(output.kubernetes_manifests, "\\"image\\": \\"{REPOSITORY}:{tag}\\"")\n'
+                f'    condition     = strcontains(output.kubernetes_manifests, "{image}")\n'
                 f'    error_message = "{version} must tag the image {tag}."\n'
                 "  }\n"
             )
