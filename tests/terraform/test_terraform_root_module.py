@@ -325,14 +325,16 @@ def test_scheduler_config_gets_the_cloud_run_url() -> None:
 
 def test_the_preflight_renders_with_the_root_module_s_own_files() -> None:
     """terraform/preflight plans the root module's variables and renders its scheduler configuration without a
-    provider: the same files (links), with stand-ins for exactly the three locals main.tf takes from resources."""
+    provider: the same files (links), with stand-ins for exactly the three locals main.tf takes from resources, and
+    its own policy_directory (a relative policy_file names the same file as from the root module's directory)."""
     preflight = ROOT_MODULE / "preflight"
     for name in ("variables.tf", "scheduler_config.tf", "modules"):
         assert (preflight / name).is_symlink() and (preflight / name).resolve() == (ROOT_MODULE / name).resolve(), name
     own = [path.name for path in preflight.glob("*.tf") if not path.is_symlink()]
     assert sorted(own) == ["outputs.tf", "stand_ins.tf", "versions.tf"]
     stand_ins = {name for block in load_hcl(preflight / "stand_ins.tf")["locals"] for name in block}
-    assert stand_ins == {"function_uri", "caller_token", "proxy_service_account_email"} <= set(LOCALS)
+    assert stand_ins - {"policy_directory"} == {"function_uri", "caller_token", "proxy_service_account_email"}
+    assert stand_ins <= set(LOCALS)
     assert "resource" not in load_module(preflight) and "data" not in load_module(preflight)
 
 

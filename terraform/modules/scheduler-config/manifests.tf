@@ -192,4 +192,8 @@ check "scheduler_image_matches_kubernetes_version" {
     condition     = local.scheduler_image_release == null || local.scheduler_image_release == local.kubernetes_release
     error_message = "scheduler_image ${coalesce(var.scheduler_image, "-")} is tagged v${coalesce(local.scheduler_image_release, "-")}, but kubernetes_version is ${var.kubernetes_version} (v${local.kubernetes_release}): the second scheduler would run another kube-scheduler than the control plane's, which must never be newer. Drop scheduler_image and set scheduler_image_repository to its repository, so that the tag follows kubernetes_version."
   }
+  assert {
+    condition     = var.scheduler_image == null || var.scheduler_image_repository == "registry.k8s.io/kube-scheduler"
+    error_message = "scheduler_image ${coalesce(var.scheduler_image, "-")} and scheduler_image_repository ${var.scheduler_image_repository} are both set: scheduler_image wins and the repository is ignored. Set one of them: the repository alone lets kubernetes_version tag the image."
+  }
 }

@@ -317,6 +317,15 @@ run "scheduler_image_repository_with_tag" {
   expect_failures = [var.scheduler_image_repository]
 }
 
+run "scheduler_image_and_repository_both_set_is_warned_about" {
+  command = plan
+  variables {
+    scheduler_image_repository = "europe-docker.pkg.dev/acme/mirror/kube-scheduler"
+    scheduler_image            = "europe-docker.pkg.dev/acme/mirror/kube-scheduler:v1.31.4"
+  }
+  expect_failures = [check.scheduler_image_matches_kubernetes_version]
+}
+
 run "scheduler_image_of_another_version_is_warned_about" {
   command = plan
   variables {
