@@ -391,6 +391,9 @@ def _source_locals(
         'variable "function_name" {\n  default = "scheduler-extender"\n}\n'
         f'variable "policy_file" {{\n  default = {policy}\n}}\n'
         f'locals {{\n  source_dir = "{source_dir}"\n'
+        # policy_file as main.tf reads it: from policy_directory, through variables.tf's policy_path.
+        f"  policy_directory = {local_source(ROOT_MODULE / 'main.tf', 'policy_directory')}\n"
+        f"  policy_path = {local_source(ROOT_MODULE / 'variables.tf', 'policy_path')}\n"
         + "".join(f"  {name} = {local_source(ROOT_MODULE / 'main.tf', name)}\n" for name in names)
         # What the archive's source blocks do with every selected file: read it as UTF-8 text.
         + '  read = [for file in local.source_files : length(file("${local.source_dir}/${file}"))]\n}\n'
@@ -471,7 +474,7 @@ def test_archive_is_built_where_it_is_uploaded() -> None:
     assert "terraform.workspace" in LOCALS["source_key"] and "var.function_name" in LOCALS["source_key"]
     dynamic_sources = [block["source"] for block in archive["dynamic"]]
     assert [_expression(source["for_each"]) for source in dynamic_sources] == [
-        _code("local.source_files"), _code("var.policy_file == null ? [] : [var.policy_file]")
+        _code("local.source_files"), _code("var.policy_file == null ? [] : [local.policy_path]")
     ]
     assert _block(dynamic_sources[1], "content")["filename"] == "policy.yaml"
 
