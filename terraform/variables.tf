@@ -12,7 +12,7 @@ locals {
   # preflight/: the root module's, so one terraform.tfvars means the same file in both), so that a saved plan reads the
   # same file on a runner with another checkout path. policy_file's validations spell this out: a validation cannot
   # refer to a local derived from its own variable.
-  policy_path = var.policy_file == null ? null : can(regex("^([A-Za-z]:)?[/\\\\]", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"
+  policy_path = var.policy_file == null ? null : can(regex("^(~|([A-Za-z]:)?[/\\\\])", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"
   # The policy file as the function reads it (JSON is YAML too); null without one, or when it cannot be read
   # (policy_file's own validation says so).
   policy = var.policy_file == null ? null : try(yamldecode(file(local.policy_path)), null)
@@ -266,13 +266,13 @@ variable "policy_file" {
   default     = null
 
   validation {
-    condition     = var.policy_file == null || can(yamldecode(file((can(regex("^([A-Za-z]:)?[/\\\\]", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"))).profiles)
+    condition     = var.policy_file == null || can(yamldecode(file((can(regex("^(~|([A-Za-z]:)?[/\\\\])", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"))).profiles)
     error_message = "policy_file ${coalesce(var.policy_file, "-")} cannot be read as a YAML or JSON policy with profiles: check it with python -m extender check-policy ${coalesce(var.policy_file, "-")}."
   }
   validation {
     # The function's URL may start with its name or entry point; start-up refuses a profile named like either.
     condition = length(try([
-      for name in compact([for profile in yamldecode(file((can(regex("^([A-Za-z]:)?[/\\\\]", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"))).profiles : try(tostring(profile.name), null)]) :
+      for name in compact([for profile in yamldecode(file((can(regex("^(~|([A-Za-z]:)?[/\\\\])", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"))).profiles : try(tostring(profile.name), null)]) :
       name if contains(["extender", var.function_name], name)
     ], [])) == 0
     error_message = "policy_file has a profile named \"extender\" (the function's entry point) or \"${var.function_name}\" (function_name): the function refuses to start, as such a URL segment names the function, not a profile. Rename the profile, or set another function_name."
@@ -281,7 +281,7 @@ variable "policy_file" {
     # The kubernetes node source lists the nodes before the function serves (plugins that read victim pods in
     # node-name mode need that source too): start-up refuses to start without the API server and a token, as
     # check-policy --env says (extender/nodesource/spec.py).
-    condition     = !try(contains(keys(yamldecode(file((can(regex("^([A-Za-z]:)?[/\\\\]", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"))).nodeSource), "kubernetes"), false) || (var.kubernetes_api_url != null && var.kubernetes_token_secret != null)
+    condition     = !try(contains(keys(yamldecode(file((can(regex("^(~|([A-Za-z]:)?[/\\\\])", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"))).nodeSource), "kubernetes"), false) || (var.kubernetes_api_url != null && var.kubernetes_token_secret != null)
     error_message = "policy_file's nodeSource is kubernetes: the function lists the nodes from the API server before it serves, and refuses to start without kubernetes_api_url and kubernetes_token_secret (with kubernetes_token_secret_version). Set both (deploy/kubernetes/extender-rbac.yaml makes the token), or use a nodeSource that needs no API (names, static)."
   }
 }
