@@ -179,7 +179,7 @@ def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
                 "prometheus": {"url": URL},
                 "score": {"metric": "cpu", "strategy": "TargetLoad", "target": 1},
             },
-            "args.score.target: must be between 0 and 1 (both excluded)",
+            "args.score.target: 1 is outside metric cpu's range: it measures a ratio (0..1), so target must be",
         ),
         (
             {"metrics": [CPU], "prometheus": {"url": URL}, "score": {"metric": "cpu", "target": 0.5}},
@@ -355,6 +355,14 @@ def test_a_node_without_a_sample_names_the_source_actually_queried(args, source)
     from tests.plugin_helpers import pod
 
     plugin = NodeLoad(load({**args, "filter": [{"metric": "cpu", "above": 0.9}]}, Settings(project="acme-prod")))
-    plugin.judge_offline({"cpu": b'{"status":"success","data":{"resultType":"vector","result":[]}}'})
+    other = b'{"metric": {"node_name": "other"}, "value": [1772330400, "0.5"]}'
+    plugin.judge_offline({"cpu": b'{"status":"success","data":{"resultType":"vector","result":[' + other + b"]}}"})
     [why] = plugin.missing_facts("filter", [Node("n")], plugin.prepare(pod())).values()
-    assert why.reason == f"NodeLoad: the cpu answer from {source} has no sample for the node"
+    owner = "Prometheus'" if source == "Prometheus" else f"{source}'s"
+    assert why.reason.startswith(f"NodeLoad: no series of {owner} cpu query ")
+    # Before its first answer, too.
+    from extender.plugins.nodeload.loads import NOT_ASKED, LoadView
+
+    assert LoadView(NOT_ASKED, 0.0, 60.0, plugin.source).unknown("cpu", ["n"]) == {
+        "n": f"NodeLoad: no cpu answer from {source} yet"
+    }

@@ -425,6 +425,15 @@ run "full_nodes_blind_resource_scoring_from_1_33" {
   expect_failures = [var.node_cache_capable]
 }
 
+run "full_nodes_blind_resource_scoring_from_1_33_as_gke_prints_it" {
+  command = plan
+  variables {
+    node_cache_capable = false
+    kubernetes_version = "v1.33.5-gke.1200"
+  }
+  expect_failures = [var.node_cache_capable]
+}
+
 run "full_nodes_on_1_35_accepted_explicitly" {
   command = plan
   variables {

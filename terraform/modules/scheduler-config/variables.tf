@@ -245,18 +245,30 @@ variable "kubeconfig" {
 }
 
 variable "kubernetes_version" {
-  description = "Kubernetes version of the cluster (e.g. \"1.31.4\"), which selects the kube-scheduler image. The scheduler must not be newer than the API server."
+  description = "Kubernetes version of the cluster as the control plane reports it: \"1.31.4\", \"v1.31.4\" or GKE's \"1.31.4-gke.1200\". Its X.Y.Z tags the kube-scheduler image (scheduler_image_repository:vX.Y.Z); the scheduler must not be newer than the API server."
   type        = string
   nullable    = false
 
   validation {
-    condition     = can(regex("^1\\.(2[5-9]|[3-9][0-9])\\.[0-9]+$", var.kubernetes_version))
-    error_message = "kubernetes_version must look like \"1.31.4\" and be at least 1.25 (kubescheduler.config.k8s.io/v1)."
+    condition     = can(regex("^v?1\\.(2[5-9]|[3-9][0-9])\\.[0-9]+([-+][0-9A-Za-z.-]+)?$", var.kubernetes_version))
+    error_message = "kubernetes_version \"${var.kubernetes_version}\" must be X.Y.Z, vX.Y.Z or GKE's X.Y.Z-gke.N (e.g. \"1.31.4\", \"v1.31.4\", \"1.31.4-gke.1200\"), at least 1.25 (kubescheduler.config.k8s.io/v1)."
+  }
+}
+
+variable "scheduler_image_repository" {
+  description = "Repository of the second scheduler's image, tagged v<X.Y.Z of kubernetes_version>: an upgrade changes kubernetes_version only. Set a mirror for clusters without access to registry.k8s.io (an Artifact Registry remote repository of it)."
+  type        = string
+  default     = "registry.k8s.io/kube-scheduler"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[a-z0-9]", var.scheduler_image_repository)) && !can(regex(":[^/]*$|@", var.scheduler_image_repository))
+    error_message = "scheduler_image_repository \"${var.scheduler_image_repository}\" must be a repository without tag or digest, e.g. us-central1-docker.pkg.dev/my-project/registry-k8s-io/kube-scheduler: the tag comes from kubernetes_version (set scheduler_image for a fixed image)."
   }
 }
 
 variable "scheduler_image" {
-  description = "Image of the second scheduler. null: registry.k8s.io/kube-scheduler:v<kubernetes_version>. Set it to a mirror for clusters without access to registry.k8s.io."
+  description = "Image of the second scheduler, overriding scheduler_image_repository and the tag kubernetes_version gives (e.g. to pin a digest). null: scheduler_image_repository:v<X.Y.Z of kubernetes_version>. A tag of another version than kubernetes_version is warned about at plan."
   type        = string
   default     = null
 }

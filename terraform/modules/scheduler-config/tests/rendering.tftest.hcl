@@ -408,3 +408,35 @@ run "http_timeout_of_one_hour_is_the_cap" {
     error_message = "1h is Cloud Run's longest request timeout and must be accepted."
   }
 }
+
+run "gke_version_tags_the_image_of_the_mirror" {
+  command = plan
+
+  variables {
+    kubernetes_version         = "1.33.5-gke.1200"
+    scheduler_image_repository = "us-central1-docker.pkg.dev/acme/registry-k8s-io/kube-scheduler"
+  }
+
+  assert {
+    condition     = strcontains(output.kubernetes_manifests, "\"image\": \"us-central1-docker.pkg.dev/acme/registry-k8s-io/kube-scheduler:v1.33.5\"")
+    error_message = "GKE's X.Y.Z-gke.N must tag the image of scheduler_image_repository vX.Y.Z."
+  }
+  assert {
+    condition     = yamldecode(output.kube_scheduler_configuration).profiles[0].percentageOfNodesToScore == 100
+    error_message = "The minor of a GKE version must select the profile's percentageOfNodesToScore (1.27 and later)."
+  }
+}
+
+run "v_prefixed_version_and_a_matching_pinned_image" {
+  command = plan
+
+  variables {
+    kubernetes_version = "v1.31.4"
+    scheduler_image    = "europe-docker.pkg.dev/acme/mirror/kube-scheduler:v1.31.4@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+  }
+
+  assert {
+    condition     = strcontains(output.kubernetes_manifests, "\"image\": \"europe-docker.pkg.dev/acme/mirror/kube-scheduler:v1.31.4@sha256:0000000000000000000000000000000000000000000000000000000000000000\"")
+    error_message = "scheduler_image must be used as given; its tag matches kubernetes_version, so no warning."
+  }
+}

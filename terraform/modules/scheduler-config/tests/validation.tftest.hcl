@@ -304,10 +304,35 @@ run "kubernetes_version_before_v1_config" {
   expect_failures = [var.kubernetes_version]
 }
 
-run "kubernetes_version_with_v_prefix" {
+run "kubernetes_version_without_patch" {
   command = plan
-  variables { kubernetes_version = "v1.31.4" }
+  # The image tag needs X.Y.Z; check-scheduler-config refuses "1.31-gke.1" too.
+  variables { kubernetes_version = "1.31-gke.1" }
   expect_failures = [var.kubernetes_version]
+}
+
+run "scheduler_image_repository_with_tag" {
+  command = plan
+  variables { scheduler_image_repository = "registry.k8s.io/kube-scheduler:v1.31.4" }
+  expect_failures = [var.scheduler_image_repository]
+}
+
+run "scheduler_image_and_repository_both_set_is_warned_about" {
+  command = plan
+  variables {
+    scheduler_image_repository = "europe-docker.pkg.dev/acme/mirror/kube-scheduler"
+    scheduler_image            = "europe-docker.pkg.dev/acme/mirror/kube-scheduler:v1.31.4"
+  }
+  expect_failures = [check.scheduler_image_matches_kubernetes_version]
+}
+
+run "scheduler_image_of_another_version_is_warned_about" {
+  command = plan
+  variables {
+    kubernetes_version = "1.33.5-gke.1200"
+    scheduler_image    = "europe-docker.pkg.dev/acme/mirror/kube-scheduler:v1.32.9"
+  }
+  expect_failures = [check.scheduler_image_matches_kubernetes_version]
 }
 
 run "replicas_zero" {
