@@ -199,6 +199,8 @@ def test_without_saved_answers_time_rules_are_judged_at_the_instant_and_load_rul
     assert lines[3].split()[:6] == ["gke-prod-pool-a-1a2b3c4d-x1", "pass", "not", "judged", "not", "judged"]
     assert lines[4].split()[:2] == ["gke-prod-pool-b-5e6f7a8b-y2", "unresolvable"]
     assert f"NodeLoad: not judged: {NOT_JUDGED}" in lines
+    [times] = [line for line in lines if line.startswith("filter: kept 1 of 2 nodes")]
+    assert "NodeNameFilter" in times and "NodeLoad" not in times  # it did not run: no time of its own
 
 
 @pytest.mark.parametrize("given", ["--nodes", "--node-names"])

@@ -627,7 +627,8 @@ class Explanation:
 
     def _summary(self) -> list[str]:
         kept = self.filter.nodes_out
-        lines = [f"filter: kept {kept} of {self.filter.nodes_in} nodes{_plugin_times(self.filter)}"]
+        times = _plugin_times(self.filter, left_out=self.not_judged.hints)
+        lines = [f"filter: kept {kept} of {self.filter.nodes_in} nodes{times}"]
         lines += [f"{plugin}: not judged: {hint}" for plugin, hint in self.not_judged.hints.items()]
         if self.prioritize is None:
             lines.append("prioritize: not called, no node is left to score")
@@ -761,10 +762,14 @@ def _measured(measured: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _plugin_times(answer: Answer) -> str:
-    if answer.result is None or not answer.result.seconds_by_plugin:
+def _plugin_times(answer: Answer, left_out: Collection[str] = ()) -> str:
+    """Each plugin's time but those ``left_out`` (not judged: they did not run)."""
+    if answer.result is None:
         return ""
-    spent = ", ".join(f"{name} {seconds * 1000:.3f} ms" for name, seconds in answer.result.seconds_by_plugin.items())
+    times = [(name, seconds) for name, seconds in answer.result.seconds_by_plugin.items() if name not in left_out]
+    if not times:
+        return ""
+    spent = ", ".join(f"{name} {seconds * 1000:.3f} ms" for name, seconds in times)
     return f" ({spent})"
 
 
