@@ -175,3 +175,26 @@ profiles:
             "write a timestamp such as 2026-03-01T00:00:00Z"
         )
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        ('{deny: "*-canary-*"}', 'deny: Not a valid list. Write it as a list: ["*-canary-*"]'),
+        (
+            '{maintenance: [{name: m, nodes: ["*"], windows: [{days: Tue, from: "01:00", to: "03:00"}]}]}',
+            "maintenance[0].windows[0].days: Not a valid list. Write it as a list: [Tue]",
+        ),
+        ('{deny: {a: 1}}', "deny: Not a valid list."),  # not one value: nothing to repeat
+    ],
+)
+def test_one_value_where_a_list_is_wanted_says_the_list_to_write(args, problem):
+    policy = f"""
+profiles:
+- name: default
+  plugins: {{filter: {{enabled: [{{name: NodeNameFilter}}]}}}}
+  pluginConfig:
+  - name: NodeNameFilter
+    args: {args}
+"""
+    assert problems(policy) == [f"profiles[0].pluginConfig[0].args.{problem}"]

@@ -3,7 +3,7 @@ boolean, so ``Not a valid string.`` gets ``YAML read a boolean; quote it: 'true'
 
 One rule for every field, from the policy's own text: the node at the problem's path is found in the composed
 document (only once a policy has a problem), and a type error on a scalar that YAML read as another type than the
-field wants says which type and how to write it.
+field wants says which type and how to write it; one value where a list is wanted (``days: Tue``) says the list.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ _WANTED: dict[str, tuple[type, ...]] = {
 # marshmallow reports null itself ("Field may not be null."), whatever the field's type.
 # YAML 1.1 reads an unquoted H:MM (one digit of hours) as a base-60 number; quoted, it is still no HH:MM.
 _SEXAGESIMAL_CLOCK = re.compile(r"([0-9]):([0-5][0-9])")
+# The longest value a hint repeats.
+_SHOWN_CHARS = 200
 _READ_AS = {"bool": "a boolean", "int": "a number", "float": "a number", "timestamp": "a date"}
 
 
@@ -37,6 +39,13 @@ def yaml_hint(text: str, loader: type) -> Hint:
         return yaml.compose(text, Loader=loader)
 
     def hint(path: Path, message: str) -> str:
+        if message.startswith("Not a valid list"):
+            one = _node_at(document(), path)
+            if isinstance(one, yaml.ScalarNode):  # days: Tue, where a list is wanted: say the list to write
+                written = text[one.start_mark.index : one.end_mark.index]
+                if "\n" not in written and len(written) <= _SHOWN_CHARS:
+                    return f"{message} Write it as a list: [{written}]"
+            return message
         wanted = next((types for start, types in _WANTED.items() if message.startswith(start)), None)
         if wanted is None:
             return message
