@@ -75,7 +75,9 @@ def test_custom_args_are_validated_with_field_paths(plugin_dir):
             "pluginConfig: [{name: LicenseSlots, args: {full: node-b}}]}]",
             "test.yaml",
         )
-    assert caught.value.problems == ["profiles[0].pluginConfig[0].args.full: Not a valid list."]
+    assert caught.value.problems == [
+        "profiles[0].pluginConfig[0].args.full: Not a valid list. Write it as a list: [node-b]"
+    ]
 
 
 @pytest.mark.parametrize(
