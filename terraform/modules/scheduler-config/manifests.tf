@@ -20,9 +20,7 @@ locals {
   scheduler_image = coalesce(var.scheduler_image, "registry.k8s.io/kube-scheduler:v${var.kubernetes_version}")
   config_dir      = "/etc/kubernetes/${var.scheduler_name}"
   config_name     = "${var.scheduler_name}-config"
-  # The pod mounts this file only: the variables refuse a kubeconfig or TLS file path with the second scheduler, so the
-  # configuration authenticates with the ServiceAccount below (in-cluster credentials) and names no host file.
-  config_data = { "config.yaml" = local.kube_scheduler_configuration_yaml }
+  config_data     = { "config.yaml" = local.kube_scheduler_configuration_yaml }
   # Whether a token is set is no secret; the token itself is. A configuration holding it lives in a Secret.
   config_in_secret = nonsensitive(var.caller_token != null)
 
@@ -170,6 +168,8 @@ locals {
                 }
               }
               containers = concat([local.scheduler_container], local.identity_proxy_containers)
+              # The configuration is the only file mounted: the variables refuse a kubeconfig or TLS file path with the
+              # second scheduler, so it authenticates with the ServiceAccount (in-cluster credentials).
               volumes = [{ for key, value in {
                 name      = "config"
                 secret    = local.config_in_secret ? { secretName = local.config_name } : null
