@@ -443,7 +443,7 @@ variable "direct_vpc_egress" {
 # --- Node source / binder: the Kubernetes API the function reads nodes from --------------------------------------------
 
 variable "kubernetes_api_url" {
-  description = "Kubernetes API server URL for node lookups (node_cache_capable = true) and the bind verb. null: none (plugins see node names only). A private address, or a hostname only a private DNS zone resolves, needs direct VPC egress."
+  description = "Kubernetes API server URL for node lookups (node_cache_capable = true) and the bind verb, with kubernetes_token_secret (the function has no other API credential). null: none (plugins see node names only). A private address, or a hostname only a private DNS zone resolves, needs direct VPC egress."
   type        = string
   default     = null
 
@@ -496,6 +496,14 @@ variable "kubernetes_token_secret_version" {
   validation {
     condition     = var.kubernetes_token_secret_version == null || can(regex("^[1-9][0-9]*$", coalesce(var.kubernetes_token_secret_version, "-")))
     error_message = "kubernetes_token_secret_version must be a version number such as \"3\", not \"latest\": a pinned version rolls a new revision when it changes, \"latest\" leaves warm instances on the old token."
+  }
+  validation {
+    # The function's only API credential is KUBERNETES_TOKEN, which the secret at this version sets
+    # (extender/kube/config.py). Checked here, where no other rule depends on it: on kubernetes_api_url it would make a
+    # cycle with kubernetes_token_secret's rule, and on kubernetes_token_secret its failure would skip the rules of
+    # policy_file and verbs that name what the policy or bind need.
+    condition     = var.kubernetes_api_url == null || (var.kubernetes_token_secret != null && var.kubernetes_token_secret_version != null)
+    error_message = "kubernetes_api_url needs kubernetes_token_secret (and kubernetes_token_secret_version): without a token the function calls the API server anonymously, which refuses to list nodes and pods and to bind. Store the token of deploy/kubernetes/extender-rbac.yaml's service account in Secret Manager and name it, or leave kubernetes_api_url null."
   }
 }
 
@@ -552,13 +560,20 @@ variable "scheduler_resources" {
 }
 
 variable "leader_election_lease_name" {
-  description = "Leader-election Lease. null: scheduler_name, so the second scheduler never contends for the default scheduler's lock. \"kube-scheduler\" for an existing control-plane scheduler."
+  description = "Leader-election Lease. null: scheduler_name, so the second scheduler never contends for the default scheduler's lock. \"kube-scheduler\" for an existing control-plane scheduler (scheduler_deployment = \"existing-scheduler\")."
   type        = string
   default     = null
 }
 
+variable "scheduler_deployment" {
+  description = "Which kube-scheduler runs the extender's configuration. \"second-scheduler\": a Deployment of its own from the kubernetes_manifests output, with in-cluster credentials; pods opt in with spec.schedulerName. \"existing-scheduler\": a kube-scheduler you start with --config (kube_scheduler_configuration), such as a self-managed control plane's; kubernetes_manifests is null then."
+  type        = string
+  default     = "second-scheduler"
+  nullable    = false
+}
+
 variable "kubeconfig" {
-  description = "clientConnection.kubeconfig of the configuration. null: in-cluster credentials (second scheduler). A control-plane scheduler started with --config ignores --kubeconfig and needs it here (kubeadm: /etc/kubernetes/scheduler.conf)."
+  description = "clientConnection.kubeconfig of the configuration, with scheduler_deployment = \"existing-scheduler\" only: a control-plane scheduler started with --config ignores --kubeconfig and needs it here (kubeadm: /etc/kubernetes/scheduler.conf). null: in-cluster credentials, which the second scheduler always uses."
   type        = string
   default     = null
 }

@@ -171,6 +171,8 @@ locals {
                 }
               }
               containers = concat([local.scheduler_container], local.identity_proxy_containers)
+              # The configuration is the only file mounted: the variables refuse a kubeconfig or TLS file path with the
+              # second scheduler, so it authenticates with the ServiceAccount (in-cluster credentials).
               volumes = [{ for key, value in {
                 name      = "config"
                 secret    = local.config_in_secret ? { secretName = local.config_name } : null
