@@ -374,3 +374,15 @@ def test_refresh_warnings_name_the_metric_and_never_a_credential(
     assert "NodeLoad: no cpu answer from Prometheus yet (its last refresh failed:" in verdict["error"]
     [record] = [record for record in caplog.records if record.name == "extender.nodeload"]
     assert record.json_fields["metric"] == "cpu" and "400 Bad Request: bad_data: " in record.json_fields["problem"]
+    # What the source_failures metric counts by: the source, and that no answer was used.
+    assert (record.json_fields["source"], record.json_fields["outcome"]) == ("prometheus", "no answer: its nodes have no facts")
+
+
+def test_refresh_warnings_name_cloud_monitoring_as_their_source() -> None:
+    from extender.plugins.nodeload.args import GMP_URL
+    from extender.plugins.nodeload.loads import source_of
+    from extender.plugins.nodeload.prometheus import Prometheus
+
+    assert source_of(Prometheus(GMP_URL.format(project="acme"))) == "cloud-monitoring"
+    assert source_of(Prometheus("http://prometheus.monitoring.svc:9090")) == "prometheus"
+    assert source_of(Prometheus("https://monitoring.googleapis.com.example.org/v1")) == "prometheus"

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import filterfalse
 from typing import Any
+from urllib.parse import urlsplit
 
 from extender.plugins.nodeload.answers import AnswerError, MetricAnswer, parse_answer
 from extender.plugins.nodeload.args import Metric
@@ -34,6 +35,8 @@ from extender.plugins.nodeload.prometheus import Querier, QueryError
 
 logger = logging.getLogger("extender.nodeload")
 EVENT = "extender.nodeload"
+# The source a refresh's warnings name (their ``source`` field, which the source_failures metric counts).
+CLOUD_MONITORING_HOST = "monitoring.googleapis.com"
 Clock = Callable[[], float]
 
 
@@ -129,6 +132,7 @@ class Loads:
         self.refresh_interval = refresh_interval
         self.query_seconds = query_seconds
         self.keep = keep
+        self.source = source_of(querier)
         self._current = NOT_ASKED
         # When the last refresh began (the clock's time), None before the first.
         self._asked_at: float | None = None
@@ -167,7 +171,7 @@ class Loads:
                 answers[metric.name] = outcome
             else:
                 failures[metric.name] = outcome
-                _warn(metric, outcome, answers.get(metric.name))
+                _warn(self.source, metric, outcome, answers.get(metric.name))
         return Snapshot(answers, failures)
 
     def _ask_all(self) -> dict[str, MetricAnswer | str]:
@@ -196,18 +200,24 @@ class Loads:
             logger.exception("NodeLoad: querying metric %s failed", metric.name)
             return f"{type(exc).__name__}: {exc}"
         for oddity in oddities:
-            _warn(metric, oddity, None, usable=True)
+            _warn(self.source, metric, oddity, None, usable=True)
         return answer
 
 
-def _warn(metric: Metric, problem: str, kept: MetricAnswer | None, usable: bool = False) -> None:
+def source_of(querier: Querier) -> str:
+    """``cloud-monitoring`` for Google Cloud Managed Service for Prometheus' query API, else ``prometheus``."""
+    url = getattr(querier, "url", "")
+    return "cloud-monitoring" if isinstance(url, str) and urlsplit(url).hostname == CLOUD_MONITORING_HOST else "prometheus"
+
+
+def _warn(source: str, metric: Metric, problem: str, kept: MetricAnswer | None, usable: bool = False) -> None:
     """One WARNING per refresh and problem: an answer not used (the previous one is kept, if any), or one used with
-    something odd in it."""
+    something odd in it. ``source`` and ``outcome`` are what the source_failures metric counts by."""
     if usable:
         what = "answer used"
     elif kept is None:
         what = "no answer: its nodes have no facts"
     else:
         what = "no new answer: the previous one is used until its samples are older than maxAge"
-    fields = {"event": EVENT, "metric": metric.name, "problem": problem, "outcome": what}
+    fields = {"event": EVENT, "source": source, "metric": metric.name, "problem": problem, "outcome": what}
     logger.warning("NodeLoad: metric %s: %s (%s)", metric.name, problem, what, extra={"json_fields": fields})
