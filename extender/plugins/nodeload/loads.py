@@ -207,7 +207,8 @@ class Loads:
 def source_of(querier: Querier) -> str:
     """``cloud-monitoring`` for Google Cloud Managed Service for Prometheus' query API, else ``prometheus``."""
     url = getattr(querier, "url", "")
-    return "cloud-monitoring" if isinstance(url, str) and urlsplit(url).hostname == CLOUD_MONITORING_HOST else "prometheus"
+    google = isinstance(url, str) and urlsplit(url).hostname == CLOUD_MONITORING_HOST
+    return "cloud-monitoring" if google else "prometheus"
 
 
 def _warn(source: str, metric: Metric, problem: str, kept: MetricAnswer | None, usable: bool = False) -> None:
