@@ -8,7 +8,7 @@ locals {
 
   # The metrics the charts read: the module's log-based metrics, and Cloud Run's built-in ones.
   dashboard_user_metric = {
-    for name in ["requests", "errors", "unauthenticated", "iam_refused", "latency", "rejections", "would_reject"] :
+    for name in ["requests", "errors", "unauthenticated", "iam_refused", "latency", "rejections", "would_reject", "skipped", "source_failures"] :
     name => "metric.type=\"logging.googleapis.com/user/${var.function_name}/${name}\" AND resource.type=\"cloud_run_revision\""
   }
   dashboard_cloud_run_metric = {
@@ -108,6 +108,26 @@ locals {
       }]
     },
     {
+      title      = "Rules not evaluated (skipped): calls in which a plugin did not judge nodes, per plugin, rule and code (Success: passed unjudged)"
+      unit       = "calls/s"
+      plot       = "STACKED_BAR"
+      thresholds = []
+      lines = [{
+        filter = local.dashboard_user_metric.skipped, aligner = "ALIGN_RATE", reducer = "REDUCE_SUM", by = ["plugin", "rule", "code"]
+        legend = "$${metric.labels.plugin} $${metric.labels.rule} ($${metric.labels.code})"
+      }]
+    },
+    {
+      title      = "Sources failing: WARNINGs about Prometheus, Cloud Monitoring, the Kubernetes API"
+      unit       = "warnings/s"
+      plot       = "STACKED_BAR"
+      thresholds = []
+      lines = [{
+        filter = local.dashboard_user_metric.source_failures, aligner = "ALIGN_RATE", reducer = "REDUCE_SUM", by = ["source"]
+        legend = "$${metric.labels.source}"
+      }]
+    },
+    {
       title = "Cloud Run instances, serving (active) or idle"
       unit  = "instances"
       plot  = "STACKED_AREA"
@@ -195,5 +215,7 @@ resource "google_monitoring_dashboard" "extender" {
     google_logging_metric.iam_refused,
     google_logging_metric.latency,
     google_logging_metric.by_rule,
+    google_logging_metric.source_failures,
+    google_logging_metric.identity_proxy_failures,
   ]
 }

@@ -32,6 +32,9 @@ from tests.terraform.support import (
 
 DASHBOARD = ROOT_MODULE / "dashboard.tf"
 MONITORING = ROOT_MODULE / "monitoring.tf"
+MAIN = ROOT_MODULE / "main.tf"
+# Locals of main.tf the metrics read (the cluster's project, where the identity proxy logs).
+MAIN_LOCALS = {"cluster_project_id"}
 RESOURCES = resources(load_module(ROOT_MODULE))
 LOG_METRICS = {name: body for (kind, name), body in RESOURCES.items() if kind == "google_logging_metric"}
 HTTP_TIMEOUT_MS = {"5s": 5000, "2500ms": 2500}
@@ -162,7 +165,8 @@ def _locals_source(timeout_ms: int) -> str:
         if name in STAND_INS:
             found[name] = STAND_INS[name][1].format(timeout_ms=timeout_ms)
             continue
-        source = local_source(DASHBOARD if name.startswith("dashboard") else MONITORING, name)
+        path = DASHBOARD if name.startswith("dashboard") else MAIN if name in MAIN_LOCALS else MONITORING
+        source = local_source(path, name)
         assert "module." not in source, f"local {name} reads a module: give it a stand-in"
         found[name] = source
         wanted += _LOCAL.findall(source)
