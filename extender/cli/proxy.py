@@ -40,11 +40,14 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: other commands need neither google-auth nor an HTTP server.
     import google.auth.exceptions
 
-    from extender.proxy import logs
+    from extender.logs import PlainFormatter
+    from extender.proxy.logs import JSON, JsonLineFormatter, default_format
     from extender.proxy.server import Forwarder, ProxyServer, check_target, default_audience
     from extender.proxy.tokens import IdTokenSource
 
-    logs.setup(args.log_format or logs.default_format())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLineFormatter() if (args.log_format or default_format()) == JSON else PlainFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     log = logging.getLogger("extender.proxy")
     try:
         target = check_target(args.target)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping
 
 import orjson
@@ -34,12 +33,3 @@ class JsonLineFormatter(logging.Formatter):
         fields = getattr(record, "json_fields", None) or {}
         entry = {"severity": record.levelname, "message": message, "logger": record.name, **fields}
         return orjson.dumps(entry, default=str).decode()
-
-
-def setup(log_format: str) -> None:
-    """The root logger writes to stderr at INFO, in ``log_format``."""
-    from extender.logs import PlainFormatter
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLineFormatter() if log_format == JSON else PlainFormatter())
-    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
