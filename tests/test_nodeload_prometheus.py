@@ -151,7 +151,7 @@ def test_a_node_that_stops_reporting_has_no_facts_and_the_failure_policy_decides
     after_refresh_interval()
     caplog.clear()
     verdict = filtered(client, ["a", "b"])
-    why = "NodeLoad: Prometheus' cpu answer has no sample for the node"
+    why = "NodeLoad: Prometheus' cpu answer has no sample for the node (rule 'cpu' not evaluated)"
     if failure == "Fail":
         assert verdict["kept"] == ["a"]
         assert verdict["failed"] == {"b": f"plugin NodeLoad could not judge the node (failurePolicy Fail): {why}"}
@@ -160,6 +160,10 @@ def test_a_node_that_stops_reporting_has_no_facts_and_the_failure_policy_decides
     [entry] = decisions(caplog)
     [skipped] = entry["skipped"]["reasons"]
     assert skipped["plugin"] == "NodeLoad" and skipped["nodes"] == ["b"] and why in skipped["reason"]
+    # The rule not evaluated, for the skipped metric: its entry names it.
+    [rule] = [record.json_fields for record in caplog.records if record.name == "extender.skipped"]
+    code = "Unschedulable" if failure == "Fail" else "Success"
+    assert (rule["plugin"], rule["rule"], rule["code"], rule["count"]) == ("NodeLoad", "cpu", code, 1)
     assert entry["nodeFacts"]["NodeLoad"]["b"] == {"cpu": {"value": None, "ageSeconds": None}}
 
 
@@ -243,7 +247,7 @@ def test_nan_and_infinite_values_are_no_facts(prometheus, exporter, client_facto
     verdict = filtered(client, ["nan", "inf", "ok"])
     why = (
         "plugin NodeLoad could not judge the node (failurePolicy Fail): "
-        "NodeLoad: the node's cpu sample is not a finite number"
+        "NodeLoad: the node's cpu sample is not a finite number (rule 'cpu' not evaluated)"
     )
     assert verdict["kept"] == ["ok"] and verdict["failed"] == {"nan": why, "inf": why}
     [warning] = refresh_warnings(caplog)
