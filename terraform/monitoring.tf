@@ -46,7 +46,7 @@ locals {
       description = "Calls in which a plugin did not judge some nodes (their facts missing, or the scheduler's filter trusted), by plugin, rule, code, verb and profile. code Success: the nodes passed unjudged."
       labels = {
         plugin = "Plugin that did not judge the nodes."
-        rule   = "Rule its reason names, empty when none (a plugin skipped on a node evaluates none of its rules there)."
+        rule   = "Rule its reason names (NodeLoad: the first applicable rule reading the metric without a fresh sample), empty when none."
         code   = "What followed: Success, passed unjudged (failurePolicy Ignore, or preemptTrustsSchedulerFilter); Unschedulable, rejected, scored 0 or vetoed (failurePolicy Fail)."
       }
     }
