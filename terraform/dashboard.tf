@@ -15,6 +15,9 @@ locals {
     for name in ["request_count", "request_latencies", "container/instance_count", "container/startup_latencies"] :
     name => "metric.type=\"run.googleapis.com/${name}\" AND ${local.cloud_run_filter}"
   }
+  # The identity proxy logs in the cluster's project: its metric is charted when that is the dashboard's project (its
+  # alert, in the cluster's project, fires either way).
+  dashboard_proxy_charted = var.invocation == "iam" && local.cluster_project_id == var.project_id
   dashboard_latency_thresholds = [
     { label = "httpTimeout ${var.http_timeout}: the scheduler gives up", value = local.dashboard_timeout_ms, color = "RED", direction = "ABOVE", targetAxis = "Y1" },
     { label = "latency alerts (p99)", value = local.latency_threshold_ms, color = "YELLOW", direction = "ABOVE", targetAxis = "Y1" },
@@ -118,14 +121,21 @@ locals {
       }]
     },
     {
-      title      = "Sources failing: WARNINGs about Prometheus, Cloud Monitoring, the Kubernetes API"
+      title      = "Sources failing: WARNINGs about Prometheus, Cloud Monitoring, the Kubernetes API${local.dashboard_proxy_charted ? "; the identity proxy's own failures" : ""}"
       unit       = "warnings/s"
       plot       = "STACKED_BAR"
       thresholds = []
-      lines = [{
-        filter = local.dashboard_user_metric.source_failures, aligner = "ALIGN_RATE", reducer = "REDUCE_SUM", by = ["source"]
-        legend = "$${metric.labels.source}"
-      }]
+      lines = concat(
+        [{
+          filter = local.dashboard_user_metric.source_failures, aligner = "ALIGN_RATE", reducer = "REDUCE_SUM", by = ["source"]
+          legend = "$${metric.labels.source}"
+        }],
+        local.dashboard_proxy_charted ? [{
+          filter  = "metric.type=\"logging.googleapis.com/user/${var.function_name}/identity_proxy_failures\" AND resource.type=\"k8s_container\""
+          aligner = "ALIGN_RATE", reducer = "REDUCE_SUM", by = ["failure"]
+          legend  = "identity proxy: $${metric.labels.failure}"
+        }] : [],
+      )
     },
     {
       title = "Cloud Run instances, serving (active) or idle"

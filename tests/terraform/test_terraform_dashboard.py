@@ -75,6 +75,10 @@ CLOUD_RUN = {
 }
 # https://cloud.google.com/monitoring/api/resources#tag_cloud_run_revision
 CLOUD_RUN_REVISION = {"project_id", "service_name", "revision_name", "configuration_name", "location"}
+# The module's log-based metrics of what is logged in the cluster (the identity proxy's container), and that resource's
+# labels: https://cloud.google.com/monitoring/api/resources#tag_k8s_container
+CLUSTER_METRICS = {"identity_proxy_failures"}
+K8S_CONTAINER = {"project_id", "location", "cluster_name", "namespace_name", "pod_name", "container_name"}
 
 # The parts of the Dashboards API's objects the dashboard may use: {object: {field: the object it is, or None}}.
 SCHEMA: dict[str, dict[str, str | None]] = {
@@ -319,14 +323,16 @@ def metric_problems(title: str, data: dict[str, Any], rendered: dict[str, Any]) 
         return [f"{title}: {found}"]
     kind, value_type, labels = found
     problems = []
-    resource = 'resource.type="cloud_run_revision"'
+    in_cluster = metric_type.endswith(tuple(f"/{name}" for name in CLUSTER_METRICS))
+    resource = 'resource.type="k8s_container"' if in_cluster else 'resource.type="cloud_run_revision"'
     if resource not in query["filter"] or (
         metric_type in CLOUD_RUN and f'resource.labels.service_name="{function}"' not in query["filter"]
     ):
-        problems.append(f"{title}: the function's Cloud Run service only")
+        problems.append(f"{title}: the function's Cloud Run service only (the identity proxy: its container)")
     named = set(_FILTER_LABEL.findall(query["filter"]))
-    if not {label for scope, label in named if scope == "resource"} <= CLOUD_RUN_REVISION:
-        problems.append(f"{title}: a resource label {CLOUD_RUN_REVISION} lacks")
+    resource_labels = K8S_CONTAINER if in_cluster else CLOUD_RUN_REVISION
+    if not {label for scope, label in named if scope == "resource"} <= resource_labels:
+        problems.append(f"{title}: a resource label {resource_labels} lacks")
     aggregation = query["aggregation"]
     fields = aggregation.get("groupByFields", [])
     grouped = set(_GROUP_BY.findall(" ".join(fields)))
@@ -506,3 +512,13 @@ def test_the_console_url_names_the_dashboard() -> None:
         and 'split("/", dashboard.id), 3)' in url
     )
     assert "google_monitoring_dashboard.extender" in url
+
+
+def test_silent_degradations_are_charted(rendered: dict[str, Any]) -> None:
+    """Rules not evaluated and failing sources on every dashboard; the identity proxy's failures with IAM-only
+    invocation (its metric in the cluster's project, here the dashboard's)."""
+    read = " ".join(
+        data["timeSeriesQuery"]["timeSeriesFilter"]["filter"] for _, data in data_sets(rendered["dashboard"])
+    )
+    assert '/skipped"' in read and '/source_failures"' in read
+    assert ('/identity_proxy_failures"' in read) == (rendered["variables"]["invocation"] == "iam")
