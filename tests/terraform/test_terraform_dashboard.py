@@ -15,7 +15,10 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
+import subprocess
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,7 +98,7 @@ SCHEMA: dict[str, dict[str, str | None]] = {
         "minAlignmentPeriod": None,
         "targetAxis": None,
     },
-    "TimeSeriesQuery": {"timeSeriesFilter": "TimeSeriesFilter", "unitOverride": None},
+    "TimeSeriesQuery": {"timeSeriesFilter": "TimeSeriesFilter", "prometheusQuery": None, "unitOverride": None},
     "TimeSeriesFilter": {"filter": None, "aggregation": "Aggregation"},
     "Aggregation": {
         "alignmentPeriod": None,
@@ -251,8 +254,23 @@ def charts(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def data_sets(dashboard: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(chart title, data set) of every chart."""
-    return [(chart["title"], data) for chart in charts(dashboard) for data in chart["xyChart"]["dataSets"]]
+    """(chart title, data set) of every chart's data set that reads a metric by filter."""
+    return [
+        (chart["title"], data)
+        for chart in charts(dashboard)
+        for data in chart["xyChart"]["dataSets"]
+        if "prometheusQuery" not in data["timeSeriesQuery"]
+    ]
+
+
+def prometheus_queries(dashboard: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(chart title, data set) of the data sets that read PromQL (kube state metrics, in the cluster's project)."""
+    return [
+        (chart["title"], data)
+        for chart in charts(dashboard)
+        for data in chart["xyChart"]["dataSets"]
+        if "prometheusQuery" in data["timeSeriesQuery"]
+    ]
 
 
 def shape_problems(value: Any, kind: str, path: str) -> list[str]:
@@ -472,7 +490,9 @@ def test_latency_charts_are_drawn_against_the_schedulers_http_timeout(rendered: 
     latency = [
         chart
         for chart in charts(rendered["dashboard"])
-        if chart["xyChart"]["dataSets"][0]["timeSeriesQuery"]["timeSeriesFilter"]["aggregation"]["perSeriesAligner"]
+        if chart["xyChart"]["dataSets"][0]["timeSeriesQuery"]
+        .get("timeSeriesFilter", {"aggregation": {}})["aggregation"]
+        .get("perSeriesAligner")
         == "ALIGN_DELTA"
     ]
     assert len(latency) == 3, [chart["title"] for chart in latency]  # the function's, Cloud Run's, cold starts
@@ -522,3 +542,28 @@ def test_silent_degradations_are_charted(rendered: dict[str, Any]) -> None:
     )
     assert '/skipped"' in read and '/source_failures"' in read
     assert ('/identity_proxy_failures"' in read) == (rendered["variables"]["invocation"] == "iam")
+
+
+# kube state metrics the PromQL charts may read, as GKE's package (Managed Service for Prometheus) exports them.
+KUBE_STATE_METRICS = {"kube_pod_status_unschedulable", "kube_deployment_status_replicas_available"}
+
+
+def test_pods_not_placed_are_charted_from_kube_state_metrics_in_valid_promql(
+    rendered: dict[str, Any], tmp_path: Path
+) -> None:
+    import yaml
+
+    queries = [data["timeSeriesQuery"]["prometheusQuery"] for _, data in prometheus_queries(rendered["dashboard"])]
+    assert len(queries) == 2  # the cluster's project is the dashboard's in every scenario here
+    for query in queries:
+        assert set(re.findall(r"\b(kube_\w+)", query)) <= KUBE_STATE_METRICS, query
+    assert 'deployment="extender-scheduler"' in queries[1]
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not on PATH (Debian's prometheus package)")
+    rules = {"groups": [{"name": "chart", "rules": [{"record": f"q{n}", "expr": q} for n, q in enumerate(queries)]}]}
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
+    checked = subprocess.run(
+        [promtool, "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
