@@ -692,7 +692,7 @@ variable "tls_key_data" {
 # --- Monitoring --------------------------------------------------------------------------------------------------------
 
 variable "monitoring_enabled" {
-  description = "Create the log-based metrics (requests, errors, unauthenticated, latency, rejections, would_reject), the alert policies and the dashboard (dashboard_enabled)."
+  description = "Create the log-based metrics (requests, errors, unauthenticated, latency, rejections, would_reject, skipped, source_failures, identity_proxy_failures), the alert policies and the dashboard (dashboard_enabled)."
   type        = bool
   default     = true
   nullable    = false

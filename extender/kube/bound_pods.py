@@ -466,7 +466,12 @@ class PodWatch:
     def _warn(self, problem: str) -> None:
         if problem != self._warned:
             self._warned = problem
-            fields = {"event": "extender.nodeload", "problem": problem, "outcome": "in-flight pods may be missing"}
+            fields = {
+                "event": "extender.nodeload",
+                "source": "kubernetes",
+                "problem": problem,
+                "outcome": "in-flight pods may be missing",
+            }
             logger.warning("NodeLoad: %s (bursts are not fully accounted for)", problem, extra={"json_fields": fields})
 
     # --- the index -------------------------------------------------------------------------------------------------

@@ -503,7 +503,14 @@ def test_log_based_metrics_read_the_decision_log_entry() -> None:
 def test_per_rule_metrics_count_the_rejection_and_audit_entries_per_plugin_and_rule() -> None:
     """Enforced plugins' rejections and audited ones' held-back verdicts: one entry per plugin and rule, whose fields
     the extractors read; would_reject, once a resource of its own, keeps its state (moved)."""
-    from extender.decision_log import AUDIT_EVENT, REJECTION_EVENT, audit_entries, rejection_entries
+    from extender.decision_log import (
+        AUDIT_EVENT,
+        REJECTION_EVENT,
+        SKIPPED_EVENT,
+        audit_entries,
+        rejection_entries,
+        skipped_entries,
+    )
     from extender.framework import status
     from extender.framework.profile import FilterResult
 
@@ -521,6 +528,7 @@ def test_per_rule_metrics_count_the_rejection_and_audit_entries_per_plugin_and_r
     assert {name: (rule["event"], set(rule["labels"])) for name, rule in rules.items()} == {
         "rejections": (REJECTION_EVENT, {"plugin", "rule"}),
         "would_reject": (AUDIT_EVENT, {"plugin", "rule", "verdict"}),
+        "skipped": (SKIPPED_EVENT, {"plugin", "rule", "code"}),
     }
     moved = {(_raw(block["from"]), _raw(block["to"])) for block in ROOT["moved"]}
     assert ("google_logging_metric.would_reject[0]", 'google_logging_metric.by_rule["would_reject"]') in moved
@@ -538,6 +546,13 @@ def test_per_rule_metrics_count_the_rejection_and_audit_entries_per_plugin_and_r
         assert (entry["plugin"], entry["rule"], entry.get("verdict"), entry["count"]) == (
             "NodeLabelPolicy", "others-off-gpu-pool", verdict, 2
         )
+    # Nodes a plugin did not judge, per plugin, rule and code: the skipped metric's entries.
+    unjudged = status.Status(status.Code.SUCCESS, "not evaluated (failurePolicy Ignore): no answer", "NodeLoad")
+    skipping = FilterResult(feasible=["n-1", "n-2"], skipped={"n-1": (unjudged,), "n-2": (unjudged,)})
+    fields = decision_fields(route, Answer(body=None, result=skipping), 0.01, 5.0, method="POST", path="/filter")
+    [entry] = skipped_entries(fields, skipping)
+    assert {"verb", "profile", *rules["skipped"]["labels"]} <= set(entry)
+    assert (entry["plugin"], entry["rule"], entry["code"], entry["count"]) == ("NodeLoad", "", "Success", 2)
 
 
 def test_unauthenticated_requests_are_kept_apart_from_errors() -> None:
@@ -566,7 +581,9 @@ ALERTS = LOCALS["alert_definitions"]
 POLICY = RESOURCES[("google_monitoring_alert_policy", "extender")]
 THRESHOLD = _dynamic(_block(POLICY, "conditions"), "condition_threshold")
 PROMQL = _dynamic(_block(POLICY, "conditions"), "condition_prometheus_query_language")
-COUNT_ALERTS = ("errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed", "iam_refused")
+COUNT_ALERTS = (
+    "errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed", "iam_refused", "skipped", "source_failures"
+)
 
 
 def test_every_alert_has_a_runbook_and_its_own_policy() -> None:

@@ -168,7 +168,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
 
     def missing_facts(self, point: str, nodes: Sequence[Node], view: Prediction) -> Mapping[str, Status]:
         """Nodes without a fresh finite sample of a metric ``point`` reads (the applicable filter rules', the
-        score's)."""
+        score's). In filter the reason names the first rule that reads the metric (``rule 'cpu' not evaluated``), as
+        its rejections do, so that the skipped metric counts rules not evaluated per rule."""
         view.remember(nodes)
         metrics = self._read_at(point, view)
         if not metrics:
@@ -176,23 +177,29 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         names = [node.name for node in nodes]
         errors: dict[str, Status] = {}
         missing: dict[str, Status] = {}
-        for metric in metrics:
+        for metric, rule in metrics.items():
             unknown = view.loads.unknown(metric, names)
             if len(unknown) == len(names):
                 self.loads.none_matched(view.loads.snapshot, metric, names)
             for name, why in unknown.items():
                 if name not in missing:
-                    missing[name] = errors.get(why) or errors.setdefault(why, status.error(why))
+                    reason = why if rule is None else f"{why} (rule {rule!r} not evaluated)"
+                    missing[name] = errors.get(reason) or errors.setdefault(reason, status.error(reason))
         return missing
 
-    def _read_at(self, point: str, view: Prediction) -> tuple[str, ...]:
+    def _read_at(self, point: str, view: Prediction) -> dict[str, str | None]:
+        """The metrics ``point`` reads, each with the first applicable rule reading it (None: the score's)."""
         if point == "filter":
-            return tuple(dict.fromkeys(self._rules[index][0].name for index in view.rules))
+            read: dict[str, str | None] = {}
+            for index in view.rules:
+                read.setdefault(self._rules[index][0].name, self.config.rules[index].name)
+            return read
         if point == "score":
             if self.config.score.strategy == RISK_BALANCING:
-                return tuple(name for _, mean, deviation in self.config.risk for name in (mean.name, deviation.name))
-            return (self.config.score.metric,)
-        return ()
+                risk = [name for _, mean, deviation in self.config.risk for name in (mean.name, deviation.name)]
+                return dict.fromkeys(risk)
+            return {self.config.score.metric: None}
+        return {}
 
     def filter(self, pod: Pod, node: Node, view: Prediction | None = None) -> Status:
         view = view if view is not None else self.prepare(pod)

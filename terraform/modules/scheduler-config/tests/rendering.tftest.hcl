@@ -243,7 +243,7 @@ run "identity_proxy_sidecar" {
         periodSeconds  = 20
       }
       readinessProbe = {
-        exec           = { command = ["python", "-c", "import socket; socket.create_connection(('127.0.0.1', 8001), 2).close()"] }
+        exec           = { command = ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8001/identity-proxy/ready', timeout=4).close()"] }
         timeoutSeconds = 5
       }
       resources = { requests = { cpu = "50m", memory = "64Mi" }, limits = { memory = "256Mi" } }
