@@ -226,7 +226,8 @@ class Loads:
         problem = label_problem(answer, metric.query, metric.node_label)
         if problem and self._due(metric.name, "labels"):
             named = answer.unlabelled < answer.series
-            _warn(self.source, metric, problem, None, "answer used for the nodes it names" if named else "no node has facts")
+            used = "answer used for the nodes it names" if named else "no node has facts"
+            _warn(self.source, metric, problem, None, used)
         far, node, value = metric.unit.far_outside(answer.values) if metric.unit is not None else (0, "", 0.0)
         if far and metric.unit is not None and self._due(metric.name, "unit"):
             _warn(
