@@ -14,6 +14,7 @@ nothing while there is none.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from extender.kube.variables import API_URL_ENV, CREDENTIAL_ENVS
@@ -76,6 +77,31 @@ def note_answer(uid: str, feasible: bool) -> None:
     """The function answered filter or prioritize for the pod (with feasible nodes or not): its binding may follow."""
     for watch in list(_WATCHES.values()):
         watch.note_answer(uid, feasible)
+
+
+def note_scores(uid: str, scores: Mapping[str, int], by_plugin: Mapping[str, Mapping[str, int]]) -> None:
+    """The function answered prioritize for the pod with ``scores``: it is assumed on the node scored best, if one
+    is (``best_node``)."""
+    watches = list(_WATCHES.values())
+    if not watches:
+        return
+    node = best_node(scores, by_plugin)
+    for watch in watches:
+        watch.note_answer(uid, bool(scores), node)
+
+
+def best_node(scores: Mapping[str, int], by_plugin: Mapping[str, Mapping[str, int]]) -> str | None:
+    """The one node with the highest answered score (ties decided by the plugins' own finer scores), or None when no
+    single node is best: kube-scheduler then chooses among them by its own scores, and nothing is assumed."""
+    if not scores:
+        return None
+    top = max(scores.values())
+    tied = [name for name, score in scores.items() if score == top]
+    if len(tied) > 1:
+        finer = {name: sum(plugin.get(name, 0) for plugin in by_plugin.values()) for name in tied}
+        best = max(finer.values())
+        tied = [name for name in tied if finer[name] == best]
+    return tied[0] if len(tied) == 1 else None
 
 
 def note_binding(uid: str, node: str) -> None:
