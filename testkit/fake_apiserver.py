@@ -4,8 +4,9 @@ It answers the way kube-apiserver does: list objects with ``metadata.resourceVer
 and ``items`` (paged with ``limit``/``continue``; node lists in the metadata-only
 ``PartialObjectMetadataList`` form when asked), ``Status`` objects with ``code``,
 ``reason`` and ``message`` for errors, bearer-token authentication (401) and
-per-resource authorization (403). Knobs make it slow (``delay``), hang (``hang``: requests read, never answered),
-refuse (``forbidden``), fail bound-pod lists (``fail_pod_lists``: the next ones answer 500) or fall back to full lists (``metadata_lists = False``), and
+per-resource authorization (403). Knobs make it slow (``delay``), hang (``hang``:
+requests read, never answered), refuse (``forbidden``), fail bound-pod lists
+(``fail_pod_lists``: the next ones answer 500) or fall back to full lists (``metadata_lists = False``), and
 hostile: an answer dripped byte by byte (``drip``), padded to any size
 (``padding``), node lists whose ``continue`` token never changes
 (``repeat_continue``), pod lists whose items are any JSON (``pod_items``),

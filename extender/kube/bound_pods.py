@@ -24,11 +24,12 @@ Invariants of the index (``Bindings``, a cache):
   assignment, sharing the unchanged nodes' tuples. A verdict kept under a view's identity therefore never outlives
   the bindings it counted, and a node's tuple is the same object as long as that node's pods are the same.
 - **Assumed bindings** (as kube-scheduler assumes a pod on its node before the binding lands): a pod this instance
-  bound (``note_binding``: the bind verb, exact) counts at once, and so does a pod this instance answered
-  prioritize for on the one node it scored best (``note_answer``: kube-scheduler's choice is that node unless its
-  own scores outweigh the extender's). The watch's event for the pod replaces the assumption, wherever the pod
-  landed; an answered pod not seen bound within ``ASSUME_SECONDS`` is forgotten (it was not bound: another extender
-  rejected it, a dry run), as is one the watch saw finish or go. Nobody waits for a binding.
+  bound (``note_binding``: the bind verb, exact) counts at once on its node, and a pod this instance answered
+  prioritize for counts at once on each node it scored best (``note_answer``: kube-scheduler's choice is one of
+  them unless its own scores outweigh the extender's; several tied nodes each count it meanwhile, the safe side).
+  The watch's event for the pod replaces the assumption, wherever the pod landed; an answered pod not seen bound
+  within ``ASSUME_SECONDS`` is forgotten (it was not bound: another extender rejected it, a dry run), as is one
+  the watch saw finish or go. Nobody waits for a binding.
 - **Bounded.** At most ``MAX_PODS`` pods (the oldest go first, and views say they are incomplete), during a LIST too
   (only what the horizon needs is kept while the pages arrive); one event line at most ``MAX_LINE`` bytes; an API
   failure is retried at most every ``RETRY_SECONDS``; a LIST takes at most ``LIST_SECONDS``. A failure never empties
@@ -47,7 +48,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -150,6 +151,11 @@ def _order(pod: BoundPod) -> tuple[float, str]:
     return pod.bound_at, pod.uid
 
 
+def _key(uid: str, node: str) -> str:
+    """An assumed pod's key in the index: one per node it is assumed on, never a uid (uids hold no newline)."""
+    return f"{uid}\n{node}"
+
+
 def _capped(horizon: float) -> str:
     return f"more than {MAX_PODS} pods were bound within {horizon:g} s: only the newest are counted"
 
@@ -212,6 +218,7 @@ class PodWatch:
         self.horizon = horizon
         self._lock = threading.Lock()
         self._reading = threading.Lock()
+        # Each pod by uid; an assumed one by ``_key(uid, node)``, one entry per node it is assumed on.
         self._pods: dict[str, BoundPod] = {}
         self._by_node: dict[str, tuple[BoundPod, ...]] = {}
         # (bound_at, uid) of every pod put into the index, oldest first; entries of pods gone since are skipped.
@@ -220,8 +227,9 @@ class PodWatch:
         # A list succeeded (then the index is never emptied again).
         self._known = False
         self._demands: dict[str, PodDemand] = {}
-        # Assumed pods (in the index, not yet shown by the watch) -> when the assumption is forgotten (monotonic).
-        self._assumed: dict[str, float] = {}
+        # Assumed pods (in the index, not yet shown by the watch) -> when the assumption is forgotten (monotonic),
+        # and its keys in the index.
+        self._assumed: dict[str, tuple[float, tuple[str, ...]]] = {}
         # Pods the watch saw finish or go: a late note of their binding must not bring them back.
         self._gone: dict[str, None] = {}
         self._version = ""
@@ -250,36 +258,41 @@ class PodWatch:
                 self._demands.pop(next(iter(self._demands)))
             self._demands[uid] = demand
 
-    def note_answer(self, uid: str, feasible: bool, node: str | None = None) -> None:
+    def note_answer(self, uid: str, feasible: bool, nodes: Sequence[str] = ()) -> None:
         """The function answered filter or prioritize for the pod: with no feasible node, no binding follows (an
-        assumption of it is dropped); with ``node``, the one node this instance scored best, it is assumed there."""
+        assumption of it is dropped); with ``nodes``, those this instance scored best, it is assumed on each."""
         with self._lock:
             if not feasible:
-                if self._assumed.get(uid, 0.0) < _NEVER:
+                if self._assumed.get(uid, (0.0, ()))[0] < _NEVER:
                     self._forget(uid)
-                return
-            if node is not None:
-                self._assume(uid, node, time.monotonic() + ASSUME_SECONDS)
+            elif nodes:
+                self._assume(uid, nodes, time.monotonic() + ASSUME_SECONDS)
 
     def note_binding(self, uid: str, node: str) -> None:
         """The function bound the pod (the API accepted the Binding): it counts from now, until the watch shows it."""
         with self._lock:
-            self._assume(uid, node, _NEVER)
+            self._assume(uid, (node,), _NEVER)
 
-    def _assume(self, uid: str, node: str, until: float) -> None:
+    def _assume(self, uid: str, nodes: Sequence[str], until: float) -> None:
         demand = self._demands.get(uid)
-        known = self._pods.get(uid)
-        if demand is None or uid in self._gone or (known is not None and uid not in self._assumed):
+        if demand is None or uid in self._gone or uid in self._pods:
             return  # not judged here (the watch brings it), gone already, or the watch showed it
-        if known is not None and known.node == node:
-            self._assumed[uid] = max(until, self._assumed[uid])
+        keys = tuple(_key(uid, node) for node in nodes)
+        previous = self._assumed.get(uid)
+        if previous is not None and previous[1] == keys:
+            self._assumed[uid] = (max(until, previous[0]), keys)
             return
-        self._assumed[uid] = until
-        self._set(BoundPod(uid, node, time.time(), demand))
+        self._forget(uid)
+        bound_at = time.time()
+        for node, key in zip(nodes, keys, strict=True):
+            self._set(BoundPod(uid, node, bound_at, demand), key)
+        self._assumed[uid] = (until, keys)
 
     def _forget(self, uid: str) -> None:
-        if self._assumed.pop(uid, None) is not None:
-            self._remove(uid)
+        """The pod's assumption is dropped (the watch showed it, or it is not coming)."""
+        assumed = self._assumed.pop(uid, None)
+        for key in assumed[1] if assumed is not None else ():
+            self._remove(key)
 
     # --- reading (request threads) ---------------------------------------------------------------------------------
 
@@ -303,7 +316,7 @@ class PodWatch:
             self.start(now)  # the stream ended or failed: opened again (or listed again) from now on
         with self._lock:
             self._publish(now)
-            return self.view, exclude in self._pods
+            return self.view, exclude in self._pods or exclude in self._assumed
 
     def start(self, now: float) -> None:
         """Call the API (list, or open the watch) on a thread of its own when it is due; never waits."""
@@ -341,15 +354,15 @@ class PodWatch:
             return
         with self._lock:
             # Assumptions made while the list ran stay until the watch shows them (the list may predate them).
-            assumed = {uid: self._pods[uid] for uid in self._assumed if uid in self._pods}
+            assumed = {key: self._pods[key] for _, keys in self._assumed.values() for key in keys if key in self._pods}
             self._pods, self._by_node, self._ages = {}, {}, []
             for pod in collector.kept.values():
-                self._set(pod)
-            for uid, pod in assumed.items():
-                if uid in collector.kept:
-                    del self._assumed[uid]
-                else:
-                    self._set(pod)
+                self._set(pod, pod.uid)
+            for uid in [uid for uid in self._assumed if uid in collector.kept]:
+                del self._assumed[uid]
+            for key, pod in assumed.items():
+                if pod.uid in self._assumed:
+                    self._set(pod, key)
             self._known = True
             self._version = version
             self._problem = _capped(self.horizon) if collector.capped else ""
@@ -456,15 +469,14 @@ class PodWatch:
         elif pod is not None and event.kind in ("ADDED", "MODIFIED"):
             if pod.finished or pod.bound_at < now - self.horizon:
                 self._gone_now(pod.uid)
-            elif self._pods.get(pod.uid) != pod:
-                self._assumed.pop(pod.uid, None)
-                self._set(pod)
             else:
-                self._assumed.pop(pod.uid, None)
+                self._forget(pod.uid)
+                if self._pods.get(pod.uid) != pod:
+                    self._set(pod, pod.uid)
         return True
 
     def _gone_now(self, uid: str) -> None:
-        self._assumed.pop(uid, None)
+        self._forget(uid)
         self._remove(uid)
         if len(self._gone) >= MAX_NOTED:
             self._gone.pop(next(iter(self._gone)))
@@ -503,23 +515,23 @@ class PodWatch:
 
     # --- the index (under ``_lock``) ------------------------------------------------------------------------------
 
-    def _set(self, pod: BoundPod) -> None:
-        previous = self._pods.get(pod.uid)
+    def _set(self, pod: BoundPod, key: str) -> None:
+        previous = self._pods.get(key)
         if previous is not None:
             self._drop_from_node(previous)
-        self._pods[pod.uid] = pod
-        heapq.heappush(self._ages, (pod.bound_at, pod.uid))
+        self._pods[key] = pod
+        heapq.heappush(self._ages, (pod.bound_at, key))
         self._by_node[pod.node] = tuple(sorted((*self._by_node.get(pod.node, ()), pod), key=_order))
         self._changed = True
 
-    def _remove(self, uid: str) -> None:
-        pod = self._pods.pop(uid, None)
+    def _remove(self, key: str) -> None:
+        pod = self._pods.pop(key, None)
         if pod is not None:
             self._drop_from_node(pod)
             self._changed = True
 
     def _drop_from_node(self, pod: BoundPod) -> None:
-        left = tuple(item for item in self._by_node.get(pod.node, ()) if item.uid != pod.uid)
+        left = tuple(item for item in self._by_node.get(pod.node, ()) if item is not pod)
         if left:
             self._by_node[pod.node] = left
         else:
@@ -530,19 +542,20 @@ class PodWatch:
         past the cap, and assumptions forgotten first."""
         ages, pods, since = self._ages, self._pods, now - self.horizon
         while ages and (ages[0][0] < since or len(pods) > MAX_PODS):
-            bound_at, uid = heapq.heappop(ages)
-            found = pods.get(uid)
+            bound_at, key = heapq.heappop(ages)
+            found = pods.get(key)
             if found is not None and found.bound_at == bound_at:
                 if bound_at >= since:
                     self._problem = self._problem or _capped(self.horizon)
-                self._assumed.pop(uid, None)
-                self._remove(uid)
+                if key != found.uid:
+                    self._forget(found.uid)
+                self._remove(key)
         if len(ages) > 2 * len(pods) + 1024:  # entries of pods gone otherwise
-            self._ages = [(pod.bound_at, uid) for uid, pod in pods.items()]
+            self._ages = [(pod.bound_at, key) for key, pod in pods.items()]
             heapq.heapify(self._ages)
         if self._assumed:
             instant = time.monotonic()
-            for uid in [uid for uid, until in self._assumed.items() if until <= instant]:
+            for uid in [uid for uid, (until, _) in self._assumed.items() if until <= instant]:
                 self._forget(uid)
         problem = self._problem
         if not problem and self._behind:

@@ -255,7 +255,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         try:
             client = self._client()
             if client is None:
-                return None, "no Kubernetes API (KUBERNETES_API_URL): the pods bound since the sample are not known", False
+                unknown = "no Kubernetes API (KUBERNETES_API_URL): the pods bound since the sample are not known"
+                return None, unknown, False
             until = time.monotonic() + WATCH_SHARE * self.config.http_timeout
             from extender import kube
 
