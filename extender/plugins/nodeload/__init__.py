@@ -105,9 +105,11 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         self._score_metric = metrics.get(args.score.metric)
         target = args.score.target if args.score.target is not None else 1.0
         self._scale = least_loaded if args.score.strategy == LEAST_LOADED else lambda load: target_load(load, target)
-        # The longest a binding can count against a sample still judged on.
+        # The longest a binding can count against a sample still judged on (RiskBalancing's mean: until its window
+        # has fully seen the pod).
         delays = [metric.delay for metric in args.metrics if metric.resource]
-        self.horizon = max(delays, default=0.0) + args.max_age + CLOCK_SKEW
+        window = args.score.window if args.score.strategy == RISK_BALANCING else 0.0
+        self.horizon = max(delays, default=0.0) + window + args.max_age + CLOCK_SKEW
         # What the Kubernetes API gives (in-flight pods, allocatable): made by the first request that needs it.
         self._kube: KubeClient | None = None
         self._making = threading.Lock()
@@ -202,7 +204,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         answers = view.loads.snapshot.answers
         worst = math.inf
         for metric, mean, deviation in self.config.risk:
-            mu = view.term(metric, node, sample=mean.name).predicted
+            mu = view.term(metric, node, sample=mean.name, window=score.window).predicted
             sigma = answers[deviation.name].values[node]
             worst = min(worst, risk_balancing(mu, sigma, score.margin, score.sensitivity))
         return _round(worst)
