@@ -13,9 +13,11 @@ window). A mean over a ``window`` (RiskBalancing's ``avg_over_time``) averages t
 window's span, and the metric shows the pod from ``t + delay`` at the latest: a mean taken at ``s`` holds at least the
 share ``(s − t − delay) / window`` of the pod (0 to 1), so the rest of its estimate counts, falling linearly to nothing
 once the window has fully seen it (``t + delay + window``). Counting the pod whole until then would count it nearly
-twice near the window's end; dropping it at ``t + delay`` would count the little the window has seen instead. The sample's time is the one the answer gives per node. A metric that measures no resource is judged as
-measured. A node whose allocatable is unknown is judged as measured too, and its facts say why; so is a request
-whose in-flight pods are unknown (no Kubernetes API, the API failing): never an error, always said.
+twice near the window's end; dropping it at ``t + delay`` would count the little the window has seen instead.
+
+The sample's time is the one the answer gives per node. A metric that measures no resource is judged as measured.
+A node whose allocatable is unknown is judged as measured too, and its facts say why; so is a request whose
+in-flight pods are unknown (no Kubernetes API, the API failing): never an error, always said.
 
 A ``Prediction`` is one request's: built once by NodeLoad's ``prepare`` and dropped with the request; what it works
 out per node is memoized on it, never on the plugin.
