@@ -138,7 +138,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             if (rule.daemon_sets or not daemon) and rule.pods.matches(pod)
         )
         usage = self.estimator.usage(demand)
-        bindings, problem, late = self._in_flight(pod, demand, now)
+        bindings, problem, own = self._in_flight(pod, demand, now)
         allocatable, allocatable_problem, unknown = self._allocatable()
         return Prediction(
             view,
@@ -149,7 +149,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             rules,
             bindings,
             problem,
-            late,
+            own,
             allocatable,
             allocatable_problem,
             unknown,
@@ -245,16 +245,20 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         except Exception:  # a bug here must cost nothing: the reads below report it
             logger.exception("NodeLoad: starting the Kubernetes API's lists failed")
 
-    def _in_flight(self, pod: Pod, demand: PodDemand, now: float) -> tuple[Bindings | None, str, int]:
-        """The bindings to count (None when unknown), why they may be incomplete, and how many bindings this instance
-        expected did not arrive in time. Never raises: a failure costs the in-flight term, said."""
+    def _in_flight(self, pod: Pod, demand: PodDemand, now: float) -> tuple[Bindings | None, str, bool]:
+        """The bindings to count (None when unknown), why they may be incomplete, and whether the pod itself is among
+        them. Never raises: a failure costs the in-flight term, said. Waits on the API only while the instance is
+        cold (``PodWatch.bindings``), or, with the result cache off, for its list within the share of httpTimeout."""
         if self._offline is not None:
             bindings = self._offline[0]
-            return bindings, "" if bindings is not None else "no --in-flight file: no in-flight pods counted", 0
+            if bindings is None:
+                return None, "no --in-flight file: no in-flight pods counted", False
+            return bindings, "", pod.uid in bindings.uids
         try:
             client = self._client()
             if client is None:
-                return None, "no Kubernetes API (KUBERNETES_API_URL): the pods bound since the sample are not known", 0
+                unknown = "no Kubernetes API (KUBERNETES_API_URL): the pods bound since the sample are not known"
+                return None, unknown, False
             until = time.monotonic() + WATCH_SHARE * self.config.http_timeout
             from extender import kube
 
@@ -262,14 +266,14 @@ class NodeLoad(FilterPlugin, ScorePlugin):
                 from extender.kube.bound_pods import list_bindings
 
                 bindings = list_bindings(client, self.horizon, now, until)
-                return (bindings if bindings.known else None), bindings.problem, 0
+                return (bindings if bindings.known else None), bindings.problem, pod.uid in bindings.uids
             watch = kube.shared_watch(client, self.horizon)
             watch.note_demand(pod.uid, demand)
-            bindings, late = watch.bindings(now, until, exclude=pod.uid)
-            return (bindings if bindings.known else None), bindings.problem, late
+            bindings, own = watch.bindings(now, until, exclude=pod.uid)
+            return (bindings if bindings.known else None), bindings.problem, own
         except Exception as exc:  # a bug must cost the in-flight term, never the request
             logger.exception("NodeLoad: reading the pods bound to nodes failed")
-            return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", 0
+            return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", False
 
     def _allocatable(self) -> tuple[Mapping[str, Resources] | None, str, Callable[[], None] | None]:
         """The nodes' allocatable the API lists, why it may lack nodes, and what to tell when it lacks one."""

@@ -261,11 +261,10 @@ class NodeLoadConfig:
 
     @property
     def queried(self) -> tuple[Metric, ...]:
-        """Every query a refresh asks: the metrics, their capacity where the API cannot list allocatable, and
-        RiskBalancing's means and deviations."""
+        """Every query a refresh asks: the metrics, their capacity (what allocatable is when the API cannot list it:
+        none configured, or its list failing), and RiskBalancing's means and deviations."""
         queries = list(self.metrics)
-        if self.kubernetes is None:
-            queries += [capacity_query(metric) for metric in self.metrics if metric.resource and metric.capacity]
+        queries += [capacity_query(metric) for metric in self.metrics if metric.resource and metric.capacity]
         for _, mean, deviation in self.risk:
             queries += [mean, deviation]
         return tuple(queries)

@@ -63,8 +63,8 @@ class Prediction:
         "config",
         "estimator",
         "in_flight_problem",
-        "late",
         "loads",
+        "own",
         "pod_uid",
         "rules",
         "usage",
@@ -80,7 +80,7 @@ class Prediction:
         rules: tuple[int, ...],
         bindings: Bindings | None,
         in_flight_problem: str,
-        late: int = 0,
+        own: bool = False,
         allocatable: Mapping[str, Resources] | None = None,
         allocatable_problem: str = "",
         allocatable_unknown: Callable[[], None] | None = None,
@@ -95,8 +95,8 @@ class Prediction:
         # The pods bound lately (None: not known, ``in_flight_problem`` says why; else it says why some may lack).
         self.bindings = bindings
         self.in_flight_problem = in_flight_problem
-        # Bindings this instance expected that did not arrive in time.
-        self.late = late
+        # Whether the pod itself is among the bindings (it is then not counted twice).
+        self.own = own
         # The nodes' allocatable from the Kubernetes API, and why it may lack nodes.
         self.allocatable = allocatable
         self.allocatable_problem = allocatable_problem
@@ -112,7 +112,7 @@ class Prediction:
         identity: a new binding or expiry makes a new one), the pod's estimate and rules, whether the pod itself is
         among the bindings (it is then not counted twice) and the allocatable list (by identity)."""
         bindings = self.bindings
-        own = bindings is not None and self.pod_uid in bindings.uids
+        own = bindings is not None and self.own
         return (
             *self.loads.key(),
             bindings if bindings is not None else self.in_flight_problem,
@@ -148,7 +148,8 @@ class Prediction:
         if resource is not None:
             capacity = self._allocatable(metric, node, resource)
             if capacity is None or capacity <= 0:
-                term = term._replace(why="the node's allocatable is unknown: judged as measured")
+                known = f" ({self.allocatable_problem})" if self.allocatable_problem else ""
+                term = term._replace(why=f"the node's allocatable is unknown{known}: judged as measured")
             else:
                 own = self.usage.of(resource) / capacity
                 in_flight = self._in_flight(metric, node, resource, answer.times[node], capacity, window)
@@ -208,9 +209,8 @@ class Prediction:
                 pods, share = term.in_flight
                 fact["inFlight"] = {"pods": pods, "share": _rounded(share)}
                 problem = self.bindings.problem if self.bindings is not None else ""
-                late = f"{self.late} binding(s) expected by this instance had not arrived" if self.late else ""
-                if problem or late:
-                    fact["inFlight"]["incomplete"] = "; ".join(part for part in (problem, late) if part)
+                if problem:
+                    fact["inFlight"]["incomplete"] = problem
             else:
                 fact["inFlight"] = {"unknown": term.why or self.in_flight_problem}
         return shown
