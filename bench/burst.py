@@ -385,22 +385,32 @@ def _median_pace(runs: list[Run], way: str, size: int, api: str) -> float | None
 
 
 def plot(runs: list[Run], target: Path, title: str) -> None:
-    """Grouped bars: pods per second per size and API, a bar per way, no extender's pace as a line."""
-    import matplotlib
+    """Grouped bars: pods per second per size and API, a bar per way (another commit's paler, hatched), no
+    extender's pace as a dashed line; saved as bench.plot saves its pictures."""
+    from bench.plot import MissingPlotLibrary, _save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    try:
+        import matplotlib
 
-    ways = [way for way in dict.fromkeys(run.way for run in runs) if way != NONE]
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise MissingPlotLibrary(f"--plot needs matplotlib: pip install -r bench/requirements.txt ({exc})") from None
+    ways = sorted(
+        (way for way in dict.fromkeys(run.way for run in runs) if way != NONE),
+        key=lambda way: (WAYS.index(way.split(" @")[0]), way),
+    )
     apis = list(dict.fromkeys(run.api for run in runs))
     groups = [(size, api) for size in dict.fromkeys(run.nodes for run in runs) for api in apis]
-    figure, axis = plt.subplots(figsize=(8, 3.4))
+    figure, axis = plt.subplots(figsize=(10, 3.4))
     width = 0.8 / max(1, len(ways))
-    colours = ("tab:blue", "tab:green", "tab:purple", "tab:orange")
+    colours = {NAMES: "tab:blue", NODELOAD: "tab:green"}
     for index, way in enumerate(ways):
         paces = [_median_pace(runs, way, size, api) or 0.0 for size, api in groups]
         positions = [group + (index - (len(ways) - 1) / 2) * width for group in range(len(groups))]
-        axis.bar(positions, paces, width, label=way, color=colours[index % len(colours)])
+        other = "@" in way
+        style = {"alpha": 0.45, "hatch": "//"} if other else {}
+        axis.bar(positions, paces, width, label=way, color=colours[way.split(" @")[0]], **style)
     for group, (size, _) in enumerate(groups):
         reference = _median_pace(runs, NONE, size, HEALTHY)
         if reference:
@@ -408,10 +418,10 @@ def plot(runs: list[Run], target: Path, title: str) -> None:
     axis.plot([], [], color="black", linestyle="--", linewidth=1, label=NONE)
     axis.set_xticks(range(len(groups)), [f"{size} nodes\n{api}" for size, api in groups], fontsize=8)
     axis.set_ylabel("pods per second (bound)")
-    axis.legend(fontsize=7, loc="upper right")
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.suptitle(title, fontsize=8)
     figure.tight_layout()
-    figure.savefig(target, dpi=80)
+    _save(figure, target)
     plt.close(figure)
 
 
