@@ -72,7 +72,7 @@ class Plan:
     apis: tuple[str, ...] = (HEALTHY, HUNG)
     qps: float = QPS
     burst: int = BURST
-    max_seconds: float = 30.0
+    max_seconds: float = 20.0
     warm_up: int = WARM_UP_PODS
     # Another commit's function (its exported tree and short name), measured in the same run.
     against: tuple[Path, str] | None = None
@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--qps", type=float, default=QPS, help=f"the scheduler's client qps (default {QPS:g}; 0: none)")
     parser.add_argument("--burst", type=int, default=BURST, help=f"the scheduler's client burst (default {BURST})")
     parser.add_argument(
-        "--max-seconds", type=float, default=30.0, help="a burst's cycles stop after this long (default 30)"
+        "--max-seconds", type=float, default=20.0, help="a burst's cycles stop after this long (default 20)"
     )
     parser.add_argument(
         "--warm-up", type=int, default=WARM_UP_PODS, help=f"untimed pods before each burst (default {WARM_UP_PODS})"
