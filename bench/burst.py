@@ -133,7 +133,7 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
         binder = Binder(started["api"], plan.qps, plan.burst)
         stack.callback(binder.close)
         timings: list[float] = []
-        ask = stack.enter_context(_extender(way, plan, started, stack)) if way != NONE else None
+        ask = stack.enter_context(ServedFunction(way, plan, started, stack)) if way != NONE else None
         call = _no_extender if ask is None else _timed(ask, timings)
         scheduler = Scheduler(nodes, call, weight=WEIGHT, bind=binder.bind, bind_delay=(0.0, 0.0))
         for name in pods[: plan.warm_up]:
@@ -195,7 +195,7 @@ def serve_stand_ins(pipe: Pipe, size: int, pods: Sequence[str], hung: bool) -> N
         pipe.recv()
 
 
-class _extender:
+class ServedFunction:
     """The function served for ``way`` (a context manager): ``ask(verb, payload)`` posts to it as the scheduler does."""
 
     def __init__(self, way: str, plan: Plan, started: dict[str, Any], stack: ExitStack) -> None:
