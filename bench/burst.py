@@ -144,10 +144,8 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
         binder.reset()
         timings.clear()
         started_at = time.monotonic()
-        placed = 0
         for name in pods[plan.warm_up :]:
-            if scheduler.schedule(guaranteed_pod(name)) is not None:
-                placed += 1
+            scheduler.schedule(guaranteed_pod(name))  # a pod no node fits is not bound, and not counted
             if time.monotonic() - started_at > plan.max_seconds:
                 break
         cycles = time.monotonic() - started_at
