@@ -162,38 +162,18 @@ def test_a_backlog_larger_than_the_budget_is_read_on_at_the_next_request(apiserv
     assert len(caught_up) == 300 and caught_up.problem == ""
 
 
-def test_own_bindings_and_answered_pods_count_at_once_until_the_watch_shows_where_they_landed(apiserver, monkeypatch):
-    monkeypatch.setattr(module, "ASSUME_SECONDS", 0.3)
-    names = ("mine", "answered", "elsewhere", "never")
-    apiserver.set_pods([pod(name, f"u-{name}", "", cpu="200m") for name in names])
+def test_own_bindings_count_at_once_until_the_watch_shows_them(apiserver):
+    apiserver.set_pods([pod("mine", "u-mine", "", cpu="200m")])
     watch = watch_on(apiserver)
     view(watch)
-    for name in names:  # NodeLoad noted each pod's demand when it judged it
-        watch.note_demand(f"u-{name}", demand_of(pod("x", "x", "", cpu="200m")))
-    # bindVerb: the function bound it; prioritize: the one node this instance scored best. Both count at once,
-    # before the watch could say so; nobody waits for a binding.
+    # bindVerb: NodeLoad noted the pod's demand when it judged it, the function bound it: it counts before the watch
+    # could say so.
+    watch.note_demand("u-mine", demand_of(pod("x", "x", "", cpu="200m")))
     watch.note_binding("u-mine", "node-a")
-    watch.note_answer("u-answered", True, ("node-b",))
-    watch.note_answer("u-elsewhere", True, ("node-b", "node-c"))  # scored best on both: counted on both meanwhile
-    watch.note_answer("u-never", True, ("node-c",))
-    assumed = view(watch)[0]
-    assert {pod.uid for pod in assumed.on("node-a")} == {"u-mine"}
-    assert {pod.uid for pod in assumed.on("node-b")} == {"u-answered", "u-elsewhere"}
-    assert {pod.uid for pod in assumed.on("node-c")} == {"u-never", "u-elsewhere"}
-    # The watch shows where each landed: kube-scheduler chose another node for one of them.
+    assert [p.uid for p in view(watch)[0].on("node-a")] == ["u-mine"]
     apiserver.bind("default", "mine", "node-a")
-    apiserver.bind("default", "answered", "node-b")
-    apiserver.bind("default", "elsewhere", "node-d")
-    shown = settled(watch, lambda found: [p.uid for p in view(watch)[0].on("node-d")] == ["u-elsewhere"])
-    assert {pod.uid for pod in shown.on("node-b")} == {"u-answered"}
-    assert [pod.uid for pod in shown.on("node-d")] == ["u-elsewhere"]
-    assert "u-elsewhere" not in {pod.uid for pod in shown.on("node-c")}
-    # One answered for that never binds (another extender rejected it, a dry run) is forgotten.
-    forgotten = settled(watch, lambda found: "u-never" not in found)
-    assert "u-never" not in uids(forgotten) and "u-mine" in uids(forgotten)
-    # A pod not judged here is left to the watch.
-    watch.note_answer("u-unjudged", True, ("node-c",))
-    assert "u-unjudged" not in uids(view(watch)[0])
+    shown = settled(watch, lambda found: "u-mine" in found)
+    assert [p.uid for p in shown.on("node-a")] == ["u-mine"] and len(shown) == 1
 
 
 def test_a_bound_pod_that_finished_or_went_never_comes_back_from_the_functions_own_binding_note(apiserver):
@@ -210,17 +190,6 @@ def test_a_bound_pod_that_finished_or_went_never_comes_back_from_the_functions_o
     settled(watch, lambda found: False, timeout=0.5)
     watch.note_binding("u-short", "node-a")
     watch.note_binding("u-done", "node-a")
-    assert uids(view(watch)[0]) == set()
-
-
-def test_an_answer_with_no_feasible_node_forgets_its_assumption(apiserver):
-    apiserver.set_pods([pod("p", "u-p", "", cpu="200m")])
-    watch = watch_on(apiserver)
-    view(watch)
-    watch.note_demand("u-p", demand_of(pod("x", "x", "", cpu="200m")))
-    watch.note_answer("u-p", True, ("node-a",))
-    assert uids(view(watch)[0]) == {"u-p"}
-    watch.note_answer("u-p", False)
     assert uids(view(watch)[0]) == set()
 
 
@@ -254,13 +223,3 @@ def test_a_watch_line_that_is_not_an_event_breaks_only_the_stream(apiserver, mon
     bad = b"not json\n" if shape == "garbage" else b"x" * 10_000
     watch._lines(bad, time.time())
     assert watch._stream is None and "watch" in watch._problem
-
-
-def test_a_pod_is_assumed_on_the_nodes_it_scored_best_narrowed_by_the_plugins_finer_scores():
-    from extender.kube import MAX_ASSUMED_NODES, best_nodes
-
-    assert best_nodes({"a": 7, "b": 9, "c": 9}, {"NodeLoad": {"a": 70, "b": 88, "c": 91}}) == ("c",)
-    assert best_nodes({"a": 7, "b": 9, "c": 9}, {"NodeLoad": {"a": 70, "b": 90, "c": 90}}) == ("b", "c")
-    many = {f"n{i}": 5 for i in range(MAX_ASSUMED_NODES + 1)}
-    assert best_nodes(many, {}) == ()  # kube-scheduler chooses among so many by its own scores: nothing assumed
-    assert best_nodes({}, {}) == ()

@@ -14,7 +14,6 @@ nothing while there is none.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from extender.kube.variables import API_URL_ENV, CREDENTIAL_ENVS
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
 _WATCHES: dict[KubeConfig, PodWatch] = {}
 _ALLOCATABLE: dict[KubeConfig, NodeAllocatable] = {}
 _MAKING = threading.Lock()
-# The most nodes a pod is assumed on at once (``best_nodes``).
-MAX_ASSUMED_NODES = 16
 
 
 def client_from_settings(settings: Settings) -> KubeClient | None:
@@ -79,32 +76,6 @@ def note_answer(uid: str, feasible: bool) -> None:
     """The function answered filter or prioritize for the pod (with feasible nodes or not): its binding may follow."""
     for watch in list(_WATCHES.values()):
         watch.note_answer(uid, feasible)
-
-
-def note_scores(uid: str, scores: Mapping[str, int], by_plugin: Mapping[str, Mapping[str, int]]) -> None:
-    """The function answered prioritize for the pod with ``scores``: it is assumed on the nodes scored best
-    (``best_nodes``) until the watch shows where it landed."""
-    watches = list(_WATCHES.values())
-    if not watches:
-        return
-    nodes = best_nodes(scores, by_plugin)
-    for watch in watches:
-        watch.note_answer(uid, bool(scores), nodes)
-
-
-def best_nodes(scores: Mapping[str, int], by_plugin: Mapping[str, Mapping[str, int]]) -> tuple[str, ...]:
-    """The nodes with the highest answered score (ties narrowed by the plugins' own finer scores), at most
-    ``MAX_ASSUMED_NODES`` of them (more tell nothing of where kube-scheduler, choosing among them by its own scores,
-    puts the pod: then none)."""
-    if not scores:
-        return ()
-    top = max(scores.values())
-    tied = [name for name, score in scores.items() if score == top]
-    if len(tied) > 1:
-        finer = {name: sum(plugin.get(name, 0) for plugin in by_plugin.values()) for name in tied}
-        best = max(finer.values())
-        tied = [name for name in tied if finer[name] == best]
-    return tuple(tied) if len(tied) <= MAX_ASSUMED_NODES else ()
 
 
 def note_binding(uid: str, node: str) -> None:

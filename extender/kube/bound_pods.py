@@ -23,13 +23,11 @@ Invariants of the index (``Bindings``, a cache):
 - **Identity is the generation.** A published ``Bindings`` is never changed; every change publishes a new one in one
   assignment, sharing the unchanged nodes' tuples. A verdict kept under a view's identity therefore never outlives
   the bindings it counted, and a node's tuple is the same object as long as that node's pods are the same.
-- **Assumed bindings** (as kube-scheduler assumes a pod on its node before the binding lands): a pod this instance
-  bound (``note_binding``: the bind verb, exact) counts at once on its node, and a pod this instance answered
-  prioritize for counts at once on each node it scored best (``note_answer``: kube-scheduler's choice is one of
-  them unless its own scores outweigh the extender's; several tied nodes each count it meanwhile, the safe side).
-  The watch's event for the pod replaces the assumption, wherever the pod landed; an answered pod not seen bound
-  within ``ASSUME_SECONDS`` is forgotten (it was not bound: another extender rejected it, a dry run), as is one
-  the watch saw finish or go. Nobody waits for a binding.
+- **Own bindings count at once** (``note_binding``, the bind verb: exact) until the watch's event replaces them; one
+  the watch saw finish or go never comes back.
+- **Bindings on their way.** The reading request waits (``EXPECT_SECONDS`` at most, within its deadline) for the
+  binding of every other pod this instance answered with feasible nodes within that time; after ``MISSES_TO_STOP``
+  such bindings in a row did not come (a dry run), requests stop waiting until one arrives again.
 - **Bounded.** At most ``MAX_PODS`` pods (the oldest go first, and views say they are incomplete), during a LIST too
   (only what the horizon needs is kept while the pages arrive); one event line at most ``MAX_LINE`` bytes; an API
   failure is retried at most every ``RETRY_SECONDS``; a LIST takes at most ``LIST_SECONDS``. A failure never empties
@@ -70,8 +68,10 @@ WATCH_SECONDS = 60
 STALL_SECONDS = 90.0
 RETRY_SECONDS = 10.0
 LIST_SECONDS = 60.0
-# How long the watch may take to show a pod assumed on the node this instance scored best, before it is forgotten.
-ASSUME_SECONDS = 5.0
+# How long a request waits for the binding of a pod this instance answered for before it (the watch showing it), and
+# after how many such bindings in a row did not come requests stop waiting (a dry run) until one comes again.
+EXPECT_SECONDS = 0.5
+MISSES_TO_STOP = 3
 # One WARNING per problem this often at most.
 WARN_SECONDS = 60.0
 # Pods whose demand NodeLoad noted, and pods the watch saw go, remembered at most.
@@ -230,6 +230,9 @@ class PodWatch:
         # Assumed pods (in the index, not yet shown by the watch) -> when the assumption is forgotten (monotonic),
         # and its keys in the index.
         self._assumed: dict[str, tuple[float, tuple[str, ...]]] = {}
+        # Pods answered with feasible nodes whose binding the watch has not shown -> when (monotonic).
+        self._answered: dict[str, float] = {}
+        self._misses = 0
         # Pods the watch saw finish or go: a late note of their binding must not bring them back.
         self._gone: dict[str, None] = {}
         self._version = ""
@@ -258,15 +261,17 @@ class PodWatch:
                 self._demands.pop(next(iter(self._demands)))
             self._demands[uid] = demand
 
-    def note_answer(self, uid: str, feasible: bool, nodes: Sequence[str] = ()) -> None:
-        """The function answered filter or prioritize for the pod: with no feasible node, no binding follows (an
-        assumption of it is dropped); with ``nodes``, those this instance scored best, it is assumed on each."""
+    def note_answer(self, uid: str, feasible: bool) -> None:
+        """The function answered filter or prioritize for the pod: with feasible nodes, its binding is on its way."""
         with self._lock:
             if not feasible:
+                self._answered.pop(uid, None)
                 if self._assumed.get(uid, (0.0, ()))[0] < _NEVER:
                     self._forget(uid)
-            elif nodes:
-                self._assume(uid, nodes, time.monotonic() + ASSUME_SECONDS)
+                return
+            if len(self._answered) >= MAX_NOTED:
+                self._answered.pop(next(iter(self._answered)))
+            self._answered[uid] = time.monotonic()
 
     def note_binding(self, uid: str, node: str) -> None:
         """The function bound the pod (the API accepted the Binding): it counts from now, until the watch shows it."""
@@ -311,6 +316,7 @@ class PodWatch:
             try:
                 if self._stream is not None:
                     self._read(until, now)
+                self._await_answered(until, now, exclude)
             finally:
                 self._reading.release()
             self.start(now)  # the stream ended or failed: opened again (or listed again) from now on
@@ -329,6 +335,37 @@ class PodWatch:
                 target=self._connect, args=(now,), name="extender-bound-pods", daemon=True
             )
         thread.start()
+
+    def _await_answered(self, until: float, now: float, exclude: str) -> None:
+        """Read on (the reader only) until the watch shows the binding of every other pod this instance answered for
+        within ``EXPECT_SECONDS``, or ``until``: kube-scheduler binds a pod as the next pod's cycle begins. Stops
+        waiting after ``MISSES_TO_STOP`` bindings in a row did not come, until one does."""
+        while True:
+            with self._lock:
+                instant = time.monotonic()
+                answered = {
+                    uid: at
+                    for uid, at in self._answered.items()
+                    if instant - at < EXPECT_SECONDS and uid not in self._pods
+                }
+                missed = len(self._answered) - len(answered) - sum(uid in self._pods for uid in self._answered)
+                self._misses += max(0, missed)
+                self._answered = answered
+                waiting = [at for uid, at in answered.items() if uid != exclude]
+                stream = self._stream
+                if not waiting or self._misses >= MISSES_TO_STOP or stream is None:
+                    return
+            limit = min(until, max(waiting) + EXPECT_SECONDS)
+            if instant >= limit:
+                return
+            data = stream.read(min(limit, instant + 0.02), _READ_BYTES)
+            if data:
+                self._heard_at = time.monotonic()
+                with self._lock:
+                    self._lines(data, now)
+            if stream.ended and self._stream is stream:
+                self._ended(stream)
+                return
 
     # --- calling the API (its own thread, holding no lock while it waits) -----------------------------------------
 
@@ -471,6 +508,8 @@ class PodWatch:
                 self._gone_now(pod.uid)
             else:
                 self._forget(pod.uid)
+                if self._answered.pop(pod.uid, None) is not None:
+                    self._misses = 0
                 if self._pods.get(pod.uid) != pod:
                     self._set(pod, pod.uid)
         return True

@@ -14,7 +14,7 @@ import orjson
 
 from extender.framework.kept import Derived, ServedProfile
 from extender.framework.profile import MIN_EXTENDER_PRIORITY, ScoreResult
-from extender.kube import note_answer, note_scores
+from extender.kube import note_answer
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
 from extender.verbs.filtering import names_source
@@ -33,8 +33,8 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     names = [node.name for node in args.nodes] if args.nodes is not None else args.node_names or []
     result = _prioritize(args, profile, source)
+    note_answer(args.pod.uid, bool(names))
     if result.error is not None:
-        note_answer(args.pod.uid, bool(names))
         zeros = [{"Host": name, "Score": MIN_EXTENDER_PRIORITY} for name in names]
         reason = result.error.reason
         return Answer(
@@ -45,7 +45,6 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
             pod=args.pod,
             result=result,
         )
-    note_scores(args.pod.uid, result.scores, result.by_plugin)
     return Answer(
         _answer(result, names), nodes_in=len(names), nodes_out=len(result.scores), pod=args.pod, result=result
     )

@@ -59,7 +59,7 @@ from extender.plugins.nodeload.answers import parse_answer
 from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, RISK_BALANCING, NodeLoadArgs, NodeLoadConfig
 from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
-from extender.plugins.nodeload.predicted import Prediction
+from extender.plugins.nodeload.predicted import KeptTerms, Prediction, identity
 from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
 from extender.settings import PROJECT_ENV, Need
 
@@ -115,6 +115,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         self._making = threading.Lock()
         # Offline (``judge_offline``): the bindings and allocatable judged on instead of the API's.
         self._offline: tuple[Bindings | None, Mapping[str, Resources] | None] | None = None
+        # Each node's term kept across requests of one base (``predicted.KeptTerms``; the result cache on only).
+        self._kept_terms: KeptTerms | None = None
 
     def needs(self) -> Iterable[Need]:
         if self.config.in_function_project:
@@ -140,6 +142,12 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         usage = self.estimator.usage(demand)
         bindings, problem, own = self._in_flight(pod, demand, now)
         allocatable, allocatable_problem, unknown = self._allocatable()
+        kept_terms = None
+        if self.config.keep and self._offline is None:
+            base = (identity(view.snapshot), usage, identity(allocatable), allocatable_problem)
+            kept_terms = self._kept_terms
+            if kept_terms is None or kept_terms.base != base:
+                kept_terms = self._kept_terms = KeptTerms(base)
         return Prediction(
             view,
             self.config,
@@ -153,6 +161,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             allocatable,
             allocatable_problem,
             unknown,
+            kept_terms,
         )
 
     def reuse_key(self, pod: Pod, view: Prediction) -> Hashable:

@@ -20,7 +20,12 @@ A node whose allocatable is unknown is judged as measured too, and its facts say
 in-flight pods are unknown (no Kubernetes API, the API failing): never an error, always said.
 
 A ``Prediction`` is one request's: built once by NodeLoad's ``prepare`` and dropped with the request; what it works
-out per node is memoized on it, never on the plugin.
+out per node is memoized on it. With the result cache on, node-name requests also share ``KeptTerms`` across
+requests (a cache): each node's term, kept with the node's bound pods it counted, for one base (the answers, the
+allocatable list and its problem, by identity, and the pod's estimate). A term is taken from it only while the
+node's pods are the same tuple (``Bindings`` shares an unchanged node's tuple from view to view), and only for a pod
+that is not itself among the bindings: so a kept term is the term worked out afresh. A burst's new bindings change
+a few nodes' tuples: only those nodes are worked out again. Bounded by the answers' nodes; one base at a time.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from extender.plugins.nodeload.loads import LoadView
 
 if TYPE_CHECKING:
     from extender.kube.bound_pods import Bindings
+    from extender.kube.lists import BoundPod
 
 
 class Term(NamedTuple):
@@ -48,6 +54,17 @@ class Term(NamedTuple):
     pod_share: float | None = None
     in_flight: tuple[int, float] | None = None
     why: str = ""
+
+
+class KeptTerms:
+    """Terms shared by the requests of one base (module docstring): (answer, node) -> (the node's pods, term).
+    Entries are replaced whole, never changed: concurrent requests at worst work one out twice."""
+
+    __slots__ = ("base", "terms")
+
+    def __init__(self, base: tuple[Hashable, ...]) -> None:
+        self.base = base
+        self.terms: dict[tuple[str, str], tuple[tuple[BoundPod, ...], Term]] = {}
 
 
 class Prediction:
@@ -63,6 +80,7 @@ class Prediction:
         "config",
         "estimator",
         "in_flight_problem",
+        "kept_terms",
         "loads",
         "own",
         "pod_uid",
@@ -84,6 +102,7 @@ class Prediction:
         allocatable: Mapping[str, Resources] | None = None,
         allocatable_problem: str = "",
         allocatable_unknown: Callable[[], None] | None = None,
+        kept_terms: KeptTerms | None = None,
     ) -> None:
         self.loads = loads
         self.config = config
@@ -102,6 +121,8 @@ class Prediction:
         self.allocatable_problem = allocatable_problem
         # Told when the list lacks a node asked about (it lists again).
         self.allocatable_unknown = allocatable_unknown
+        # Terms kept across requests (None: the result cache is off, or the pod is among the bindings).
+        self.kept_terms = kept_terms if bindings is not None and not own else None
         self._given: dict[str, Resources] = {}
         self._terms: dict[tuple[str, str], Term] = {}
 
@@ -119,7 +140,7 @@ class Prediction:
             self.usage,
             self.rules,
             self.pod_uid if own else None,
-            _Identity(self.allocatable),
+            identity(self.allocatable),
         )
 
     def remember(self, nodes: Sequence[Node]) -> None:
@@ -141,6 +162,13 @@ class Prediction:
         found = self._terms.get((answer_name, node))
         if found is not None:
             return found
+        kept = self.kept_terms if not self._given else None  # full-node requests' allocatable is their own
+        pods = self.bindings.on(node) if kept is not None and self.bindings is not None else ()
+        if kept is not None:
+            hit = kept.terms.get((answer_name, node))
+            if hit is not None and hit[0] is pods:
+                self._terms[(answer_name, node)] = hit[1]
+                return hit[1]
         answer = self.loads.snapshot.answers[answer_name]
         measured = answer.values[node]
         term = Term(measured, measured)
@@ -157,6 +185,8 @@ class Prediction:
                 why = "" if self.bindings is not None else self.in_flight_problem
                 term = Term(measured, measured + extra, own, in_flight, why)
         self._terms[(answer_name, node)] = term
+        if kept is not None and (self.allocatable is None or node in self.allocatable):
+            kept.terms[(answer_name, node)] = (pods, term)
         return term
 
     def _in_flight(
@@ -218,6 +248,11 @@ class Prediction:
 
 def _rounded(value: float) -> float:
     return round(value, 4)
+
+
+def identity(held: object) -> _Identity:
+    """``held`` compared and hashed by identity (an object replaced whole, never changed)."""
+    return _Identity(held)
 
 
 class _Identity:
