@@ -90,6 +90,9 @@ class Run:
     # Per pod: the extender's filter + prioritize round trips, in ms (none without an extender).
     extender_ms: list[float] = field(default_factory=list)
     cycles_seconds: float = 0.0  # the cycles alone, without waiting for the last bindings
+    # The function's CPU time (its serving worker's, all threads) per pod of the burst, in ms: less moved than wall
+    # time by other work on the machine. None without an extender.
+    cpu_ms: float | None = None
 
     @property
     def pace(self) -> float:
@@ -109,6 +112,7 @@ def run(plan: Plan) -> list[Run]:
                         continue  # without an extender nothing reads that API
                     done = burst(plan, way, size, api, round_)
                     ms = f", extender {statistics.median(done.extender_ms):.1f} ms/pod" if done.extender_ms else ""
+                    ms += f", its CPU {done.cpu_ms:.1f} ms/pod" if done.cpu_ms is not None else ""
                     plan.log(
                         f"round {round_ + 1} N={size} {api} {way}: {done.pods} pods in {done.seconds:.2f} s, "
                         f"{done.pace:.1f} pods/s (cycles {done.cycles_seconds:.2f} s{ms})"
@@ -133,8 +137,8 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
         binder = Binder(started["api"], plan.qps, plan.burst)
         stack.callback(binder.close)
         timings: list[float] = []
-        ask = stack.enter_context(ServedFunction(way, plan, started, stack)) if way != NONE else None
-        call = _no_extender if ask is None else _timed(ask, timings)
+        served = stack.enter_context(ServedFunction(way, plan, started, stack)) if way != NONE else None
+        call = _no_extender if served is None else _timed(served.ask, timings)
         scheduler = Scheduler(nodes, call, weight=WEIGHT, bind=binder.bind, bind_delay=(0.0, 0.0))
         for name in pods[: plan.warm_up]:
             scheduler.schedule(guaranteed_pod(name))
@@ -143,6 +147,7 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
         scheduler.bindings.clear()
         binder.reset()
         timings.clear()
+        cpu_before = served.server.cpu_seconds() if served is not None else 0.0
         started_at = time.monotonic()
         for name in pods[plan.warm_up :]:
             scheduler.schedule(guaranteed_pod(name))  # a pod no node fits is not bound, and not counted
@@ -150,11 +155,12 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
                 break
         cycles = time.monotonic() - started_at
         scheduler.wait_for_bindings()
+        cpu_ms = (served.server.cpu_seconds() - cpu_before) * 1000 / len(timings) if served and timings else None
         if binder.failures:
             raise RuntimeError(f"{way}: bindings failed: {binder.failures[:3]}")
         last = max(binder.bound_at, default=started_at)
         per_pod = [seconds * 1000 for seconds in timings]
-        return Run(way, size, api, round_, len(binder.bound_at), last - started_at, per_pod, cycles)
+        return Run(way, size, api, round_, len(binder.bound_at), last - started_at, per_pod, cycles, cpu_ms)
 
 
 def cluster(size: int) -> list[dict[str, Any]]:
@@ -212,10 +218,10 @@ class ServedFunction:
         env = {**AS_DEPLOYED, **started["extender_api"], "EXTENDER_POLICY": policy.name}
         self.server = Server(function_spec(way, "main.py", root, **env))
 
-    def __enter__(self) -> Callable[[str, dict[str, Any]], Any]:
+    def __enter__(self) -> ServedFunction:
         self.server.wait_listening()
         self.connection = Connection(self.server.port)
-        return self.ask
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.connection.close()
@@ -357,19 +363,20 @@ def table(runs: list[Run], pods: int) -> str:
 
 
 def extender_times(runs: list[Run]) -> str:
-    """Per run kind: the median of the extender's filter + prioritize round trips per pod."""
-    lines = ["Extender's filter + prioritize per pod (median ms; the cycle waits for both):"]
-    for (size, api, way), times in _grouped(runs).items():
-        if times:
-            lines.append(f"  N={size} {api} {way}: {statistics.median(times):.1f} ms (p90 {_p90(times):.1f})")
-    return "\n".join(lines)
-
-
-def _grouped(runs: list[Run]) -> dict[tuple[int, str, str], list[float]]:
-    grouped: dict[tuple[int, str, str], list[float]] = {}
+    """Per run kind: the median of the extender's filter + prioritize round trips per pod, and its CPU per pod."""
+    lines = ["Extender's filter + prioritize per pod (median ms; the cycle waits for both), and the function's CPU:"]
+    grouped: dict[tuple[int, str, str], list[Run]] = {}
     for done in runs:
-        grouped.setdefault((done.nodes, done.api, done.way), []).extend(done.extender_ms)
-    return grouped
+        grouped.setdefault((done.nodes, done.api, done.way), []).append(done)
+    for (size, api, way), kind in grouped.items():
+        times = [ms for done in kind for ms in done.extender_ms]
+        cpu = [done.cpu_ms for done in kind if done.cpu_ms is not None]
+        if times:
+            lines.append(
+                f"  N={size} {api} {way}: {statistics.median(times):.1f} ms (p90 {_p90(times):.1f}), "
+                f"CPU {statistics.median(cpu):.1f} ms"
+            )
+    return "\n".join(lines)
 
 
 def _p90(values: list[float]) -> float:
