@@ -6,6 +6,7 @@ larger than a request's budget; and the function's own answers and bindings, ass
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
@@ -223,3 +224,51 @@ def test_a_watch_line_that_is_not_an_event_breaks_only_the_stream(apiserver, mon
     bad = b"not json\n" if shape == "garbage" else b"x" * 10_000
     watch._lines(bad, time.time())
     assert watch._stream is None and "watch" in watch._problem
+
+
+def test_a_binding_on_its_way_is_waited_for_and_one_that_never_comes_only_up_to_its_bound(apiserver, monkeypatch):
+    monkeypatch.setattr(module, "EXPECT_SECONDS", 3.0)
+    apiserver.set_pods([pod(name, f"u-{name}", "", cpu="200m") for name in ("theirs", "never")])
+    watch = watch_on(apiserver)
+    view(watch)
+    # The scheduler binds the pod this instance answered for a little after the next pod's filter arrived: the next
+    # request sees it (it waited for it), whatever the machine's pace.
+    watch.note_answer("u-theirs", feasible=True)
+    threading.Timer(0.2, apiserver.bind, args=("default", "theirs", "node-b")).start()
+    assert "u-theirs" in uids(view(watch, seconds=10.0, exclude="u-next")[0])
+    # One that never comes (another extender rejected it) is waited for EXPECT_SECONDS at most, then counted missed.
+    watch.note_answer("u-never", feasible=True)
+    started = time.monotonic()
+    assert "u-never" not in uids(view(watch, seconds=10.0, exclude="u-next")[0])
+    assert time.monotonic() - started < module.EXPECT_SECONDS + 2.0 and watch._misses == 1
+    # The pod's own request does not wait for itself, nor for a pod answered with no feasible node, nor for a pod
+    # the function bound itself (bindVerb: it counts at once).
+    watch.note_demand("u-mine", demand_of(pod("x", "x", "", cpu="200m")))
+    watch.note_answer("u-self", feasible=True)
+    watch.note_answer("u-nowhere", feasible=False)
+    watch.note_answer("u-mine", feasible=True)
+    watch.note_binding("u-mine", "node-a")
+    started = time.monotonic()
+    assert "u-mine" in uids(view(watch, seconds=10.0, exclude="u-self")[0])
+    assert time.monotonic() - started < module.EXPECT_SECONDS - 1.0 and watch._misses == 1
+
+
+def test_waiting_stops_while_expected_bindings_do_not_come_and_resumes_when_one_does(apiserver, monkeypatch):
+    monkeypatch.setattr(module, "EXPECT_SECONDS", 0.3)
+    apiserver.set_pods([pod("comes", "u-comes", "", cpu="100m")])
+    watch = watch_on(apiserver)
+    view(watch)
+    for index in range(module.MISSES_TO_STOP):  # a caller that filters and never binds (a dry run)
+        watch.note_answer(f"u-dry-{index}", feasible=True)
+        view(watch, exclude="u-next")
+    assert watch._misses == module.MISSES_TO_STOP
+    watch.note_answer("u-dry-more", feasible=True)
+    monkeypatch.setattr(module, "EXPECT_SECONDS", 30.0)  # were it waited for, the request would take this long
+    started = time.monotonic()
+    view(watch, seconds=20.0, exclude="u-next")
+    assert time.monotonic() - started < 10.0
+    # A pod this instance answered for is bound: bindings arrive again, and requests wait for them again.
+    watch.note_answer("u-comes", feasible=True)
+    apiserver.bind("default", "comes", "node-a")
+    settled(watch, lambda found: "u-comes" in found)
+    assert watch._misses == 0

@@ -276,6 +276,7 @@ class PodWatch:
     def note_binding(self, uid: str, node: str) -> None:
         """The function bound the pod (the API accepted the Binding): it counts from now, until the watch shows it."""
         with self._lock:
+            self._answered.pop(uid, None)
             self._assume(uid, (node,), _NEVER)
 
     def _assume(self, uid: str, nodes: Sequence[str], until: float) -> None:
