@@ -7,10 +7,10 @@ API is where bindings are made. Two ways to read them, one answer:
   ``limit=500``), then a WATCH from the list's resourceVersion with bookmarks, which the API server ends every
   ``WATCH_SECONDS`` and which is opened again from the last resourceVersion seen. Every call that waits on the API
   (the LIST, opening the WATCH, after a failure, an end or a 410) runs on a thread of its own (``_connect``); a
-  request never waits on the network, nor for a lock held across network I/O. The watch's events are read **on the
-  request path** from what the socket already holds (Cloud Run throttles the CPU between requests, so a reader
-  thread would be behind exactly when a request needs it), by one request at a time; a request that finds another
-  reading answers from the view at hand.
+  request never waits for those (a cold one aside: below), nor for a lock held across network I/O. The watch's
+  events are read **on the request path** from what the socket holds (Cloud Run throttles the CPU between requests,
+  so a reader thread would be behind exactly when a request needs it), by one request at a time; a request that
+  finds another reading answers from the view at hand.
 - ``list_bindings`` (the result cache off): the same LIST on every request, kept nowhere.
 
 Invariants of the index (``Bindings``, a cache):
@@ -46,7 +46,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -78,7 +78,6 @@ WARN_SECONDS = 60.0
 MAX_NOTED = 4096
 # Bytes of events one read takes before the index is updated.
 _READ_BYTES = 4 * 1024 * 1024
-_NEVER = float("inf")
 
 
 class Bindings:
@@ -152,7 +151,7 @@ def _order(pod: BoundPod) -> tuple[float, str]:
 
 
 def _key(uid: str, node: str) -> str:
-    """An assumed pod's key in the index: one per node it is assumed on, never a uid (uids hold no newline)."""
+    """An own binding's key in the index until the watch shows it: never a uid (uids hold no newline)."""
     return f"{uid}\n{node}"
 
 
@@ -218,7 +217,7 @@ class PodWatch:
         self.horizon = horizon
         self._lock = threading.Lock()
         self._reading = threading.Lock()
-        # Each pod by uid; an assumed one by ``_key(uid, node)``, one entry per node it is assumed on.
+        # Each pod by uid; an own binding the watch has not shown yet by ``_key(uid, node)``.
         self._pods: dict[str, BoundPod] = {}
         self._by_node: dict[str, tuple[BoundPod, ...]] = {}
         # (bound_at, uid) of every pod put into the index, oldest first; entries of pods gone since are skipped.
@@ -227,9 +226,8 @@ class PodWatch:
         # A list succeeded (then the index is never emptied again).
         self._known = False
         self._demands: dict[str, PodDemand] = {}
-        # Assumed pods (in the index, not yet shown by the watch) -> when the assumption is forgotten (monotonic),
-        # and its keys in the index.
-        self._assumed: dict[str, tuple[float, tuple[str, ...]]] = {}
+        # Own bindings the watch has not shown yet: uid -> key in the index.
+        self._own: dict[str, str] = {}
         # Pods answered with feasible nodes whose binding the watch has not shown -> when (monotonic).
         self._answered: dict[str, float] = {}
         self._misses = 0
@@ -255,7 +253,7 @@ class PodWatch:
     # --- what the function tells (any thread) ---------------------------------------------------------------------
 
     def note_demand(self, uid: str, demand: PodDemand) -> None:
-        """The pod's demand, noted when NodeLoad judges it: its assumed binding can then count at once."""
+        """The pod's demand, noted when NodeLoad judges it: its own binding can then count at once."""
         with self._lock:
             if len(self._demands) >= MAX_NOTED:
                 self._demands.pop(next(iter(self._demands)))
@@ -266,8 +264,6 @@ class PodWatch:
         with self._lock:
             if not feasible:
                 self._answered.pop(uid, None)
-                if self._assumed.get(uid, (0.0, ()))[0] < _NEVER:
-                    self._forget(uid)
                 return
             if len(self._answered) >= MAX_NOTED:
                 self._answered.pop(next(iter(self._answered)))
@@ -277,35 +273,26 @@ class PodWatch:
         """The function bound the pod (the API accepted the Binding): it counts from now, until the watch shows it."""
         with self._lock:
             self._answered.pop(uid, None)
-            self._assume(uid, (node,), _NEVER)
-
-    def _assume(self, uid: str, nodes: Sequence[str], until: float) -> None:
-        demand = self._demands.get(uid)
-        if demand is None or uid in self._gone or uid in self._pods:
-            return  # not judged here (the watch brings it), gone already, or the watch showed it
-        keys = tuple(_key(uid, node) for node in nodes)
-        previous = self._assumed.get(uid)
-        if previous is not None and previous[1] == keys:
-            self._assumed[uid] = (max(until, previous[0]), keys)
-            return
-        self._forget(uid)
-        bound_at = time.time()
-        for node, key in zip(nodes, keys, strict=True):
-            self._set(BoundPod(uid, node, bound_at, demand), key)
-        self._assumed[uid] = (until, keys)
+            demand = self._demands.get(uid)
+            if demand is None or uid in self._gone or uid in self._pods:
+                return  # not judged here (the watch brings it), gone already, or the watch showed it
+            self._forget(uid)
+            self._own[uid] = _key(uid, node)
+            self._set(BoundPod(uid, node, time.time(), demand), self._own[uid])
 
     def _forget(self, uid: str) -> None:
-        """The pod's assumption is dropped (the watch showed it, or it is not coming)."""
-        assumed = self._assumed.pop(uid, None)
-        for key in assumed[1] if assumed is not None else ():
+        """The own binding's note leaves the index (the watch showed the pod, or it went)."""
+        key = self._own.pop(uid, None)
+        if key is not None:
             self._remove(key)
 
     # --- reading (request threads) ---------------------------------------------------------------------------------
 
     def bindings(self, now: float, until: float, exclude: str = "") -> tuple[Bindings, bool]:
         """The view to judge on at ``now`` (wall clock), caught up with the events the API sent, reading until
-        ``until`` (monotonic) at most; and whether the pod ``exclude`` is among its bindings. Waits only while the
-        instance is cold, and then only until its first request's ``until``."""
+        ``until`` (monotonic) at most; and whether the pod ``exclude`` is among its bindings. Waits for the first
+        list only while the instance is cold, and then only until its first request's ``until``; the request that
+        reads the stream waits for the bindings on their way (``_await_answered``), nobody for another's reading."""
         self.start(now)
         if not self._first_list.is_set():
             with self._lock:
@@ -323,7 +310,7 @@ class PodWatch:
             self.start(now)  # the stream ended or failed: opened again (or listed again) from now on
         with self._lock:
             self._publish(now)
-            return self.view, exclude in self._pods or exclude in self._assumed
+            return self.view, exclude in self._pods or exclude in self._own
 
     def start(self, now: float) -> None:
         """Call the API (list, or open the watch) on a thread of its own when it is due; never waits."""
@@ -392,15 +379,15 @@ class PodWatch:
             return
         with self._lock:
             # Assumptions made while the list ran stay until the watch shows them (the list may predate them).
-            assumed = {key: self._pods[key] for _, keys in self._assumed.values() for key in keys if key in self._pods}
+            own = {uid: self._pods[key] for uid, key in self._own.items() if key in self._pods}
             self._pods, self._by_node, self._ages = {}, {}, []
             for pod in collector.kept.values():
                 self._set(pod, pod.uid)
-            for uid in [uid for uid in self._assumed if uid in collector.kept]:
-                del self._assumed[uid]
-            for key, pod in assumed.items():
-                if pod.uid in self._assumed:
-                    self._set(pod, key)
+            for uid, pod in own.items():
+                if uid in collector.kept:
+                    del self._own[uid]
+                else:
+                    self._set(pod, self._own[uid])
             self._known = True
             self._version = version
             self._problem = _capped(self.horizon) if collector.capped else ""
@@ -547,7 +534,7 @@ class PodWatch:
         """One WARNING per kind of problem per ``WARN_SECONDS``."""
         kind = kind or problem
         now = time.monotonic()
-        if now - self._warned.get(kind, -_NEVER) < WARN_SECONDS:
+        if now - self._warned.get(kind, -float("inf")) < WARN_SECONDS:
             return
         self._warned[kind] = now
         fields = {"event": "extender.nodeload", "problem": problem, "outcome": "in-flight pods may be missing"}
@@ -593,10 +580,6 @@ class PodWatch:
         if len(ages) > 2 * len(pods) + 1024:  # entries of pods gone otherwise
             self._ages = [(pod.bound_at, key) for key, pod in pods.items()]
             heapq.heapify(self._ages)
-        if self._assumed:
-            instant = time.monotonic()
-            for uid in [uid for uid, (until, _) in self._assumed.items() if until <= instant]:
-                self._forget(uid)
         problem = self._problem
         if not problem and self._behind:
             problem = "the watch of bound pods is behind: the events left wait for the next request"
@@ -617,7 +600,7 @@ class PodWatch:
         self._cold_until = None
         self._version = ""
         self._pods, self._by_node, self._ages = {}, {}, []
-        self._assumed = {}
+        self._own = {}
         self._known = False
         self._problem = _COLD
         self._changed = True
