@@ -115,9 +115,11 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             self._scale: Callable[[float], int] = lambda load: least_loaded(share(load))
         else:
             self._scale = lambda load: target_load(share(load), target)
-        # The longest a binding can count against a sample still judged on.
+        # The longest a binding can count against a sample still judged on (RiskBalancing's mean: until its window
+        # has fully seen the pod).
         delays = [metric.delay for metric in args.metrics if metric.resource]
-        self.horizon = max(delays, default=0.0) + args.max_age + CLOCK_SKEW
+        window = args.score.window if args.score.strategy == RISK_BALANCING else 0.0
+        self.horizon = max(delays, default=0.0) + window + args.max_age + CLOCK_SKEW
         # What the Kubernetes API gives (in-flight pods, allocatable): made by the first request that needs it.
         self._kube: KubeClient | None = None
         self._making = threading.Lock()
@@ -232,7 +234,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         worst = math.inf
         for metric, mean, deviation in self.config.risk:
             unit = metric.unit or RATIO
-            mu = unit.share(view.term(metric, node, sample=mean.name).predicted)
+            mu = unit.share(view.term(metric, node, sample=mean.name, window=score.window).predicted)
             sigma = answers[deviation.name].values[node] / unit.span
             worst = min(worst, risk_balancing(mu, sigma, score.margin, score.sensitivity))
         return _round(worst)

@@ -113,6 +113,8 @@ _ON_NODE = (
     "on (namespace, pod) group_left (node) topk by (namespace, pod) "
     '(1, max by (node, namespace, pod) (kube_pod_info{node!=""}))'
 )
+_ALLOCATABLE_CPU = 'max by (node) (kube_node_status_allocatable{resource="cpu"})'
+_ALLOCATABLE_MEMORY = 'max by (node) (kube_node_status_allocatable{resource="memory"})'
 PRESETS: dict[str, Preset] = {
     # Cloud Monitoring's GKE system metrics in PromQL (kubernetes.io/node/cpu/allocatable_utilization and
     # kubernetes.io/node/memory/allocatable_utilization): the fraction of the node's allocatable CPU and memory in
@@ -140,25 +142,29 @@ PRESETS: dict[str, Preset] = {
         url=GMP_URL,
         auth=GOOGLE,
     ),
-    # A self-run Prometheus scraping node-exporter and kube-state-metrics: the busy share of the node's CPUs over
-    # 5 minutes, and the share of its memory not available.
+    # A self-run Prometheus scraping node-exporter and kube-state-metrics: the cores busy over 5 minutes, and the
+    # bytes of memory not available, as shares of the node's allocatable (kube-state-metrics'), as GKE's metrics and
+    # the pods' estimates are: node-exporter measures the whole machine, whose capacity the kubelet's and the
+    # system's reservations make larger than what pods may use.
     "node-exporter": Preset(
         (
             Metric(
                 "cpu",
-                f'1 - avg by (node) (rate(node_cpu_seconds_total{{mode="idle"}}[5m]) * {_ON_NODE})',
+                f'sum by (node) ((1 - rate(node_cpu_seconds_total{{mode="idle"}}[5m])) * {_ON_NODE}) '
+                f"/ on (node) {_ALLOCATABLE_CPU}",
                 "node",
                 CPU,
                 RATE_WINDOW_DELAY,
-                'max by (node) (kube_node_status_allocatable{resource="cpu"})',
+                _ALLOCATABLE_CPU,
             ),
             Metric(
                 "memory",
-                f"1 - max by (node) ((node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes) * {_ON_NODE})",
+                f"max by (node) ((node_memory_MemTotal_bytes - node_memory_MemAvailable_bytes) * {_ON_NODE}) "
+                f"/ on (node) {_ALLOCATABLE_MEMORY}",
                 "node",
                 MEMORY,
                 DEFAULT_DELAY,
-                'max by (node) (kube_node_status_allocatable{resource="memory"})',
+                _ALLOCATABLE_MEMORY,
             ),
         ),
     ),

@@ -10,9 +10,15 @@ the shares below are multiplied by 100 for a percent, here and nowhere else):
 
 A pod bound at ``t`` counts until the node's sample is newer than ``t + delay`` (the metric's ``delay``): a sample
 taken before the binding cannot show the pod, and one taken within ``delay`` of it may not (sampling, ingest, a rate
-window). The sample's time is the one the answer gives per node. A metric that measures no resource is judged as
-measured. A node whose allocatable is unknown is judged as measured too, and its facts say why; so is a request
-whose in-flight pods are unknown (no Kubernetes API, the API failing): never an error, always said.
+window). A mean over a ``window`` (RiskBalancing's ``avg_over_time``) averages the metric's points evenly over the
+window's span, and the metric shows the pod from ``t + delay`` at the latest: a mean taken at ``s`` holds at least the
+share ``(s − t − delay) / window`` of the pod (0 to 1), so the rest of its estimate counts, falling linearly to nothing
+once the window has fully seen it (``t + delay + window``). Counting the pod whole until then would count it nearly
+twice near the window's end; dropping it at ``t + delay`` would count the little the window has seen instead.
+
+The sample's time is the one the answer gives per node. A metric that measures no resource is judged as measured.
+A node whose allocatable is unknown is judged as measured too, and its facts say why; so is a request whose
+in-flight pods are unknown (no Kubernetes API, the API failing): never an error, always said.
 
 A ``Prediction`` is one request's: built once by NodeLoad's ``prepare`` and dropped with the request; what it works
 out per node is memoized on it. With the result cache on, node-name requests also share ``KeptTerms`` across
@@ -150,9 +156,10 @@ class Prediction:
     def predicted(self, metric: Metric, node: str) -> float:
         return self.term(metric, node).predicted
 
-    def term(self, metric: Metric, node: str, sample: str | None = None) -> Term:
+    def term(self, metric: Metric, node: str, sample: str | None = None, window: float = 0.0) -> Term:
         """The node's prediction for ``metric``, its measured value read from the answer ``sample`` (the metric's
-        own unless given: RiskBalancing reads its mean); only asked for nodes that have a value."""
+        own unless given: RiskBalancing reads its mean, averaged over ``window`` seconds); only asked for nodes that
+        have a value."""
         answer_name = sample or metric.name
         found = self._terms.get((answer_name, node))
         if found is not None:
@@ -177,7 +184,7 @@ class Prediction:
                 # Shares of the node's allocatable, in the metric's unit (a percent metric's whole node is 100).
                 scale = (metric.unit or RATIO).span
                 own = self.usage.of(resource) / capacity * scale
-                in_flight = self._in_flight(metric, node, resource, answer.times[node], capacity / scale)
+                in_flight = self._in_flight(metric, node, resource, answer.times[node], capacity / scale, window)
                 extra = own + (in_flight[1] if in_flight is not None else 0.0)
                 why = "" if self.bindings is not None else self.in_flight_problem
                 term = Term(measured, measured + extra, own, in_flight, why)
@@ -187,16 +194,18 @@ class Prediction:
         return term
 
     def _in_flight(
-        self, metric: Metric, node: str, resource: str, sampled_at: float, capacity: float
+        self, metric: Metric, node: str, resource: str, sampled_at: float, capacity: float, window: float
     ) -> tuple[int, float] | None:
         bindings = self.bindings
         if bindings is None:
             return None
         count, used = 0, 0.0
         for pod in bindings.on(node):
-            if pod.uid != self.pod_uid and sampled_at < pod.bound_at + metric.delay:
+            unseen = sampled_at - pod.bound_at - metric.delay  # how long the metric has shown the pod, if positive
+            if pod.uid != self.pod_uid and unseen < window:
                 count += 1
-                used += self.estimator.usage(pod.demand).of(resource)
+                shown = unseen / window if unseen > 0 else 0.0
+                used += self.estimator.usage(pod.demand).of(resource) * (1.0 - shown)
         return count, used / capacity
 
     def _allocatable(self, metric: Metric, node: str, resource: str) -> float | None:
