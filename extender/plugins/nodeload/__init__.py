@@ -56,11 +56,12 @@ from extender.framework.status import Status
 from extender.framework.types import Node, Pod
 from extender.kube.demand import PodDemand, Resources, demand_of, owned_by_daemon_set
 from extender.plugins.nodeload.answers import parse_answer
-from extender.plugins.nodeload.args import GOOGLE, LEAST_LOADED, RISK_BALANCING, NodeLoadArgs, NodeLoadConfig
+from extender.plugins.nodeload.args import LEAST_LOADED, RISK_BALANCING, NodeLoadArgs, NodeLoadConfig
+from extender.plugins.nodeload.auth import BASIC, BEARER, GOOGLE, Credentials
 from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
 from extender.plugins.nodeload.predicted import Prediction
-from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
+from extender.plugins.nodeload.prometheus import Authorizer, GoogleAuth, Prometheus, QueryError
 from extender.settings import PROJECT_ENV, Need
 
 if TYPE_CHECKING:
@@ -76,6 +77,27 @@ WATCH_SHARE = 0.25
 CLOCK_SKEW = 60.0
 
 
+# What each field of ``prometheus`` names, for check-policy and start-up.
+_SECRET_OF = {
+    "prometheus.tokenEnv": "bearer token",
+    "prometheus.tokenFile": "bearer token",
+    "prometheus.passwordEnv": "basic auth password",
+    "prometheus.passwordFile": "basic auth password",
+    "prometheus.tls.caFile": "CA bundle",
+    "prometheus.tls.certFile": "client certificate",
+    "prometheus.tls.keyFile": "client certificate's key",
+}
+
+
+def authorizer(config: NodeLoadConfig) -> Authorizer | None:
+    """What a query's Authorization header comes from, as ``prometheus.auth`` says; None: no header."""
+    if config.auth == GOOGLE:
+        return GoogleAuth()
+    if config.auth in (BEARER, BASIC):
+        return Credentials(config.credentials, config.secret_variables)
+    return None
+
+
 class NodeLoad(FilterPlugin, ScorePlugin):
     name: ClassVar[str] = "NodeLoad"
     args_schema = NodeLoadArgs
@@ -86,7 +108,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         self._clock = clock  # None: the request's instant (``extender.framework.clock``)
         self.loads = Loads(
             args.queried,
-            Prometheus(args.url, GoogleAuth() if args.auth == GOOGLE else None),
+            Prometheus(args.url, authorizer(args), args.credentials),
             refresh_interval=args.refresh_interval,
             query_seconds=args.query_seconds,
             keep=args.keep,
@@ -117,6 +139,11 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     def needs(self) -> Iterable[Need]:
         if self.config.in_function_project:
             yield Need((PROJECT_ENV,), "NodeLoad's preset queries Cloud Monitoring in the function's project")
+        credentials = self.config.credentials
+        for field, name in credentials.variables():
+            yield Need((name,), f"NodeLoad's Prometheus {_SECRET_OF[field]} ({field})")
+        for field, path in credentials.files():
+            yield Need((path,), f"NodeLoad's Prometheus {_SECRET_OF[field]} ({field})", check=credentials.problem)
 
     def notes(self) -> list[str]:
         note = self.config.in_flight_note
