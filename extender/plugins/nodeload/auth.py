@@ -5,7 +5,8 @@ The policy names where each secret is, never the secret itself: a file (a Secret
 mounts, or any file the process can read) or a ``PROMETHEUS_*`` variable (a secret environment variable, which
 Cloud Functions resolves when the instance starts). A file is read with the first query, on a thread of its own that
 the query waits for only within its deadline (a mounted secret's every read is a Secret Manager lookup), and read
-again at most every ``REREAD_SECONDS`` and at once after Prometheus refuses the credential (401, 403): a secret
+again at most every ``REREAD_SECONDS``, at once after Prometheus refuses the credential (401, 403), and with every
+query while it cannot be read (a missing file is read again once it is there): a secret
 mounted at its ``latest`` version is rotated without a new revision. The client certificate, its key and the CA
 bundle are read the same way, and a change makes a new TLS context.
 
@@ -198,7 +199,8 @@ class SecretFile:
         known); QueryError when there is none."""
         deadline = time.monotonic() + seconds
         with self._lock:
-            if self._reading is None and time.monotonic() - self._read_at >= REREAD_SECONDS:
+            due = self._value is None or time.monotonic() - self._read_at >= REREAD_SECONDS
+            if self._reading is None and due:
                 self._reading = threading.Thread(target=self._read, name="nodeload-secret-file", daemon=True)
                 self._reading.start()
             reading = self._reading if self._value is None else None
