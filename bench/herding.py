@@ -1,4 +1,4 @@
-"""``python -m bench.herding [--plot PNG]``: the burst docs/policy.md shows, three ways, and its picture.
+"""``python -m bench.herding [--plot PNG]``: the burst docs/plugins/nodeload.md shows, three ways, and its picture.
 
 8 nodes of 4 CPU measured at 0.05, 0.30, 0.35, ... 0.60 (a loopback Prometheus stand-in whose loads do not move),
 32 Guaranteed pods of 400m placed one after another by testkit.scheduling's stand-in for kube-scheduler's cycle

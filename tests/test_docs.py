@@ -18,7 +18,7 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def documents() -> list[Path]:
-    found = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # docs/plugins/ too
     for folder in ("terraform", "tests", "bench", "deploy", "examples"):
         found += sorted(p for p in (ROOT / folder).rglob("*.md") if ".terraform" not in p.parts)
     return found
@@ -112,3 +112,19 @@ def test_the_policy_reference_opens_with_its_contents():
     linked = set(re.findall(r"\]\(#([^)]+)\)", contents))
     sections = {slug(line[3:]) for line in _prose_lines(text) if line.startswith("## ")}
     assert sections - linked == set(), "add these sections to the contents at the top of docs/policy.md"
+
+
+def test_each_plugin_page_answers_a_newcomers_questions():
+    """docs/plugins/<plugin>.md, as kubernetes-sigs/scheduler-plugins has per plugin: its args, an example, what it
+    logs and how to roll it out."""
+    from tests.policy_doc import plugin_pages
+
+    pages = plugin_pages()
+    assert {page.stem for page in pages} == {
+        path.name for path in (ROOT / "extender" / "plugins").iterdir() if (path / "__init__.py").exists()
+    }
+    for page in pages:
+        headings = [line for line in _prose_lines(page.read_text()) if line.startswith(("## ", "### "))]
+        for wanted in ("## Args", "## Example", "## What it logs"):
+            assert wanted in headings, f"{page.relative_to(ROOT)}: add a section {wanted!r}"
+        assert any(line.startswith(("## Rolling", "### Rolling")) for line in headings), page.relative_to(ROOT)

@@ -39,7 +39,7 @@ def parse(text: str, name: str) -> Policy:
 def documented_policies() -> list[tuple[str, str]]:
     """Every policy the documentation shows that the function accepts, and the policy files of the repository."""
     found = []
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for index, (fence, block) in enumerate(fenced_blocks(path.read_text())):
             # The custom plugin's policy needs the docs' lucky.py on the path (tests/test_plugin_custom.py serves it).
             if fence != "yaml" or "profiles:" not in block or "pluginModules" in block:

@@ -301,7 +301,7 @@ def test_a_built_in_plugin_named_by_a_policy_is_imported_then():
 
 def test_the_documented_gke_recipe_loads_and_the_presets_are_documented_as_they_query():
     (recipe,) = code_blocks("yaml", "Load-aware scheduling on GKE")
-    profile = parse_policy(recipe, "docs/policy.md", Settings(project="acme")).profiles["default"]
+    profile = parse_policy(recipe, "docs/plugins/nodeload.md", Settings(project="acme")).profiles["default"]
     [load] = profile.filters
     assert isinstance(load, NodeLoad) and profile.scores[0].plugin is load
     assert profile.entry("filter", load).fail_open and profile.entry("score", load).fail_open

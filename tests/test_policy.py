@@ -19,7 +19,8 @@ from extender.framework.profile import EntryPolicy
 from extender.framework.types import Facts, VictimFacts
 from extender.policy.loader import EMBEDDED, PolicyError, load_policy, parse_policy
 from testkit.scheduler_checks import check_answer
-from tests.policy_doc import code_blocks, policy_section
+from tests.policy_doc import PLUGIN_DOCS, code_blocks, policy_section
+from tests.policy_doc import plugin_snippets as documented_plugin_snippets
 from tests.recordings import exchanges
 
 DEFAULT_YAML = Path(policy_package.__file__).with_name("default.yaml")
@@ -404,8 +405,8 @@ def snippet_policy(snippet: str) -> str:
 
 
 def plugin_snippets() -> list[str]:
-    """Every plugin's example: in the README and in its module docstring."""
-    readme = code_blocks("yaml", "Built-in plugins")
+    """Every plugin's example: on its page in docs/plugins/ and in its module docstring."""
+    readme = documented_plugin_snippets()
     docstrings = []
     for name in POINT:
         doc = inspect.getmodule(getattr(plugins, name)).__doc__
@@ -422,10 +423,13 @@ def test_every_documented_plugin_snippet_loads(snippet):
 
 
 def test_every_built_in_plugin_is_documented_in_the_readme():
-    section = policy_section()
+    """Each on its own page, docs/plugins/<plugin>.md, linked from the table of docs/policy.md's Built-in plugins."""
+    built_in = policy_section().split("\n## Built-in plugins\n", 1)[1].split("\n## ", 1)[0]
     for name in POINT:
-        assert f"### {name} (" in section
-    assert {yaml.safe_load(block)[0]["name"] for block in code_blocks("yaml", "Built-in plugins")} == set(POINT)
+        page = PLUGIN_DOCS / f"{name.lower()}.md"
+        assert page.read_text().startswith(f"# {name} ("), page
+        assert f"| [{name}](plugins/{page.name}) |" in built_in
+    assert {yaml.safe_load(block)[0]["name"] for block in documented_plugin_snippets()} == set(POINT)
 
 
 # --- Every problem at once -------------------------------------------------------------------------
