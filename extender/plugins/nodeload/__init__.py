@@ -30,7 +30,7 @@ resource ``(1 − (μ + margin × σ^(1/sensitivity)) / 2) × 100`` from the mea
       args:
         prometheus:
           url: https://monitoring.googleapis.com/v1/projects/my-project/location/global/prometheus
-          auth: google          # the function's identity; none: no credentials
+          auth: google          # the function's identity; bearer, basic: credentials the policy names (``auth``)
         metrics:
         - {name: cpu, query: 'kubernetes_io:node_cpu_allocatable_utilization', nodeLabel: node_name, delay: 5m}
         refreshInterval: 30s    # how old a kept answer may be before it is asked again

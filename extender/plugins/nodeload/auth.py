@@ -408,7 +408,7 @@ class PrometheusArgs(Schema):
             ]
         elif kind in (GOOGLE, NONE) and (bearer or basic):
             problems["auth"] = [
-                (f"auth {kind} sends {'the function’s Google token' if kind == GOOGLE else 'no credentials'}: "
+                (f"auth {kind} sends {_SENDS[kind]}: "
                 f"{', '.join(sorted(bearer | basic))} need auth bearer or basic (or leave auth out)")
             ]
         elif kind == BEARER:
@@ -461,6 +461,9 @@ class PrometheusArgs(Schema):
             headers=data.get("headers"),
         )
         return loaded
+
+
+_SENDS = {GOOGLE: "the function's Google access token", NONE: "no credentials"}
 
 
 def _header_problem(name: str, value: str) -> str:
