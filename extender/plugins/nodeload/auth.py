@@ -372,12 +372,13 @@ class TlsArgs(Schema):
     certFile = fields.String(validate=Length(min=1))
     keyFile = fields.String(validate=Length(min=1))
 
-    @validates_schema
-    def paired(self, data: dict[str, Any], **kwargs: Any) -> None:
-        for given, missing in (("certFile", "keyFile"), ("keyFile", "certFile")):
-            if given in data and missing not in data:
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def paired(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        given = data.keys() | failed_fields(self, data, original)
+        for named, missing in (("certFile", "keyFile"), ("keyFile", "certFile")):
+            if named in given and missing not in given:
                 raise ValidationError(
-                    f"{given} needs {missing}: a client certificate and its private key go together", missing
+                    f"{named} needs {missing}: a client certificate and its private key go together", missing
                 )
 
 

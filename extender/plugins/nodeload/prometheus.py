@@ -125,7 +125,8 @@ class Prometheus:
             raise QueryError(_redacted(why, secrets))
         if any(_quotes(answer.body, secret) for secret in secrets if len(secret) >= _QUOTED_MIN):
             # Whatever is read from it may end up in a message: its values, Prometheus' warnings.
-            raise QueryError(f"{self.url} answered with the request's credentials in its body: not used")
+            what = "basic auth credentials" if headers["Authorization"].startswith("Basic ") else "bearer token"
+            raise QueryError(f"{self.url} answered with the request's {what} in its body: not used")
         return bytes(answer.body)
 
     def _refused(self) -> str:
