@@ -355,3 +355,46 @@ def test_a_directory_is_no_secret_file(capsys, tmp_path):
     assert main(["check-policy", str(path), "--env"]) == 2
     _, err = capsys.readouterr()
     assert f"  file {tmp_path}: NodeLoad's Prometheus bearer token (prometheus.tokenFile): is a directory" in err
+
+
+def test_served_and_explained_a_refused_token_is_named_never_shown(
+    prometheus, loaded, tmp_path, client_factory, records
+):
+    """Through the function's HTTP handling (the filter answer, the decision entry) and ``explain`` (its table, its
+    JSON, its stderr): the refusal's status and the auth kind, never the token."""
+    import json
+    import subprocess
+
+    from tests.conftest import ROOT
+    from tests.test_nodeload_prometheus import POD, explain_command, filtered
+
+    proxy = AuthProxy(prometheus.url, bearer=TOKEN, echo=True)
+    token_file = tmp_path / "token"
+    token_file.write_text(ROTATED)  # not the one the proxy takes
+    policy = policy_file(tmp_path, {"url": proxy.url, "tokenFile": str(token_file)})
+    pod_file = tmp_path / "pod.yaml"
+    pod_file.write_text(json.dumps(POD))
+    try:
+        verdict = filtered(client_factory(policy), ["a", "b"])
+        command = explain_command(pod_file, policy, "a,b")
+        shown = [
+            subprocess.run([*command, *extra], cwd=ROOT, capture_output=True, text=True, check=False)
+            for extra in ([], ["--json"])
+        ]
+        token_file.write_text(TOKEN)
+        right = subprocess.run([*command, "--json"], cwd=ROOT, capture_output=True, text=True, check=False)
+    finally:
+        proxy.close()
+    refused = (
+        "answered 401 Unauthorized: unauthorized: missing or wrong bearer token "
+        f"(the bearer token (prometheus.tokenFile {token_file}) was refused)"
+    )
+    assert refused in verdict["error"]
+    decision = [text for text in records.texts if "extender decision" in text]
+    assert decision and any(refused in text for text in decision)
+    for run in shown:
+        assert refused in run.stdout + run.stderr, run.stdout + run.stderr
+    assert right.returncode == 0, right.stderr
+    rows = {row["name"]: row for row in json.loads(right.stdout)["nodes"]}
+    assert rows["b"]["reason"] == OVER and rows["a"]["answer"] == "kept"
+    assert_secret_free(records, verdict["error"], *(run.stdout + run.stderr for run in [*shown, right]))
