@@ -398,3 +398,40 @@ def test_served_and_explained_a_refused_token_is_named_never_shown(
     rows = {row["name"]: row for row in json.loads(right.stdout)["nodes"]}
     assert rows["b"]["reason"] == OVER and rows["a"]["answer"] == "kept"
     assert_secret_free(records, verdict["error"], *(run.stdout + run.stderr for run in [*shown, right]))
+
+
+def test_a_rotated_client_certificate_is_read_again_and_makes_a_new_tls_context(prometheus, loaded, tmp_path):
+    import ssl
+
+    ca = CertificateAuthority("private Prometheus CA")
+    context = ca.server_context(ca.issue_server("127.0.0.1"), tmp_path)
+    context.verify_mode = ssl.CERT_OPTIONAL  # a certificate it cannot verify fails the handshake
+    context.load_verify_locations(cadata=ca.cert_pem.decode())
+    proxy = AuthProxy(prometheus.url, context=context, client_cert=True)
+    ca_file = ca.write(tmp_path, "private-ca")
+    cert_file, key_file = CertificateAuthority("some other CA").issue_client("nodeload").write(tmp_path, "client")
+    tls = {"caFile": str(ca_file), "certFile": str(cert_file), "keyFile": str(key_file)}
+    clock = [time.time()]
+    profile = served({"url": proxy.url, "tls": tls}, clock)
+    try:
+        _, _, error = judged(profile)
+        # Refused in the handshake (TLS 1.2) or right after it (TLS 1.3): either way the certificate is named.
+        assert "UNKNOWN_CA" in error and f"client certificate prometheus.tls.certFile {cert_file}" in error
+        ca.issue_client("nodeload").write(tmp_path, "client")  # the new version of both secrets
+        clock[0] += 31
+        assert judged(profile) == (["a"], {"b": OVER}, "")
+        assert proxy.seen[-1]["client_cert"]
+    finally:
+        proxy.close()
+
+
+def test_a_ca_bundle_that_is_not_pem_is_named_by_check_policy_env(capsys, tmp_path):
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_text("not a certificate\n")
+    path = policy_file(tmp_path, {"tls": {"caFile": str(ca_file)}})
+    assert main(["check-policy", str(path), "--env"]) == 2
+    _, err = capsys.readouterr()
+    assert (
+        f"  file {ca_file}: NodeLoad's Prometheus CA bundle (prometheus.tls.caFile): prometheus.tls.caFile {ca_file} "
+        "cannot be loaded as PEM CA certificates:"
+    ) in err

@@ -113,11 +113,15 @@ class Prometheus:
         except outbound.TooLarge:
             raise QueryError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes: not read") from None
         except outbound.Unreachable as exc:
-            if self._tls is not None:
-                self._tls.refused()  # a rotated certificate: read the files again before the next query
+            self._tls_refused()
             raise QueryError(_redacted(f"cannot reach {self.url}: {exc}{self._presented()}", secrets)) from None
         except outbound.BrokenAnswer as exc:
-            raise QueryError(_redacted(f"{self.url} gave a broken HTTP answer: {exc}", secrets)) from None
+            if "[SSL" in str(exc):  # TLS 1.3: the server refuses a client certificate after the client's handshake
+                self._tls_refused()
+                why = f"{self.url} refused the TLS connection: {exc}{self._presented()}"
+            else:
+                why = f"{self.url} gave a broken HTTP answer: {exc}"
+            raise QueryError(_redacted(why, secrets)) from None
         if answer.status != 200:
             why = f"{self.url} answered {answer.status} {bounded(answer.reason, 200)}: {_why(answer.body)}"
             if answer.status in (401, 403):
@@ -136,6 +140,11 @@ class Prometheus:
             return f"no credentials were sent: prometheus.auth is none{presented}"
         self.auth.refused()
         return f"{self.auth.described} was refused{self._presented()}"
+
+    def _tls_refused(self) -> None:
+        """A TLS failure: the certificate, key and CA bundle are read again before the next query (a rotation)."""
+        if self._tls is not None:
+            self._tls.refused()
 
     def _presented(self) -> str:
         if self.spec.cert_file:
