@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 import threading
 import time
 from base64 import b64encode
@@ -162,24 +161,25 @@ class PrometheusAuth:
 
 def file_problem(path: str) -> str:
     """What stops this process reading ``path`` as a secret ("" when nothing): never what the file holds."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return "does not exist"
-    except OSError as exc:
-        return f"cannot be looked at: {exc.strerror}"
-    if stat.S_ISDIR(info.st_mode):
-        return "is a directory, not a file"
+    return read_secret(path)[1]
+
+
+def read_secret(path: str) -> tuple[bytes | None, str]:
+    """The content of the file at ``path``, or None and why it cannot serve as a secret (never what it holds)."""
     try:
         with open(path, "rb") as opened:
             data = opened.read(MAX_SECRET_BYTES + 1)
+    except FileNotFoundError:
+        return None, "does not exist"
+    except IsADirectoryError:
+        return None, "is a directory, not a file"
     except OSError as exc:
-        return f"cannot be read: {exc.strerror}"
+        return None, f"cannot be read: {exc.strerror}"
     if not data.strip():
-        return "is empty"
+        return None, "is empty"
     if len(data) > MAX_SECRET_BYTES:
-        return f"is larger than {MAX_SECRET_BYTES} bytes: not a secret"
-    return ""
+        return None, f"is larger than {MAX_SECRET_BYTES} bytes: not a secret"
+    return data, ""
 
 
 class SecretFile:
@@ -221,20 +221,7 @@ class SecretFile:
             self._problem = ""
 
     def _read(self) -> None:
-        value: bytes | None = None
-        try:
-            with open(self.path, "rb") as opened:
-                data = opened.read(MAX_SECRET_BYTES + 1)
-            problem = (
-                "is empty"
-                if not data.strip()
-                else f"is larger than {MAX_SECRET_BYTES} bytes: not a secret"
-                if len(data) > MAX_SECRET_BYTES
-                else ""
-            )
-            value = None if problem else data
-        except OSError as exc:
-            problem = "does not exist" if isinstance(exc, FileNotFoundError) else f"cannot be read: {exc.strerror}"
+        value, problem = read_secret(self.path)
         with self._lock:
             self._value, self._problem = value, problem
             self._read_at = time.monotonic()
@@ -248,7 +235,7 @@ class Credentials:
     def __init__(self, spec: PrometheusAuth, variables: Mapping[str, str]) -> None:
         self.spec = spec
         self.kind = spec.kind
-        self._secret: SecretFile | str | None = None
+        self._secret: SecretFile | None
         if spec.kind == BEARER:
             self._secret = SecretFile(spec.token_file, "prometheus.tokenFile") if spec.token_file else None
             self._env = spec.token_env

@@ -116,12 +116,11 @@ class Prometheus:
             self._tls_refused()
             raise QueryError(_redacted(f"cannot reach {self.url}: {exc}{self._presented()}", secrets)) from None
         except outbound.BrokenAnswer as exc:
-            if "[SSL" in str(exc):  # TLS 1.3: the server refuses a client certificate after the client's handshake
-                self._tls_refused()
-                why = f"{self.url} refused the TLS connection: {exc}{self._presented()}"
-            else:
-                why = f"{self.url} gave a broken HTTP answer: {exc}"
-            raise QueryError(_redacted(why, secrets)) from None
+            # With TLS 1.3 a server refuses a client certificate after the client's handshake: an alert, or the
+            # connection's end, where the answer should be.
+            self._tls_refused()
+            what = "refused the TLS connection" if "[SSL" in str(exc) else "gave a broken HTTP answer"
+            raise QueryError(_redacted(f"{self.url} {what}: {exc}{self._presented()}", secrets)) from None
         if answer.status != 200:
             why = f"{self.url} answered {answer.status} {bounded(answer.reason, 200)}: {_why(answer.body)}"
             if answer.status in (401, 403):
