@@ -1,4 +1,8 @@
 locals {
+  # Where a relative policy_file is read from (variables.tf, local.policy_path): the directory Terraform runs in, as
+  # for every path a caller passes, and the same on any runner a saved plan is applied on.
+  policy_directory = path.root
+
   source_dir = coalesce(var.source_dir, "${path.module}/..")
   # What Cloud Functions needs to build and run the function, chosen by name so that nothing else gets in: Python
   # sources and the package's text data (policy/default.yaml). Bytecode, native libraries, editor and OS files
@@ -14,7 +18,7 @@ locals {
   # The archive's identity, known at plan time on any machine: every packaged file's path and SHA-256.
   source_sha256 = sha256(join("\n", concat(
     [for file in local.source_files : "${file} ${filesha256("${local.source_dir}/${file}")}"],
-    var.policy_file == null ? [] : ["policy.yaml ${filesha256(var.policy_file)}"],
+    var.policy_file == null ? [] : ["policy.yaml ${filesha256(local.policy_path)}"],
   )))
   # Workspace and function name keep two deployments from sharing a local zip or an object name.
   source_key = "${terraform.workspace}/${var.function_name}/${local.source_sha256}"
@@ -129,7 +133,7 @@ data "archive_file" "source" {
     }
   }
   dynamic "source" {
-    for_each = var.policy_file == null ? [] : [var.policy_file]
+    for_each = var.policy_file == null ? [] : [local.policy_path]
     content {
       content  = file(source.value)
       filename = "policy.yaml"

@@ -32,7 +32,7 @@ output "kube_scheduler_configuration" {
 }
 
 output "kubernetes_manifests" {
-  description = "Manifests for `kubectl apply -f`: the second scheduler (ServiceAccount, RBAC, configuration, Deployment)."
+  description = "Manifests for `kubectl apply -f`: the second scheduler (ServiceAccount, RBAC, configuration, Deployment), with in-cluster credentials. null with scheduler_deployment = \"existing-scheduler\"."
   value       = module.scheduler_config.kubernetes_manifests
   sensitive   = true
 }

@@ -20,8 +20,10 @@ module "scheduler_config" {
   percentage_of_nodes_to_score = var.percentage_of_nodes_to_score
   namespace                    = var.scheduler_namespace
   leader_election_lease_name   = var.leader_election_lease_name
+  scheduler_deployment         = var.scheduler_deployment
   kubeconfig                   = var.kubeconfig
   kubernetes_version           = var.kubernetes_version
+  scheduler_image_repository   = var.scheduler_image_repository
   scheduler_image              = var.scheduler_image
   replicas                     = var.scheduler_replicas
   resources                    = var.scheduler_resources
@@ -30,4 +32,13 @@ module "scheduler_config" {
     port                   = 8001
     google_service_account = var.gke_workload_identity ? local.proxy_service_account_email : null
   } : null
+}
+
+# Nodes of a private cluster often have no internet egress, so they cannot pull from registry.k8s.io. The plan cannot
+# know the nodes' egress, so this is a warning: it names the mirror setting.
+check "private_cluster_scheduler_image" {
+  assert {
+    condition     = !local.kubernetes_api_private || var.scheduler_image != null || var.scheduler_image_repository != "registry.k8s.io/kube-scheduler"
+    error_message = "kubernetes_api_url ${coalesce(var.kubernetes_api_url, "-")} is a private address, and the second scheduler's image comes from registry.k8s.io (scheduler_image_repository's default): nodes of a private cluster without internet egress cannot pull it, and the scheduler never starts. Set scheduler_image_repository to a mirror they reach, e.g. an Artifact Registry remote repository of https://registry.k8s.io (REGION-docker.pkg.dev/PROJECT/registry-k8s-io/kube-scheduler); nothing to do if the nodes reach registry.k8s.io (Cloud NAT)."
+  }
 }

@@ -8,16 +8,21 @@ locals {
   caller_token_enabled = coalesce(var.caller_token_enabled, var.invocation == "public" || nonsensitive(length(var.caller_tokens) > 0))
   direct_vpc_egress    = var.direct_vpc_network != null || var.direct_vpc_subnetwork != null
 
+  # policy_file as a path to read: a relative one from policy_directory (main.tf: the directory Terraform runs in;
+  # preflight/: the root module's, so one terraform.tfvars means the same file in both), so that a saved plan reads the
+  # same file on a runner with another checkout path. policy_file's validations spell this out: a validation cannot
+  # refer to a local derived from its own variable.
+  policy_path = var.policy_file == null ? null : can(regex("^(~|([A-Za-z]:)?[/\\\\])", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"
   # The policy file as the function reads it (JSON is YAML too); null without one, or when it cannot be read
   # (policy_file's own validation says so).
-  policy = var.policy_file == null ? null : try(yamldecode(file(var.policy_file)), null)
+  policy = var.policy_file == null ? null : try(yamldecode(file(local.policy_path)), null)
   # Profile names the function serves: the embedded default policy has the one profile "default"; null when the
   # policy file cannot be read.
   policy_profiles = var.policy_file == null ? ["default"] : try(compact([for profile in local.policy.profiles : try(tostring(profile.name), null)]), null)
   # The scheduler's nodeCacheCapable as the policy declares it: true, false, or null (not said: both modes served).
   policy_node_cache_capable = try(local.policy.nodeCacheCapable, null)
   # Minor version of kubernetes_version; null when it does not parse (modules/scheduler-config says why).
-  kubernetes_minor = try(tonumber(regex("^1\\.([0-9]+)\\.", var.kubernetes_version)[0]), null)
+  kubernetes_minor = try(tonumber(regex("^v?1\\.([0-9]+)\\.", var.kubernetes_version)[0]), null)
 
   # Caller-token slots (README: "Rotating the caller token"). A slot's token exists while the slot is accepted: adding
   # a slot generates a new token, dropping it destroys the token, so no other input can change a token in use.
@@ -35,6 +40,13 @@ locals {
   vpc_only_ranges = [
     "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "240.0.0.0/4", "169.254.0.0/16", "fc00::/7", "fe80::/10",
   ]
+
+  # Whether kubernetes_api_url is an address only a VPC routes (a private cluster endpoint). kubernetes_api_url's
+  # validation spells the same test out (a validation cannot refer to a local derived from its own variable).
+  kubernetes_api_private = anytrue([
+    for host in [try(coalesce(regex("^https://(?:\\[([0-9A-Fa-f:.]+)\\]|([^/:?#]+))", var.kubernetes_api_url)...), "")] :
+    anytrue([for range in local.vpc_only_ranges : try(cidrhost("${host}/${split("/", range)[1]}", 0) == cidrhost(range, 0), false)])
+  ])
 
   memory_units = { k = 1000, M = 1000000, G = 1000000000, Mi = 1048576, Gi = 1073741824 }
 }
@@ -249,18 +261,18 @@ variable "source_dir" {
 }
 
 variable "policy_file" {
-  description = "Path of the extender policy, packaged as policy.yaml (EXTENDER_POLICY). null: the embedded default policy. Check it first: python -m extender check-policy FILE. The plan checks it against node_cache_capable, profile and function_name."
+  description = "Path of the extender policy, packaged as policy.yaml (EXTENDER_POLICY). null: the embedded default policy. Relative to the directory Terraform runs in (in the pre-flight: terraform/, where terraform.tfvars is); keep it relative, so that a saved plan applies on a runner with another checkout path. Check it first: python -m extender check-policy FILE. The plan checks it against node_cache_capable, profile and function_name."
   type        = string
   default     = null
 
   validation {
-    condition     = var.policy_file == null || can(yamldecode(file(var.policy_file)).profiles)
+    condition     = var.policy_file == null || can(yamldecode(file((can(regex("^(~|([A-Za-z]:)?[/\\\\])", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"))).profiles)
     error_message = "policy_file ${coalesce(var.policy_file, "-")} cannot be read as a YAML or JSON policy with profiles: check it with python -m extender check-policy ${coalesce(var.policy_file, "-")}."
   }
   validation {
     # The function's URL may start with its name or entry point; start-up refuses a profile named like either.
     condition = length(try([
-      for name in compact([for profile in yamldecode(file(var.policy_file)).profiles : try(tostring(profile.name), null)]) :
+      for name in compact([for profile in yamldecode(file((can(regex("^(~|([A-Za-z]:)?[/\\\\])", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"))).profiles : try(tostring(profile.name), null)]) :
       name if contains(["extender", var.function_name], name)
     ], [])) == 0
     error_message = "policy_file has a profile named \"extender\" (the function's entry point) or \"${var.function_name}\" (function_name): the function refuses to start, as such a URL segment names the function, not a profile. Rename the profile, or set another function_name."
@@ -269,7 +281,7 @@ variable "policy_file" {
     # The kubernetes node source lists the nodes before the function serves (plugins that read victim pods in
     # node-name mode need that source too): start-up refuses to start without the API server and a token, as
     # check-policy --env says (extender/nodesource/spec.py).
-    condition     = !try(contains(keys(yamldecode(file(var.policy_file)).nodeSource), "kubernetes"), false) || (var.kubernetes_api_url != null && var.kubernetes_token_secret != null)
+    condition     = !try(contains(keys(yamldecode(file((can(regex("^(~|([A-Za-z]:)?[/\\\\])", var.policy_file)) ? var.policy_file : "${local.policy_directory}/${var.policy_file}"))).nodeSource), "kubernetes"), false) || (var.kubernetes_api_url != null && var.kubernetes_token_secret != null)
     error_message = "policy_file's nodeSource is kubernetes: the function lists the nodes from the API server before it serves, and refuses to start without kubernetes_api_url and kubernetes_token_secret (with kubernetes_token_secret_version). Set both (deploy/kubernetes/extender-rbac.yaml makes the token), or use a nodeSource that needs no API (names, static)."
   }
 }
@@ -431,7 +443,7 @@ variable "direct_vpc_egress" {
 # --- Node source / binder: the Kubernetes API the function reads nodes from --------------------------------------------
 
 variable "kubernetes_api_url" {
-  description = "Kubernetes API server URL for node lookups (node_cache_capable = true) and the bind verb. null: none (plugins see node names only). A private address, or a hostname only a private DNS zone resolves, needs direct VPC egress."
+  description = "Kubernetes API server URL for node lookups (node_cache_capable = true) and the bind verb, with kubernetes_token_secret (the function has no other API credential). null: none (plugins see node names only). A private address, or a hostname only a private DNS zone resolves, needs direct VPC egress."
   type        = string
   default     = null
 
@@ -484,6 +496,14 @@ variable "kubernetes_token_secret_version" {
   validation {
     condition     = var.kubernetes_token_secret_version == null || can(regex("^[1-9][0-9]*$", coalesce(var.kubernetes_token_secret_version, "-")))
     error_message = "kubernetes_token_secret_version must be a version number such as \"3\", not \"latest\": a pinned version rolls a new revision when it changes, \"latest\" leaves warm instances on the old token."
+  }
+  validation {
+    # The function's only API credential is KUBERNETES_TOKEN, which the secret at this version sets
+    # (extender/kube/config.py). Checked here, where no other rule depends on it: on kubernetes_api_url it would make a
+    # cycle with kubernetes_token_secret's rule, and on kubernetes_token_secret its failure would skip the rules of
+    # policy_file and verbs that name what the policy or bind need.
+    condition     = var.kubernetes_api_url == null || (var.kubernetes_token_secret != null && var.kubernetes_token_secret_version != null)
+    error_message = "kubernetes_api_url needs kubernetes_token_secret (and kubernetes_token_secret_version): without a token the function calls the API server anonymously, which refuses to list nodes and pods and to bind. Store the token of deploy/kubernetes/extender-rbac.yaml's service account in Secret Manager and name it, or leave kubernetes_api_url null."
   }
 }
 
@@ -564,7 +584,7 @@ variable "prometheus_secret_environment_variables" {
 # --- Scheduler configuration (rendered by modules/scheduler-config) ----------------------------------------------------
 
 variable "kubernetes_version" {
-  description = "Version of the cluster's control plane (e.g. \"1.31.4\"); selects the second scheduler's kube-scheduler image, which must not be newer than the API server."
+  description = "Version of the cluster's control plane as it reports it: \"1.31.4\", \"v1.31.4\" or GKE's \"1.31.4-gke.1200\". Its X.Y.Z tags the second scheduler's kube-scheduler image (scheduler_image_repository:vX.Y.Z), which must not be newer than the API server: an upgrade changes this variable only."
   type        = string
   nullable    = false
 }
@@ -583,8 +603,15 @@ variable "scheduler_namespace" {
   nullable    = false
 }
 
+variable "scheduler_image_repository" {
+  description = "Repository of the second scheduler's image, tagged v<X.Y.Z of kubernetes_version>. Private clusters without internet egress: a mirror the nodes can pull from (an Artifact Registry remote repository of registry.k8s.io); the plan warns when kubernetes_api_url is a private address and this is the default."
+  type        = string
+  default     = "registry.k8s.io/kube-scheduler"
+  nullable    = false
+}
+
 variable "scheduler_image" {
-  description = "Image of the second scheduler. null: registry.k8s.io/kube-scheduler:v<kubernetes_version>. Set a mirror for private clusters without internet egress."
+  description = "Image of the second scheduler, overriding scheduler_image_repository and the tag kubernetes_version gives (e.g. to pin a digest). null: scheduler_image_repository:v<X.Y.Z of kubernetes_version>. A tag of another version than kubernetes_version is warned about at plan."
   type        = string
   default     = null
 }
@@ -607,13 +634,20 @@ variable "scheduler_resources" {
 }
 
 variable "leader_election_lease_name" {
-  description = "Leader-election Lease. null: scheduler_name, so the second scheduler never contends for the default scheduler's lock. \"kube-scheduler\" for an existing control-plane scheduler."
+  description = "Leader-election Lease. null: scheduler_name, so the second scheduler never contends for the default scheduler's lock. \"kube-scheduler\" for an existing control-plane scheduler (scheduler_deployment = \"existing-scheduler\")."
   type        = string
   default     = null
 }
 
+variable "scheduler_deployment" {
+  description = "Which kube-scheduler runs the extender's configuration. \"second-scheduler\": a Deployment of its own from the kubernetes_manifests output, with in-cluster credentials; pods opt in with spec.schedulerName. \"existing-scheduler\": a kube-scheduler you start with --config (kube_scheduler_configuration), such as a self-managed control plane's; kubernetes_manifests is null then."
+  type        = string
+  default     = "second-scheduler"
+  nullable    = false
+}
+
 variable "kubeconfig" {
-  description = "clientConnection.kubeconfig of the configuration. null: in-cluster credentials (second scheduler). A control-plane scheduler started with --config ignores --kubeconfig and needs it here (kubeadm: /etc/kubernetes/scheduler.conf)."
+  description = "clientConnection.kubeconfig of the configuration, with scheduler_deployment = \"existing-scheduler\" only: a control-plane scheduler started with --config ignores --kubeconfig and needs it here (kubeadm: /etc/kubernetes/scheduler.conf). null: in-cluster credentials, which the second scheduler always uses."
   type        = string
   default     = null
 }

@@ -151,7 +151,10 @@ def test_a_node_that_stops_reporting_has_no_facts_and_the_failure_policy_decides
     after_refresh_interval()
     caplog.clear()
     verdict = filtered(client, ["a", "b"])
-    why = "NodeLoad: Prometheus' cpu answer has no sample for the node"
+    why = (
+        "NodeLoad: no series of Prometheus' cpu query `node_load` has label node set to this node's name (they name "
+        "1 node, such as a)"
+    )
     if failure == "Fail":
         assert verdict["kept"] == ["a"]
         assert verdict["failed"] == {"b": f"plugin NodeLoad could not judge the node (failurePolicy Fail): {why}"}
@@ -263,7 +266,7 @@ def test_a_node_the_metrics_do_not_know(prometheus, exporter, client_factory, tm
     scores, error = prioritized(client, ["a", "ghost"])
     assert error is None
     if failure == "Fail":
-        assert verdict["kept"] == ["a"] and "has no sample for the node" in verdict["failed"]["ghost"]
+        assert verdict["kept"] == ["a"] and "has label node set to this node's name" in verdict["failed"]["ghost"]
         assert scores == {"a": 6, "ghost": 0}  # scored 0 for the plugin: below nodes known to fit
     else:
         assert verdict["kept"] == ["a", "ghost"]

@@ -179,7 +179,7 @@ def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
                 "prometheus": {"url": URL},
                 "score": {"metric": "cpu", "strategy": "TargetLoad", "target": 1},
             },
-            "args.score.target: must be between 0 and 1 (both excluded)",
+            "args.score.target: 1 is outside metric cpu's range: it measures a ratio (0..1), so target must be",
         ),
         (
             {"metrics": [CPU], "prometheus": {"url": URL}, "score": {"metric": "cpu", "target": 0.5}},

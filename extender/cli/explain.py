@@ -680,6 +680,11 @@ def read_pod(path: str) -> dict[str, Any]:
     return pod
 
 
+def node_names(nodes: Sequence[dict[str, Any]]) -> list[str]:
+    """The names of ``read_nodes``' nodes, those that have one."""
+    return [name for name in map(_node_name, nodes) if name]
+
+
 def read_nodes(path: str) -> list[dict[str, Any]]:
     """Nodes from a List (``kubectl get nodes -o json``), Node manifests, or a YAML sequence of them."""
     nodes = _manifests(path, "Node")

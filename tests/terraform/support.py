@@ -172,10 +172,14 @@ def local_source(path: Path, name: str) -> str:
 
 
 def variables_module(directory: Path, test_files: list[Path], extra: dict[str, str] | None = None) -> Path:
-    """A module of the root module's variables.tf (and ``extra`` files: {name: text}), the policy fixtures under
-    policies/ and ``test_files`` under tests/: what `terraform test` plans without any provider."""
+    """A module of the root module's variables.tf with main.tf's policy_directory (and ``extra`` files: {name: text}),
+    the policy fixtures under policies/ and ``test_files`` under tests/: what `terraform test` plans without any
+    provider."""
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT_MODULE / "variables.tf", directory / "variables.tf")
+    # variables.tf reads a relative policy_file from policy_directory, which main.tf defines: the same here.
+    policy_directory = local_source(ROOT_MODULE / "main.tf", "policy_directory")
+    (directory / "policy_directory.tf").write_text(f"locals {{\n  policy_directory = {policy_directory}\n}}\n")
     for name, text in (extra or {}).items():
         (directory / name).write_text(text)
     shutil.copytree(POLICIES, directory / "policies")

@@ -76,8 +76,11 @@ def test_a_function_that_could_not_start_is_refused_naming_what_it_needs(
     shutil.copy(KUBERNETES_POLICY, checkout / "my-policy.yaml")
     init, apply, _ = preflight_commands()
     assert run(checkout, terraform_env, init).returncode == 0
+    # A render of an earlier run that passed: after the refusal, nothing is left to judge by mistake.
+    (checkout / "scheduler-config.yaml").write_text("kind: KubeSchedulerConfiguration\n")
     refused = run(checkout, terraform_env, apply)
     assert refused.returncode != 0
+    assert not (checkout / "scheduler-config.yaml").exists()
     message = " ".join(re.sub(r"\x1b\[[0-9;]*m|[│╷╵]", " ", refused.stderr).split())
     assert "policy_file's nodeSource is kubernetes" in message
     assert "without kubernetes_api_url and kubernetes_token_secret" in message

@@ -352,14 +352,16 @@ def test_scheduler_config_gets_the_cloud_run_url() -> None:
 
 def test_the_preflight_renders_with_the_root_module_s_own_files() -> None:
     """terraform/preflight plans the root module's variables and renders its scheduler configuration without a
-    provider: the same files (links), with stand-ins for exactly the three locals main.tf takes from resources."""
+    provider: the same files (links), with stand-ins for exactly the three locals main.tf takes from resources, and
+    its own policy_directory (a relative policy_file names the same file as from the root module's directory)."""
     preflight = ROOT_MODULE / "preflight"
     for name in ("variables.tf", "scheduler_config.tf", "modules"):
         assert (preflight / name).is_symlink() and (preflight / name).resolve() == (ROOT_MODULE / name).resolve(), name
     own = [path.name for path in preflight.glob("*.tf") if not path.is_symlink()]
     assert sorted(own) == ["outputs.tf", "stand_ins.tf", "versions.tf"]
     stand_ins = {name for block in load_hcl(preflight / "stand_ins.tf")["locals"] for name in block}
-    assert stand_ins == {"function_uri", "caller_token", "proxy_service_account_email"} <= set(LOCALS)
+    assert stand_ins - {"policy_directory"} == {"function_uri", "caller_token", "proxy_service_account_email"}
+    assert stand_ins <= set(LOCALS)
     assert "resource" not in load_module(preflight) and "data" not in load_module(preflight)
 
 
@@ -416,6 +418,9 @@ def _source_locals(
         'variable "function_name" {\n  default = "scheduler-extender"\n}\n'
         f'variable "policy_file" {{\n  default = {policy}\n}}\n'
         f'locals {{\n  source_dir = "{source_dir}"\n'
+        # policy_file as main.tf reads it: from policy_directory, through variables.tf's policy_path.
+        f"  policy_directory = {local_source(ROOT_MODULE / 'main.tf', 'policy_directory')}\n"
+        f"  policy_path = {local_source(ROOT_MODULE / 'variables.tf', 'policy_path')}\n"
         + "".join(f"  {name} = {local_source(ROOT_MODULE / 'main.tf', name)}\n" for name in names)
         # What the archive's source blocks do with every selected file: read it as UTF-8 text.
         + '  read = [for file in local.source_files : length(file("${local.source_dir}/${file}"))]\n}\n'
@@ -496,7 +501,7 @@ def test_archive_is_built_where_it_is_uploaded() -> None:
     assert "terraform.workspace" in LOCALS["source_key"] and "var.function_name" in LOCALS["source_key"]
     dynamic_sources = [block["source"] for block in archive["dynamic"]]
     assert [_expression(source["for_each"]) for source in dynamic_sources] == [
-        _code("local.source_files"), _code("var.policy_file == null ? [] : [var.policy_file]")
+        _code("local.source_files"), _code("var.policy_file == null ? [] : [local.policy_path]")
     ]
     assert _block(dynamic_sources[1], "content")["filename"] == "policy.yaml"
 

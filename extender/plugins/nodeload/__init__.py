@@ -1,7 +1,7 @@
 """NodeLoad: filter and score nodes by their predicted load, from metrics read with PromQL and the pods bound since.
 
 kube-scheduler places pods by requests, not by what nodes use. NodeLoad reads
-each node's utilisation (a ratio 0..1 per node name) with PromQL, from a
+each node's utilisation (a ratio 0..1 per node name, or the metric's ``unit``) with PromQL, from a
 self-run Prometheus or from Cloud Monitoring, which answers PromQL for GKE's
 system metrics with nothing installed in the cluster. Metrics lag (sampling,
 ingest, rate windows) while the scheduler goes on placing pods, so every rule
@@ -24,7 +24,7 @@ an idle node ``100 × target``, a node above the target at most that, down to 0
 at full load; RiskBalancing as Trimaran's LoadVariationRiskBalancing: per
 resource ``(1 − (μ + margin × σ^(1/sensitivity)) / 2) × 100`` from the mean μ
 (in-flight pods and the pod added) and standard deviation σ of the load over
-``window``, the worst resource counting. Loads are clamped to 0..1.
+``window``, the worst resource counting. Loads are read as shares of their unit's range and clamped to 0..1.
 
     - name: NodeLoad
       args:
@@ -56,12 +56,20 @@ from extender.framework.status import Status
 from extender.framework.types import Node, Pod
 from extender.kube.demand import PodDemand, Resources, demand_of, owned_by_daemon_set
 from extender.plugins.nodeload.answers import parse_answer
-from extender.plugins.nodeload.args import LEAST_LOADED, RISK_BALANCING, NodeLoadArgs, NodeLoadConfig
+from extender.plugins.nodeload.args import (
+    LEAST_LOADED,
+    RISK_BALANCING,
+    Metric,
+    NodeLoadArgs,
+    NodeLoadConfig,
+    Threshold,
+)
 from extender.plugins.nodeload.auth import BASIC, BEARER, GOOGLE, Credentials
 from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
 from extender.plugins.nodeload.predicted import Prediction
 from extender.plugins.nodeload.prometheus import Authorizer, GoogleAuth, Prometheus, QueryError
+from extender.plugins.nodeload.units import RATIO
 from extender.settings import PROJECT_ENV, Need
 
 if TYPE_CHECKING:
@@ -117,16 +125,17 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         metrics = {metric.name: metric for metric in args.metrics}
         # Per rule: the metric, the threshold, and the rejection (one text for every node, as events group them).
         self._rules = tuple(
-            (
-                metrics[rule.metric],
-                rule.above,
-                status.unschedulable(f"NodeLoad rule '{rule.metric}': load above {rule.above:g}"),
-            )
+            (metrics[rule.metric], rule.above, status.unschedulable(rejection(rule, metrics[rule.metric])))
             for rule in args.rules
         )
         self._score_metric = metrics.get(args.score.metric)
-        target = args.score.target if args.score.target is not None else 1.0
-        self._scale = least_loaded if args.score.strategy == LEAST_LOADED else lambda load: target_load(load, target)
+        unit = self._score_metric.unit if self._score_metric is not None else None
+        share = unit.share if unit is not None else float
+        target = share(args.score.target) if args.score.target is not None else 1.0
+        if args.score.strategy == LEAST_LOADED:
+            self._scale: Callable[[float], int] = lambda load: least_loaded(share(load))
+        else:
+            self._scale = lambda load: target_load(share(load), target)
         # The longest a binding can count against a sample still judged on.
         delays = [metric.delay for metric in args.metrics if metric.resource]
         self.horizon = max(delays, default=0.0) + args.max_age + CLOCK_SKEW
@@ -146,8 +155,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             yield Need((path,), f"NodeLoad's Prometheus {_SECRET_OF[field]} ({field})", check=credentials.problem)
 
     def notes(self) -> list[str]:
-        note = self.config.in_flight_note
-        return [f"NodeLoad: {note}"] if note else []
+        notes = (self.config.in_flight_note, self.config.rules_note)
+        return [f"NodeLoad: {note}" for note in notes if note]
 
     def prepare(self, pod: Pod) -> Prediction:
         """The answers this request judges on, at one instant (refreshed first when due: ``Loads``), with the
@@ -194,7 +203,10 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         errors: dict[str, Status] = {}
         missing: dict[str, Status] = {}
         for metric in metrics:
-            for name, why in view.loads.unknown(metric, names).items():
+            unknown = view.loads.unknown(metric, names)
+            if len(unknown) == len(names):
+                self.loads.none_matched(view.loads.snapshot, metric, names)
+            for name, why in unknown.items():
                 if name not in missing:
                     missing[name] = errors.get(why) or errors.setdefault(why, status.error(why))
         return missing
@@ -229,8 +241,9 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         answers = view.loads.snapshot.answers
         worst = math.inf
         for metric, mean, deviation in self.config.risk:
-            mu = view.term(metric, node, sample=mean.name).predicted
-            sigma = answers[deviation.name].values[node]
+            unit = metric.unit or RATIO
+            mu = unit.share(view.term(metric, node, sample=mean.name).predicted)
+            sigma = answers[deviation.name].values[node] / unit.span
             worst = min(worst, risk_balancing(mu, sigma, score.margin, score.sensitivity))
         return _round(worst)
 
@@ -347,6 +360,13 @@ class Saved:
         if promql not in self.answers:
             raise QueryError("no saved answer")
         return self.answers[promql]
+
+
+def rejection(rule: Threshold, metric: Metric) -> str:
+    """``NodeLoad rule 'cpu': load above 0.9``; a rule named apart from its metric names both:
+    ``NodeLoad rule 'batch-cpu': cpu load above 0.6``. The name is quoted as the decision log reads it back."""
+    what = "load" if rule.name == metric.name else f"{metric.name} load"
+    return f"NodeLoad rule {rule.name!r}: {what} above {(metric.unit or RATIO).shown(rule.above)}"
 
 
 def least_loaded(load: float) -> int:

@@ -23,6 +23,10 @@ from extender.errors import bounded
 MAX_SERIES = 65_536
 # Nodes named in one warning.
 NAMED = 5
+# Characters of a query quoted in a message.
+QUOTED = 160
+# Labels that usually carry a node's name, most likely first: what "did you mean" suggests.
+NODE_LABELS = ("node", "node_name", "nodename", "kubernetes_node", "instance", "hostname", "host")
 
 
 class AnswerError(Exception):
@@ -32,9 +36,17 @@ class AnswerError(Exception):
 class MetricAnswer:
     """One metric's samples by node name; never changed once built (requests read it on several threads)."""
 
-    __slots__ = ("not_finite", "sorted_times", "times", "values")
+    __slots__ = ("labels", "not_finite", "series", "sorted_times", "times", "unlabelled", "values")
 
-    def __init__(self, values: dict[str, float], not_finite: dict[str, str], times: dict[str, float]) -> None:
+    def __init__(
+        self,
+        values: dict[str, float],
+        not_finite: dict[str, str],
+        times: dict[str, float],
+        series: int,
+        unlabelled: int,
+        labels: tuple[str, ...],
+    ) -> None:
         # Nodes with a finite value, and nodes whose only samples are NaN or infinite (as Prometheus writes them).
         self.values = values
         self.not_finite = not_finite
@@ -42,11 +54,16 @@ class MetricAnswer:
         self.times = times
         # Every node's sample time in order: how many are older than an instant is one bisection.
         self.sorted_times = sorted(times.values())
+        # The series answered, how many lack the node label, and the labels those carry (what it might be instead).
+        self.series = series
+        self.unlabelled = unlabelled
+        self.labels = labels
 
 
 def parse_answer(body: bytes, node_label: str) -> tuple[MetricAnswer, list[str]]:
     """The samples of an answer, and what is odd in it but leaves it usable (for a WARNING): Prometheus' own
-    warnings, series without ``node_label``, nodes with several series or values that are not finite numbers."""
+    warnings, nodes with several series or values that are not finite numbers. An empty answer and series without
+    ``node_label`` are said with the query (``label_problem``)."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -71,10 +88,12 @@ def parse_answer(body: bytes, node_label: str) -> tuple[MetricAnswer, list[str]]
     seen: set[str] = set()
     several: list[str] = []
     unlabelled = 0
+    labels: set[str] = set()
     for item in series:
         node, time, value, text = _sample(item, node_label)
         if node is None:
             unlabelled += 1
+            labels.update(name for name in item["metric"] if isinstance(name, str) and name != "__name__")
             continue
         if node in seen:
             several.append(node)
@@ -86,19 +105,57 @@ def parse_answer(body: bytes, node_label: str) -> tuple[MetricAnswer, list[str]]
         elif node not in values and node not in not_finite:
             not_finite[node], times[node] = text, time
     warnings = [f"Prometheus warns: {bounded(_text(warning), 500)}" for warning in _list(document.get("warnings"))]
-    if unlabelled:
-        warnings.append(f"{_count(unlabelled, 'series', 'series')} without a {node_label} label name no node: left out")
     if several:
         distinct = list(dict.fromkeys(several))
         warnings.append(
-            f"{_count(len(distinct), 'node')} with several series, the highest value counts: {_named(distinct)}"
+            f"{counted(len(distinct), 'node')} with several series, the highest value counts: {_named(distinct)}"
         )
     if not_finite:
         warnings.append(
-            f"{_count(len(not_finite), 'node')} with no value but NaN or infinity, so no facts: "
+            f"{counted(len(not_finite), 'node')} with no value but NaN or infinity, so no facts: "
             f"{_named(list(not_finite))}"
         )
-    return MetricAnswer(values, not_finite, times), warnings
+    return MetricAnswer(values, not_finite, times, len(series), unlabelled, tuple(sorted(labels))), warnings
+
+
+def label_problem(answer: MetricAnswer, query: str, node_label: str) -> str:
+    """What keeps an answer's series from naming nodes, in words that name the query and the label ("" if
+    nothing): no series at all, or series without ``node_label`` (with the labels they have instead)."""
+    if not answer.series:
+        return (
+            f"query {quoted(query)} returned no series (is the metric's name right, and "
+            "does Prometheus scrape it?)"
+        )
+    if not answer.unlabelled:
+        return ""
+    return f"{unlabelled(answer, query, node_label)}; {labels_present(answer, node_label)}"
+
+
+def unlabelled(answer: MetricAnswer, query: str, node_label: str) -> str:
+    """``the 3 series of query `q` have no `node` label, so they name no node``."""
+    has = "has" if answer.unlabelled == 1 else "have"
+    if answer.unlabelled < answer.series:
+        which = f"{answer.unlabelled} of the {answer.series} series of query {quoted(query)} {has}"
+        left = " (left out)"
+    else:
+        which = f"the {counted(answer.series, 'series', 'series')} of query {quoted(query)} {has}"
+        left = ""
+    name = "it names" if answer.unlabelled == 1 else "they name"
+    return f"{which} no `{node_label}` label, so {name} no node{left}"
+
+
+def labels_present(answer: MetricAnswer, node_label: str) -> str:
+    """``labels present: node, job: did you mean node?``"""
+    if not answer.labels:
+        return "they have no labels at all"
+    guess = next((name for name in NODE_LABELS if name in answer.labels and name != node_label), "")
+    mean = f": did you mean {guess}?" if guess else ""
+    return f"labels present: {bounded(', '.join(answer.labels), 300)}{mean}"
+
+
+def quoted(query: str) -> str:
+    """A query in backquotes, cut short to fit a message."""
+    return f"`{bounded(query, QUOTED)}`"
 
 
 def error_text(document: Any) -> str:
@@ -129,7 +186,7 @@ def _sample(item: Any, node_label: str) -> tuple[str | None, float, float, str]:
     return (node if isinstance(node, str) and node else None), float(time), value, text
 
 
-def _count(count: int, one: str, several: str = "") -> str:
+def counted(count: int, one: str, several: str = "") -> str:
     return f"{count} {one if count == 1 else several or one + 's'}"
 
 

@@ -17,10 +17,16 @@ it). ``delay`` is how long after a pod's binding the metric may still not show
 the pod: the preset's cover their sampling and ingest (gke) or rate window
 (node-exporter); a metric of your own says its own, at least 2 minutes by
 default.
+
+A metric's ``unit`` says what its values measure (``extender.plugins.nodeload.units``): a ratio 0..1 (the default),
+a percent, or a unit of its own with its ``range``; each filter rule's ``above`` and the score's ``target`` are
+written in the unit of the metric they name and checked against its range. A filter rule's ``name`` (its metric's
+name unless given) is what its rejections are counted and logged by.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +41,7 @@ from extender.kube.quantity import parse_quantity
 from extender.kube.variables import API_URL_ENV
 from extender.plugins.nodeload.auth import BASIC, BEARER, GOOGLE, NONE, PrometheusArgs, PrometheusAuth, with_kind
 from extender.plugins.nodeload.estimates import DEFAULTS, ResourceEstimate
+from extender.plugins.nodeload.units import PERCENT, RATIO, Unit
 from extender.settings import PROJECT_ENV, Settings
 from extender.urls import credential_base_url
 
@@ -58,10 +65,11 @@ GMP_URL = "https://monitoring.googleapis.com/v1/projects/{project}/location/glob
 
 class Metric:
     """A named PromQL query answering one sample per node, the node named by ``node_label``; with the resource it
-    measures (None: none), how long after a binding it may not show the pod (``delay``, seconds), and a query
-    answering each node's allocatable of the resource (``capacity``, in cores or bytes), if known."""
+    measures (None: none), how long after a binding it may not show the pod (``delay``, seconds), a query
+    answering each node's allocatable of the resource (``capacity``, in cores or bytes), if known, and the unit of
+    its values (None: a query beside a metric whose values have no range, such as its capacity)."""
 
-    __slots__ = ("capacity", "delay", "name", "node_label", "query", "resource")
+    __slots__ = ("capacity", "delay", "name", "node_label", "query", "resource", "unit")
 
     def __init__(
         self,
@@ -71,6 +79,7 @@ class Metric:
         resource: str | None = None,
         delay: float = DEFAULT_DELAY,
         capacity: str | None = None,
+        unit: Unit | None = RATIO,
     ) -> None:
         self.name = name
         self.query = query
@@ -78,13 +87,14 @@ class Metric:
         self.resource = resource
         self.delay = delay
         self.capacity = capacity
+        self.unit = unit
 
     def __repr__(self) -> str:
         return f"Metric({self.name!r}, {self.query!r}, {self.node_label!r}, resource={self.resource!r})"
 
-    def derived(self, suffix: str, query: str) -> Metric:
+    def derived(self, suffix: str, query: str, unit: Unit | None = None) -> Metric:
         """A query of its own beside this metric (its capacity, its mean over a window), named ``name:suffix``."""
-        return Metric(f"{self.name}:{suffix}", query, self.node_label, None, self.delay)
+        return Metric(f"{self.name}:{suffix}", query, self.node_label, None, self.delay, unit=unit)
 
 
 class Preset:
@@ -157,19 +167,51 @@ PRESETS: dict[str, Preset] = {
 # Metric names appear in messages and decision entries; node labels are Prometheus label names.
 _METRIC_NAME = Regexp(r"^[a-z][a-z0-9_-]{0,62}$", error="must be a short lowercase name such as cpu or memory")
 _LABEL_NAME = Regexp(r"^[a-zA-Z_][a-zA-Z0-9_]*$", error="must be a Prometheus label name such as node or node_name")
+# A filter rule's name is a label of the rejections metric; a unit's name appears in messages.
+_RULE_NAME = Regexp(
+    r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$", error="must be a short name such as batch-cpu (letters, "
+    "digits, '-', '_', '.'; at most 63)"
+)
+_UNIT_NAME = Regexp(
+    r"^[A-Za-z][A-Za-z0-9_ /.-]{0,30}$", error="must be ratio, percent or a short unit name such as seconds"
+)
+_UNITS = {RATIO.name: RATIO, PERCENT.name: PERCENT}
+_RANGE_FORM = "two numbers, its low and high ends, such as range: [0, 64]"
+
+
+class Load(Number):
+    """A number compared with a metric's values; a string such as "80%" is refused saying how to write it."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
+        percent = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*%\s*", value) if isinstance(value, str) else None
+        if percent is not None:
+            given = float(percent.group(1))
+            raise ValidationError(
+                f"must be a number, not a string: {given:g} % is {given / 100:g} as a ratio (the unit of a metric "
+                f"unless it says otherwise), or {given:g} for a metric with unit: percent"
+            )
+        return super()._deserialize(value, attr, data, **kwargs)
 
 
 class Threshold:
-    """A filter rule: a node whose predicted ``metric`` is above ``above`` is Unschedulable, for the pods ``pods``
-    selects (DaemonSet pods only with ``daemon_sets``)."""
+    """A filter rule named ``name``: a node whose predicted ``metric`` is above ``above`` (in the metric's unit) is
+    Unschedulable, for the pods ``pods`` selects (DaemonSet pods only with ``daemon_sets``)."""
 
-    __slots__ = ("above", "daemon_sets", "metric", "pods")
+    __slots__ = ("above", "daemon_sets", "metric", "name", "pods")
 
-    def __init__(self, metric: str, above: float, pods: PodSelector | None = None, daemon_sets: bool = False) -> None:
+    def __init__(
+        self,
+        metric: str,
+        above: float,
+        pods: PodSelector | None = None,
+        daemon_sets: bool = False,
+        name: str | None = None,
+    ) -> None:
         self.metric = metric
         self.above = above
         self.pods = pods or PodSelector()
         self.daemon_sets = daemon_sets
+        self.name = name or metric
 
 
 class ScoreRule:
@@ -288,6 +330,18 @@ class NodeLoadConfig:
             )
         return "; ".join(notes)
 
+    @property
+    def rules_note(self) -> str:
+        """What check-policy says of filter rules that share a name: their rejections are counted as one rule."""
+        names = [rule.name for rule in self.rules]
+        shared = sorted({name for name in names if names.count(name) > 1})
+        if not shared:
+            return ""
+        return (
+            f"{len(names) - len(set(names)) + len(shared)} filter rules are named {', '.join(shared)}: their "
+            "rejections are counted and logged as one rule; give each a name (name: batch-cpu) to tell them apart"
+        )
+
 
 def capacity_query(metric: Metric) -> Metric:
     assert metric.capacity is not None
@@ -298,7 +352,7 @@ def _risk_queries(metric: Metric, window: float) -> tuple[Metric, Metric, Metric
     """The metric, its mean and its standard deviation over ``window`` (PromQL subqueries at a tenth of it)."""
     step = f"{max(1, round(window / 10))}s"
     span = f"{round(window)}s"
-    mean = metric.derived("mean", f"avg_over_time(({metric.query})[{span}:{step}])")
+    mean = metric.derived("mean", f"avg_over_time(({metric.query})[{span}:{step}])", metric.unit)
     deviation = metric.derived("stddev", f"stddev_over_time(({metric.query})[{span}:{step}])")
     return metric, mean, deviation
 
@@ -310,30 +364,57 @@ class MetricArgs(Schema):
     resource = fields.String(validate=OneOf([CPU, MEMORY, NONE]))
     delay = Duration(minimum="0s")
     capacity = fields.String(validate=Length(min=1, error="must not be empty: a PromQL query"))
+    unit = fields.String(validate=_UNIT_NAME)
+    range = fields.List(Number(example="a bound such as 0 or 64"), validate=Length(equal=2, error=_RANGE_FORM))
+
+    @validates_schema(skip_on_field_errors=False, pass_original=True)
+    def unit_and_range(self, data: dict[str, Any], original: Any, **kwargs: Any) -> None:
+        broken = failed_fields(self, data, original)
+        if broken & {"unit", "range", "name", "resource"}:
+            return
+        unit = data.get("unit", RATIO.name)
+        if unit in _UNITS:
+            if "range" in data:
+                raise ValidationError(f"a {unit} has its own range ({_UNITS[unit].described}): drop range", "range")
+            return
+        if "range" not in data:
+            raise ValidationError(f"unit {unit} needs its range: {_RANGE_FORM}", "range")
+        low, high = data["range"]
+        if not low < high:
+            raise ValidationError(f"the range's low end must be below its high end: {_RANGE_FORM}", "range")
+        if _resource(data) is not None:
+            raise ValidationError(
+                f"a {_resource(data)} metric is a share of the node's allocatable, in unit ratio or percent (set "
+                "resource: none for a metric of another unit)",
+                "unit",
+            )
 
     @post_load
     def make(self, data: dict[str, Any], **kwargs: Any) -> Metric:
-        declared = data.get("resource")
-        resource = (
-            (None if declared == NONE else declared)
-            if declared
-            else data["name"]
-            if data["name"] in RESOURCES
-            else None
-        )
+        unit = data.get("unit", RATIO.name)
         return Metric(
             data["name"],
             data["query"],
             data["nodeLabel"],
-            resource,
+            _resource(data),
             data.get("delay", DEFAULT_DELAY),
             data.get("capacity"),
+            _UNITS.get(unit) or Unit(unit, *data["range"]),
         )
 
 
+def _resource(data: Mapping[str, Any]) -> str | None:
+    """The resource a metric's args say it measures: ``resource`` when given, else its name if cpu or memory."""
+    declared = data.get("resource")
+    if declared:
+        return None if declared == NONE else str(declared)
+    return str(data["name"]) if data.get("name") in RESOURCES else None
+
+
 class ThresholdArgs(Schema):
+    name = fields.String(validate=_RULE_NAME)
     metric = fields.String(required=True)
-    above = Number(required=True, example="a load such as 0.9")
+    above = Load(required=True, example="a load such as 0.9")
     pods = fields.Nested(PodSelectorSchema)
     daemonSets = fields.Boolean(load_default=False)
 
@@ -341,12 +422,7 @@ class ThresholdArgs(Schema):
 class ScoreArgs(Schema):
     metric = fields.String()
     strategy = fields.String(load_default=LEAST_LOADED, validate=OneOf([LEAST_LOADED, TARGET_LOAD, RISK_BALANCING]))
-    target = Number(
-        example="a load such as 0.6",
-        validate=Range(
-            min=0, max=1, min_inclusive=False, max_inclusive=False, error="must be between 0 and 1 (both excluded)"
-        ),
-    )
+    target = Load(example="a load such as 0.6")
     window = Duration(minimum="1m")
     margin = Number(example="a factor such as 1", validate=Range(min=0, error="must be 0 or more"))
     sensitivity = Number(
@@ -441,9 +517,20 @@ class NodeLoadArgs(Schema):
             if "metric" in rule and rule["metric"] not in metrics:
                 unknown = [f"unknown metric {rule['metric']!r}: the metrics are {names}"]
                 problems.setdefault("filter", {})[index] = {"metric": unknown}
+        for index, rule in enumerate(rules):
+            metric = metrics.get(rule.get("metric", ""))
+            if metric is not None and metric.unit is not None and "above" in rule:
+                problem = metric.unit.problem(rule["above"], metric.name, "above")
+                if problem:
+                    problems.setdefault("filter", {}).setdefault(index, {})["above"] = [problem]
         score = data.get("score", {})
         if "metric" in score and score["metric"] not in metrics:
             problems["score"] = {"metric": [f"unknown metric {score['metric']!r}: the metrics are {names}"]}
+        scored = metrics.get(score.get("metric", ""))
+        if scored is not None and scored.unit is not None and "target" in score:
+            problem = scored.unit.problem(score["target"], scored.name, "target", open_range=True)
+            if problem:
+                problems.setdefault("score", {})["target"] = [problem]
         if score.get("strategy") == RISK_BALANCING and not any(metric.resource for metric in metrics.values()):
             problems["score"] = {
                 "strategy": [
@@ -468,7 +555,8 @@ class NodeLoadArgs(Schema):
         used = _used(data, metrics)
         score = data.get("score") or {"metric": next(iter(metrics))}
         rules = tuple(
-            Threshold(rule["metric"], rule["above"], rule.get("pods"), rule["daemonSets"]) for rule in data["filter"]
+            Threshold(rule["metric"], rule["above"], rule.get("pods"), rule["daemonSets"], rule.get("name"))
+            for rule in data["filter"]
         )
         estimates = {
             resource: ResourceEstimate(

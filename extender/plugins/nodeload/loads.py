@@ -28,26 +28,37 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import filterfalse
 from typing import Any
 
-from extender.plugins.nodeload.answers import AnswerError, MetricAnswer, parse_answer
+from extender.errors import bounded
+from extender.plugins.nodeload.answers import AnswerError, MetricAnswer, label_problem, parse_answer, quoted
 from extender.plugins.nodeload.args import Metric
 from extender.plugins.nodeload.prometheus import Querier, QueryError
 
 logger = logging.getLogger("extender.nodeload")
 EVENT = "extender.nodeload"
 Clock = Callable[[], float]
+USED = "answer used"
+# An odd answer (empty, series without the node label, values far outside the unit) is warned about once a minute.
+WARN_EVERY = 60.0
 
 
 class Snapshot:
-    """Each metric's latest usable answer, and why the last refresh of a metric failed; never changed."""
+    """Each metric's latest usable answer, and why the last refresh of a metric failed; never changed. ``metrics``
+    are the metrics asked, by name (their queries and node labels, for messages)."""
 
-    __slots__ = ("answers", "failures")
+    __slots__ = ("answers", "failures", "metrics")
 
-    def __init__(self, answers: Mapping[str, MetricAnswer], failures: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        answers: Mapping[str, MetricAnswer],
+        failures: Mapping[str, str],
+        metrics: Mapping[str, Metric],
+    ) -> None:
         self.answers = answers
         self.failures = failures
+        self.metrics = metrics
 
 
-NOT_ASKED = Snapshot({}, {})
+NOT_ASKED = Snapshot({}, {}, {})
 
 
 class LoadView:
@@ -82,7 +93,14 @@ class LoadView:
         cause = f" (its last refresh failed: {failure})" if failure else ""
         if answer is None:
             return dict.fromkeys(names, f"NodeLoad: no {metric} answer from Prometheus yet{cause}")
-        absent = f"NodeLoad: Prometheus' {metric} answer has no sample for the node"
+        asked = self.snapshot.metrics[metric]
+        if answer.unlabelled == answer.series:  # no series at all, or none naming a node
+            absent = f"NodeLoad: metric {metric}: {label_problem(answer, asked.query, asked.node_label)}"
+        else:
+            absent = (
+                f"NodeLoad: no series of Prometheus' {metric} query {quoted(asked.query)} has label "
+                f"{asked.node_label} set to this node's name (they name {_others(answer)})"
+            )
         not_finite = f"NodeLoad: the node's {metric} sample is not a finite number"
         missing = {
             name: not_finite if name in answer.not_finite else absent
@@ -125,6 +143,7 @@ class Loads:
         keep: bool,
     ) -> None:
         self.metrics = tuple(metrics)
+        self._by_name = {metric.name: metric for metric in self.metrics}
         self.querier = querier
         self.refresh_interval = refresh_interval
         self.query_seconds = query_seconds
@@ -133,6 +152,9 @@ class Loads:
         # When the last refresh began (the clock's time), None before the first.
         self._asked_at: float | None = None
         self._refreshing = threading.Lock()
+        # When each kind of odd answer was last warned about (monotonic), by metric: bounded by the metrics.
+        self._warned: dict[tuple[str, str], float] = {}
+        self._warning = threading.Lock()
 
     def snapshot(self, now: float) -> Snapshot:
         """The snapshot to judge at ``now`` (the request's instant), refreshed first when it is due and no other
@@ -168,7 +190,7 @@ class Loads:
             else:
                 failures[metric.name] = outcome
                 _warn(metric, outcome, answers.get(metric.name))
-        return Snapshot(answers, failures)
+        return Snapshot(answers, failures, self._by_name)
 
     def _ask_all(self) -> dict[str, MetricAnswer | str]:
         """Each metric's answer or why it has none, the metrics asked at once within ``query_seconds``."""
@@ -196,18 +218,74 @@ class Loads:
             logger.exception("NodeLoad: querying metric %s failed", metric.name)
             return f"{type(exc).__name__}: {exc}"
         for oddity in oddities:
-            _warn(metric, oddity, None, usable=True)
+            _warn(metric, oddity, None, USED)
+        problem = label_problem(answer, metric.query, metric.node_label)
+        if problem and self._due(metric.name, "labels"):
+            named = answer.unlabelled < answer.series
+            _warn(metric, problem, None, "answer used for the nodes it names" if named else "no node has facts")
+        far, node, value = metric.unit.far_outside(answer.values) if metric.unit is not None else (0, "", 0.0)
+        if far and metric.unit is not None and self._due(metric.name, "unit"):
+            _warn(
+                metric,
+                f"query {quoted(metric.query)} answers values far outside the metric's unit, {metric.unit.described}, "
+                f"such as node {node}: {value:g} ({far} of {len(answer.values)} nodes); is it answering another unit "
+                "(unit: percent for 0..100)?",
+                None,
+                "answer used: its values are judged as they are",
+            )
         return answer
 
+    def none_matched(self, snapshot: Snapshot, metric: str, names: Sequence[str]) -> None:
+        """A WARNING, once a minute, when ``metric``'s answer names nodes on its label but none of ``names`` (a
+        request's nodes, none of which has a sample): the label holds something else than the nodes' names."""
+        answer = snapshot.answers.get(metric)
+        if answer is None or not names or not (answer.values or answer.not_finite):
+            return
+        if any(name in answer.values or name in answer.not_finite for name in names):
+            return
+        if self._due(metric, "unmatched"):
+            asked = snapshot.metrics[metric]
+            problem = (
+                f"the series of query {quoted(asked.query)} name {_others(answer)} on label {asked.node_label}, none "
+                f"of the {len(names)} nodes asked about (such as {bounded(names[0], 256)}): is the node's name in "
+                "another label? (check-policy --probe shows which)"
+            )
+            _warn(asked, problem, None, "those nodes have no facts")
 
-def _warn(metric: Metric, problem: str, kept: MetricAnswer | None, usable: bool = False) -> None:
-    """One WARNING per refresh and problem: an answer not used (the previous one is kept, if any), or one used with
-    something odd in it."""
-    if usable:
-        what = "answer used"
+    def _due(self, metric: str, problem: str) -> bool:
+        """Whether a WARNING about this kind of ``problem`` of ``metric`` is due: once per WARN_EVERY seconds, not
+        per refresh (a refresh every few seconds would repeat it as often)."""
+        now = time.monotonic()
+        with self._warning:
+            last = self._warned.get((metric, problem))
+            if last is not None and now - last < WARN_EVERY:
+                return False
+            self._warned[metric, problem] = now
+            return True
+
+
+def _others(answer: MetricAnswer) -> str:
+    """``3 nodes, such as 10.0.0.4:9100``: what an answer names on its node label."""
+    named = len(answer.values) + len(answer.not_finite)
+    first = next(iter(answer.values), None) or next(iter(answer.not_finite))
+    return f"{named} {'node' if named == 1 else 'nodes'}, such as {bounded(first, 256)}"
+
+
+def _warn(metric: Metric, problem: str, kept: MetricAnswer | None, used: str = "") -> None:
+    """One WARNING: an answer not used (the previous one is kept, if any), or one used with something odd in it
+    (``used`` says what follows)."""
+    if used:
+        what = used
     elif kept is None:
         what = "no answer: its nodes have no facts"
     else:
         what = "no new answer: the previous one is used until its samples are older than maxAge"
-    fields = {"event": EVENT, "metric": metric.name, "problem": problem, "outcome": what}
+    fields = {
+        "event": EVENT,
+        "metric": metric.name,
+        "query": metric.query,
+        "nodeLabel": metric.node_label,
+        "problem": problem,
+        "outcome": what,
+    }
     logger.warning("NodeLoad: metric %s: %s (%s)", metric.name, problem, what, extra={"json_fields": fields})

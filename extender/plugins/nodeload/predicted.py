@@ -1,7 +1,8 @@
 """Predicted load: what a node will carry once the pods bound to it lately, and the pod being placed, show in its
 metric.
 
-For a metric that measures a resource (cpu or memory: a share of the node's allocatable of it):
+For a metric that measures a resource (cpu or memory: a share of the node's allocatable of it, in the metric's unit:
+the shares below are multiplied by 100 for a percent, here and nowhere else):
 
     predicted = measured
               + Σ estimate(p) / allocatable   over the pods p bound to the node that the sample may not show yet
@@ -28,6 +29,7 @@ from extender.kube.demand import Resources, resources
 from extender.plugins.nodeload.args import Metric, NodeLoadConfig
 from extender.plugins.nodeload.estimates import Estimator, Usage
 from extender.plugins.nodeload.loads import LoadView
+from extender.plugins.nodeload.units import RATIO
 
 if TYPE_CHECKING:
     from extender.kube.bound_pods import Bindings
@@ -143,8 +145,10 @@ class Prediction:
             if capacity is None or capacity <= 0:
                 term = term._replace(why="the node's allocatable is unknown: judged as measured")
             else:
-                own = self.usage.of(resource) / capacity
-                in_flight = self._in_flight(metric, node, resource, answer.times[node], capacity)
+                # Shares of the node's allocatable, in the metric's unit (a percent metric's whole node is 100).
+                scale = (metric.unit or RATIO).span
+                own = self.usage.of(resource) / capacity * scale
+                in_flight = self._in_flight(metric, node, resource, answer.times[node], capacity / scale)
                 extra = own + (in_flight[1] if in_flight is not None else 0.0)
                 why = "" if self.bindings is not None else self.in_flight_problem
                 term = Term(measured, measured + extra, own, in_flight, why)

@@ -10,7 +10,7 @@ variable "function_location" {
 }
 
 variable "kubernetes_version" {
-  description = "Version of the cluster's control plane, e.g. \"1.31.4\" (selects the kube-scheduler image)."
+  description = "Version of the cluster's control plane as GKE prints it, e.g. \"1.31.4-gke.1256000\" or \"1.31.4\" (tags the kube-scheduler image v1.31.4)."
   type        = string
 }
 

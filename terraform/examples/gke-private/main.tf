@@ -10,9 +10,10 @@ module "extender" {
   proxy_image        = var.proxy_image
   kubernetes_version = var.kubernetes_version
   policy_file        = coalesce(var.policy_file, "${path.module}/policy.yaml")
-  # Private nodes cannot pull from registry.k8s.io: the second scheduler's image comes from a mirror.
-  scheduler_image = var.scheduler_image
-  verbs           = ["filter", "prioritize", "bind"]
+  # Private nodes cannot pull from registry.k8s.io: the second scheduler's image comes from a mirror, tagged by
+  # kubernetes_version.
+  scheduler_image_repository = var.scheduler_image_repository
+  verbs                      = ["filter", "prioritize", "bind"]
 
   kubernetes_api_url              = var.kubernetes_api_url
   kubernetes_ca_data              = var.kubernetes_ca_data

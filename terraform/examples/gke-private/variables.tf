@@ -12,7 +12,7 @@ variable "function_location" {
 }
 
 variable "kubernetes_version" {
-  description = "Version of the cluster's control plane, e.g. \"1.31.4\" (selects the kube-scheduler image)."
+  description = "Version of the cluster's control plane as GKE prints it, e.g. \"1.31.4-gke.1256000\" (tags the kube-scheduler image v1.31.4)."
   type        = string
 }
 
@@ -22,8 +22,8 @@ variable "policy_file" {
   default     = null
 }
 
-variable "scheduler_image" {
-  description = "kube-scheduler image at the control plane's version, from a registry the private nodes can pull from: an Artifact Registry remote repository of registry.k8s.io, e.g. us-central1-docker.pkg.dev/my-project/registry-k8s-io/kube-scheduler:v1.31.4."
+variable "scheduler_image_repository" {
+  description = "Repository of kube-scheduler images the private nodes can pull from: an Artifact Registry remote repository of registry.k8s.io, e.g. us-central1-docker.pkg.dev/my-project/registry-k8s-io/kube-scheduler (the tag comes from kubernetes_version)."
   type        = string
 }
 

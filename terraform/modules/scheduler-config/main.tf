@@ -1,4 +1,8 @@
 locals {
+  # kubernetes_version as the control plane reports it (1.31.4, v1.31.4, GKE's 1.31.4-gke.1200): X.Y.Z and the minor.
+  kubernetes_release = regex("^v?([0-9]+\\.[0-9]+\\.[0-9]+)", var.kubernetes_version)[0]
+  kubernetes_minor   = tonumber(split(".", local.kubernetes_release)[1])
+
   # One element of a Go duration ("1.5s", "300ms"); time.ParseDuration accepts a run of them ("1m30s").
   duration_component = "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)"
   duration_unit_ms   = { ns = 0.000001, us = 0.001, "µs" = 0.001, "μs" = 0.001, ms = 1, s = 1000, m = 60000, h = 3600000 }
@@ -54,7 +58,7 @@ locals {
 
   # Since 1.27 a profile carries its own percentageOfNodesToScore, so the setting changes the extender's profile only,
   # never other profiles of the same scheduler.
-  profile_has_percentage = tonumber(split(".", var.kubernetes_version)[1]) >= 27
+  profile_has_percentage = local.kubernetes_minor >= 27
   profile = { for key, value in {
     schedulerName            = var.scheduler_name
     percentageOfNodesToScore = local.profile_has_percentage ? var.percentage_of_nodes_to_score : null

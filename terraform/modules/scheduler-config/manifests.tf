@@ -17,10 +17,13 @@ locals {
     labels    = local.labels
   }
 
-  scheduler_image = coalesce(var.scheduler_image, "registry.k8s.io/kube-scheduler:v${var.kubernetes_version}")
-  config_dir      = "/etc/kubernetes/${var.scheduler_name}"
-  config_name     = "${var.scheduler_name}-config"
-  config_data     = { "config.yaml" = local.kube_scheduler_configuration_yaml }
+  scheduler_image = coalesce(var.scheduler_image, "${var.scheduler_image_repository}:v${local.kubernetes_release}")
+  # The X.Y.Z of an explicit scheduler_image's tag (vX.Y.Z, perhaps with a suffix or a digest); null for other tags.
+  scheduler_image_release = try(regex(":v?([0-9]+\\.[0-9]+\\.[0-9]+)[^/:]*$", split("@", coalesce(var.scheduler_image, "-"))[0])[0], null)
+
+  config_dir  = "/etc/kubernetes/${var.scheduler_name}"
+  config_name = "${var.scheduler_name}-config"
+  config_data = { "config.yaml" = local.kube_scheduler_configuration_yaml }
   # Whether a token is set is no secret; the token itself is. A configuration holding it lives in a Secret.
   config_in_secret = nonsensitive(var.caller_token != null)
 
@@ -168,6 +171,8 @@ locals {
                 }
               }
               containers = concat([local.scheduler_container], local.identity_proxy_containers)
+              # The configuration is the only file mounted: the variables refuse a kubeconfig or TLS file path with the
+              # second scheduler, so it authenticates with the ServiceAccount (in-cluster credentials).
               volumes = [{ for key, value in {
                 name      = "config"
                 secret    = local.config_in_secret ? { secretName = local.config_name } : null
@@ -180,4 +185,17 @@ locals {
     ],
   )
   kubernetes_manifests_yaml = join("---\n", [for manifest in local.manifests : yamlencode(manifest)])
+}
+
+# One version, one image: an explicit scheduler_image tagged for another release than kubernetes_version is most likely
+# left over from before an upgrade. A warning, not a refusal: a mirror may tag as it likes.
+check "scheduler_image_matches_kubernetes_version" {
+  assert {
+    condition     = local.scheduler_image_release == null || local.scheduler_image_release == local.kubernetes_release
+    error_message = "scheduler_image ${coalesce(var.scheduler_image, "-")} is tagged v${coalesce(local.scheduler_image_release, "-")}, but kubernetes_version is ${var.kubernetes_version} (v${local.kubernetes_release}): the second scheduler would run another kube-scheduler than the control plane's, which must never be newer. Drop scheduler_image and set scheduler_image_repository to its repository, so that the tag follows kubernetes_version."
+  }
+  assert {
+    condition     = var.scheduler_image == null || var.scheduler_image_repository == "registry.k8s.io/kube-scheduler"
+    error_message = "scheduler_image ${coalesce(var.scheduler_image, "-")} and scheduler_image_repository ${var.scheduler_image_repository} are both set: scheduler_image wins and the repository is ignored. Set one of them: the repository alone lets kubernetes_version tag the image."
+  }
 }

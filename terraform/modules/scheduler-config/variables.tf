@@ -169,6 +169,10 @@ variable "tls" {
     condition     = alltrue([for v in [var.tls.ca_file, var.tls.cert_file, var.tls.key_file] : v == null || startswith(coalesce(v, "-"), "/")])
     error_message = "tls file paths must be absolute paths on the scheduler's host or container."
   }
+  validation {
+    condition     = var.scheduler_deployment == "existing-scheduler" || alltrue([for v in [var.tls.ca_file, var.tls.cert_file, var.tls.key_file] : v == null])
+    error_message = "tls.ca_file, tls.cert_file and tls.key_file are files on a host, which the second scheduler's pod (kubernetes_manifests) does not mount: kube-scheduler would exit at start. Give them as data: tls.ca_data, tls.cert_data and tls_key_data (filebase64(\"ca.pem\")), or set scheduler_deployment = \"existing-scheduler\" for a kube-scheduler you start with --config on that host."
+  }
 }
 
 variable "tls_key_data" {
@@ -184,7 +188,7 @@ variable "tls_key_data" {
 }
 
 variable "scheduler_name" {
-  description = "schedulerName of the profile; pods opt in with spec.schedulerName. Also names the second scheduler's Kubernetes objects. Use \"default-scheduler\" to put the extender on the cluster's existing scheduler."
+  description = "schedulerName of the profile; pods opt in with spec.schedulerName. Also names the second scheduler's Kubernetes objects. Use \"default-scheduler\" (with scheduler_deployment = \"existing-scheduler\") to put the extender on the cluster's existing scheduler."
   type        = string
   default     = "extender-scheduler"
   nullable    = false
@@ -192,6 +196,10 @@ variable "scheduler_name" {
   validation {
     condition     = can(regex("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", var.scheduler_name)) && length(var.scheduler_name) <= 40
     error_message = "scheduler_name must be a lowercase DNS label of at most 40 characters (object names append suffixes to it)."
+  }
+  validation {
+    condition     = var.scheduler_name != "default-scheduler" || var.scheduler_deployment == "existing-scheduler"
+    error_message = "scheduler_name = \"default-scheduler\" would make the second scheduler (kubernetes_manifests) race the cluster's own scheduler for every pod that names none: keep a name of its own (pods opt in with spec.schedulerName), or set scheduler_deployment = \"existing-scheduler\" to give the configuration to the cluster's scheduler with --config."
   }
 }
 
@@ -223,7 +231,7 @@ variable "namespace" {
 }
 
 variable "leader_election_lease_name" {
-  description = "Name of the leader-election Lease. null uses scheduler_name, so the second scheduler never contends for the default scheduler's \"kube-scheduler\" lock. Set \"kube-scheduler\" when the config goes to the existing scheduler."
+  description = "Name of the leader-election Lease. null uses scheduler_name, so the second scheduler never contends for the default scheduler's \"kube-scheduler\" lock. Set \"kube-scheduler\" when the config goes to the existing scheduler (scheduler_deployment = \"existing-scheduler\")."
   type        = string
   default     = null
 
@@ -231,10 +239,26 @@ variable "leader_election_lease_name" {
     condition     = var.leader_election_lease_name == null || can(regex("^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", var.leader_election_lease_name))
     error_message = "leader_election_lease_name must be a DNS subdomain name."
   }
+  validation {
+    condition     = var.scheduler_deployment == "existing-scheduler" || var.namespace != "kube-system" || var.leader_election_lease_name != "kube-scheduler"
+    error_message = "leader_election_lease_name = \"kube-scheduler\" in kube-system is the cluster's own scheduler's lock: the second scheduler (kubernetes_manifests) would take turns with it. Leave it null (the lock is then named after scheduler_name), or set scheduler_deployment = \"existing-scheduler\" when the configuration goes to that scheduler."
+  }
+}
+
+variable "scheduler_deployment" {
+  description = "Which kube-scheduler runs the configuration. \"second-scheduler\": a Deployment of its own (the kubernetes_manifests output), with in-cluster credentials; pods opt in with spec.schedulerName. \"existing-scheduler\": a kube-scheduler you run and start with --config (the kube_scheduler_configuration output), such as a self-managed control plane's; kubernetes_manifests is null then."
+  type        = string
+  default     = "second-scheduler"
+  nullable    = false
+
+  validation {
+    condition     = contains(["second-scheduler", "existing-scheduler"], var.scheduler_deployment)
+    error_message = "scheduler_deployment must be \"second-scheduler\" (a Deployment from kubernetes_manifests) or \"existing-scheduler\" (kube_scheduler_configuration for a kube-scheduler you start with --config)."
+  }
 }
 
 variable "kubeconfig" {
-  description = "clientConnection.kubeconfig: with --config, kube-scheduler ignores its --kubeconfig flag, so a control-plane scheduler needs it here (kubeadm: /etc/kubernetes/scheduler.conf). null: in-cluster credentials (the second scheduler)."
+  description = "clientConnection.kubeconfig, with scheduler_deployment = \"existing-scheduler\" only: with --config, kube-scheduler ignores its --kubeconfig flag, so a control-plane scheduler needs it here (kubeadm: /etc/kubernetes/scheduler.conf). null: in-cluster credentials, which the second scheduler always uses."
   type        = string
   default     = null
 
@@ -242,21 +266,37 @@ variable "kubeconfig" {
     condition     = var.kubeconfig == null || startswith(coalesce(var.kubeconfig, "-"), "/")
     error_message = "kubeconfig must be an absolute path."
   }
+  validation {
+    condition     = var.kubeconfig == null || var.scheduler_deployment == "existing-scheduler"
+    error_message = "kubeconfig = \"${coalesce(var.kubeconfig, "-")}\" is a file on a control-plane host, which the second scheduler's pod (kubernetes_manifests) does not mount: kube-scheduler would exit at start. The pod authenticates with its ServiceAccount (in-cluster credentials): set kubeconfig = null. To give the configuration to a kube-scheduler you start with --config instead, set scheduler_deployment = \"existing-scheduler\" and use kube_scheduler_configuration."
+  }
 }
 
 variable "kubernetes_version" {
-  description = "Kubernetes version of the cluster (e.g. \"1.31.4\"), which selects the kube-scheduler image. The scheduler must not be newer than the API server."
+  description = "Kubernetes version of the cluster as the control plane reports it: \"1.31.4\", \"v1.31.4\" or GKE's \"1.31.4-gke.1200\". Its X.Y.Z tags the kube-scheduler image (scheduler_image_repository:vX.Y.Z); the scheduler must not be newer than the API server."
   type        = string
   nullable    = false
 
   validation {
-    condition     = can(regex("^1\\.(2[5-9]|[3-9][0-9])\\.[0-9]+$", var.kubernetes_version))
-    error_message = "kubernetes_version must look like \"1.31.4\" and be at least 1.25 (kubescheduler.config.k8s.io/v1)."
+    condition     = can(regex("^v?1\\.(2[5-9]|[3-9][0-9])\\.[0-9]+([-+][0-9A-Za-z.-]+)?$", var.kubernetes_version))
+    error_message = "kubernetes_version \"${var.kubernetes_version}\" must be X.Y.Z, vX.Y.Z or GKE's X.Y.Z-gke.N (e.g. \"1.31.4\", \"v1.31.4\", \"1.31.4-gke.1200\"), at least 1.25 (kubescheduler.config.k8s.io/v1)."
+  }
+}
+
+variable "scheduler_image_repository" {
+  description = "Repository of the second scheduler's image, tagged v<X.Y.Z of kubernetes_version>: an upgrade changes kubernetes_version only. Set a mirror for clusters without access to registry.k8s.io (an Artifact Registry remote repository of it)."
+  type        = string
+  default     = "registry.k8s.io/kube-scheduler"
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[a-z0-9]", var.scheduler_image_repository)) && !can(regex(":[^/]*$|@", var.scheduler_image_repository))
+    error_message = "scheduler_image_repository \"${var.scheduler_image_repository}\" must be a repository without tag or digest, e.g. us-central1-docker.pkg.dev/my-project/registry-k8s-io/kube-scheduler: the tag comes from kubernetes_version (set scheduler_image for a fixed image)."
   }
 }
 
 variable "scheduler_image" {
-  description = "Image of the second scheduler. null: registry.k8s.io/kube-scheduler:v<kubernetes_version>. Set it to a mirror for clusters without access to registry.k8s.io."
+  description = "Image of the second scheduler, overriding scheduler_image_repository and the tag kubernetes_version gives (e.g. to pin a digest). null: scheduler_image_repository:v<X.Y.Z of kubernetes_version>. A tag of another version than kubernetes_version is warned about at plan."
   type        = string
   default     = null
 }

@@ -101,6 +101,12 @@ run "second_scheduler_manifests" {
     error_message = "The ConfigMap must carry exactly the kube_scheduler_configuration output."
   }
   assert {
+    condition = !contains(keys(yamldecode(yamldecode(one([
+      for doc in split("---\n", output.kubernetes_manifests) : doc if yamldecode(doc).kind == "ConfigMap"
+    ])).data["config.yaml"])), "clientConnection")
+    error_message = "The second scheduler's configuration must use in-cluster credentials (its ServiceAccount), never a kubeconfig file."
+  }
+  assert {
     condition = [
       for container in one([
         for doc in split("---\n", output.kubernetes_manifests) : yamldecode(doc) if yamldecode(doc).kind == "Deployment"
@@ -167,8 +173,10 @@ run "client_certificate_for_mtls" {
   command = plan
 
   variables {
-    tls          = { ca_file = "/etc/kubernetes/pki/extender-ca.pem", cert_data = base64encode(var.test_cert_pem) }
-    tls_key_data = base64encode(var.test_key_pem)
+    # A CA file on the host of a kube-scheduler started with --config (the second scheduler's pod mounts no host file).
+    scheduler_deployment = "existing-scheduler"
+    tls                  = { ca_file = "/etc/kubernetes/pki/extender-ca.pem", cert_data = base64encode(var.test_cert_pem) }
+    tls_key_data         = base64encode(var.test_key_pem)
   }
 
   assert {
@@ -318,11 +326,17 @@ run "existing_control_plane_scheduler" {
   command = plan
 
   variables {
+    scheduler_deployment         = "existing-scheduler"
     scheduler_name               = "default-scheduler"
     leader_election_lease_name   = "kube-scheduler"
     kubeconfig                   = "/etc/kubernetes/scheduler.conf"
     percentage_of_nodes_to_score = null
     http_timeout                 = ".5s"
+  }
+
+  assert {
+    condition     = output.kubernetes_manifests == null
+    error_message = "The configuration goes to a scheduler the user runs: no second scheduler's manifests to apply."
   }
 
   assert {
@@ -406,5 +420,37 @@ run "http_timeout_of_one_hour_is_the_cap" {
   assert {
     condition     = output.http_timeout_ms == 3600000
     error_message = "1h is Cloud Run's longest request timeout and must be accepted."
+  }
+}
+
+run "gke_version_tags_the_image_of_the_mirror" {
+  command = plan
+
+  variables {
+    kubernetes_version         = "1.33.5-gke.1200"
+    scheduler_image_repository = "us-central1-docker.pkg.dev/acme/registry-k8s-io/kube-scheduler"
+  }
+
+  assert {
+    condition     = strcontains(output.kubernetes_manifests, "\"image\": \"us-central1-docker.pkg.dev/acme/registry-k8s-io/kube-scheduler:v1.33.5\"")
+    error_message = "GKE's X.Y.Z-gke.N must tag the image of scheduler_image_repository vX.Y.Z."
+  }
+  assert {
+    condition     = yamldecode(output.kube_scheduler_configuration).profiles[0].percentageOfNodesToScore == 100
+    error_message = "The minor of a GKE version must select the profile's percentageOfNodesToScore (1.27 and later)."
+  }
+}
+
+run "v_prefixed_version_and_a_matching_pinned_image" {
+  command = plan
+
+  variables {
+    kubernetes_version = "v1.31.4"
+    scheduler_image    = "europe-docker.pkg.dev/acme/mirror/kube-scheduler:v1.31.4@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+  }
+
+  assert {
+    condition     = strcontains(output.kubernetes_manifests, "\"image\": \"europe-docker.pkg.dev/acme/mirror/kube-scheduler:v1.31.4@sha256:0000000000000000000000000000000000000000000000000000000000000000\"")
+    error_message = "scheduler_image must be used as given; its tag matches kubernetes_version, so no warning."
   }
 }
