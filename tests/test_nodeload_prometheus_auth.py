@@ -436,3 +436,31 @@ def test_a_ca_bundle_that_is_not_pem_is_named_by_check_policy_env(capsys, tmp_pa
         f"  file {ca_file}: NodeLoad's Prometheus CA bundle (prometheus.tls.caFile): prometheus.tls.caFile {ca_file} "
         "cannot be loaded as PEM CA certificates:"
     ) in err
+
+
+def test_check_policy_probe_asks_with_the_policy_s_credentials(prometheus, loaded, tmp_path, capsys, monkeypatch):
+    """--probe goes where and as the function would: the token the policy names is sent, a refused one is named by
+    its kind and the status, and neither output holds it."""
+    proxy = AuthProxy(prometheus.url, bearer=TOKEN, tenant="team-a")
+    monkeypatch.setenv("PROMETHEUS_TOKEN", ROTATED)  # not the one the proxy takes
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text('{"items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}')
+    headers = {"X-Scope-OrgID": "team-a"}
+    try:
+        path = policy_file(tmp_path, {"url": proxy.url, "tokenEnv": "PROMETHEUS_TOKEN", "headers": headers})
+        refused = main(["check-policy", str(path), "--probe", "--nodes", str(nodes)])
+        refused_out, refused_err = capsys.readouterr()
+        monkeypatch.setenv("PROMETHEUS_TOKEN", TOKEN)
+        answered = main(["check-policy", str(path), "--probe", "--nodes", str(nodes)])
+        answered_out, answered_err = capsys.readouterr()
+    finally:
+        proxy.close()
+    assert refused == 1, refused_out + refused_err
+    assert (
+        "no answer: " + f"{proxy.url} answered 401 Unauthorized: unauthorized: missing or wrong bearer token "
+        "(the bearer token (prometheus.tokenEnv PROMETHEUS_TOKEN) was refused)"
+    ) in refused_out
+    assert answered == 0, answered_out + answered_err
+    assert "2 of 2 nodes matched on label node" in answered_out
+    for text in (refused_out, refused_err, answered_out, answered_err):
+        assert not leaks(text, (TOKEN, ROTATED)), text
