@@ -507,6 +507,80 @@ variable "kubernetes_token_secret_version" {
   }
 }
 
+# --- NodeLoad's Prometheus credentials: Secret Manager secrets, as files or PROMETHEUS_* variables ----------------------
+
+locals {
+  # What the policy's NodeLoad entries name for their Prometheus credentials (docs/plugins/nodeload.md): the files
+  # (tokenFile, passwordFile, tls.caFile/certFile/keyFile) and the variables (tokenEnv, passwordEnv).
+  node_load_prometheus = [
+    for entry in flatten([for profile in try(local.policy.profiles, []) : try([for entry in profile.pluginConfig : entry], [])]) :
+    entry.args.prometheus if try(entry.name == "NodeLoad", false) && can(entry.args.prometheus)
+  ]
+  prometheus_policy_files = distinct(flatten([for prometheus in local.node_load_prometheus : compact([
+    try(tostring(prometheus.tokenFile), null), try(tostring(prometheus.passwordFile), null),
+    try(tostring(prometheus.tls.caFile), null), try(tostring(prometheus.tls.certFile), null), try(tostring(prometheus.tls.keyFile), null),
+  ])]))
+  prometheus_policy_variables = distinct(flatten([for prometheus in local.node_load_prometheus : compact([
+    try(tostring(prometheus.tokenEnv), null), try(tostring(prometheus.passwordEnv), null),
+  ])]))
+  # The secrets the function reads for them, each granted once.
+  prometheus_secret_ids = toset(concat(
+    [for file in values(var.prometheus_secret_files) : file.secret],
+    [for variable in values(var.prometheus_secret_environment_variables) : variable.secret],
+  ))
+}
+
+variable "prometheus_secret_files" {
+  description = "Secret Manager secrets (ids in project_id) mounted into the function as files for NodeLoad's Prometheus credentials, by the absolute path the policy names (prometheus.tokenFile, passwordFile, tls.caFile, tls.certFile, tls.keyFile), e.g. { \"/etc/secrets/prometheus-token/token\" = { secret = \"mimir-read-token\" } }. version defaults to \"latest\": every read of a mounted secret gets that version, and NodeLoad reads the file again at least every minute and after a 401/403, so a rotated token is used without a new revision. One file per directory (Cloud Functions mounts each secret on a directory of its own)."
+  type = map(object({
+    secret  = string
+    version = optional(string, "latest")
+  }))
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = alltrue([for path in keys(var.prometheus_secret_files) : can(regex("^(/[A-Za-z0-9._-]+)+/[A-Za-z0-9._-]+$", path)) && !can(regex("^/(cloudsql|dev|pod|proc|sys|var/log|workspace|tmp)(/|$)", path)) && !strcontains(path, "/../") && !strcontains(path, "/./")])
+    error_message = "prometheus_secret_files keys must be absolute file paths below a directory of their own, such as /etc/secrets/prometheus-token/token, outside /workspace (the function's code), /tmp, /cloudsql, /dev, /pod, /proc, /sys and /var/log."
+  }
+  validation {
+    condition     = length(distinct([for path in keys(var.prometheus_secret_files) : dirname(path)])) == length(var.prometheus_secret_files)
+    error_message = "prometheus_secret_files puts two files in one directory: Cloud Functions mounts each secret on a directory of its own, which hides anything else there. Give each file a directory, e.g. /etc/secrets/prometheus-token/token and /etc/secrets/prometheus-key/tls.key."
+  }
+  validation {
+    condition     = alltrue([for file in values(var.prometheus_secret_files) : can(regex("^[A-Za-z0-9_-]{1,255}$", file.secret)) && can(regex("^(latest|[1-9][0-9]*)$", file.version))])
+    error_message = "prometheus_secret_files: each secret is a Secret Manager secret id in project_id (letters, digits, - and _), and each version \"latest\" or a version number such as \"3\"."
+  }
+  validation {
+    # Start-up refuses to start when a file the policy names is missing: say it at plan time, naming the files.
+    condition     = length(setsubtract(local.prometheus_policy_files, keys(var.prometheus_secret_files))) == 0
+    error_message = "policy_file's NodeLoad prometheus credentials name files the function would not have: ${join(", ", setsubtract(local.prometheus_policy_files, keys(var.prometheus_secret_files)))}. Mount each from Secret Manager with prometheus_secret_files = { \"<path>\" = { secret = \"<secret id>\" } }; the policy never holds a secret itself."
+  }
+}
+
+variable "prometheus_secret_environment_variables" {
+  description = "Secret Manager secrets (ids in project_id) that reach the function as PROMETHEUS_* variables for NodeLoad's prometheus.tokenEnv / passwordEnv, e.g. { PROMETHEUS_TOKEN = { secret = \"grafana-cloud-token\", version = \"3\" } }. Pinned version numbers only: variables are resolved when an instance starts, so a new number rolls out a new revision. prometheus_secret_files rotates without one."
+  type = map(object({
+    secret  = string
+    version = string
+  }))
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = alltrue([for name in keys(var.prometheus_secret_environment_variables) : can(regex("^PROMETHEUS_[A-Z0-9_]+$", name))])
+    error_message = "prometheus_secret_environment_variables names must start with PROMETHEUS_ (e.g. PROMETHEUS_TOKEN): the function reads no other variable for NodeLoad's credentials."
+  }
+  validation {
+    condition     = alltrue([for variable in values(var.prometheus_secret_environment_variables) : can(regex("^[A-Za-z0-9_-]{1,255}$", variable.secret)) && can(regex("^[1-9][0-9]*$", variable.version))])
+    error_message = "prometheus_secret_environment_variables: each secret is a Secret Manager secret id in project_id, and each version a number such as \"3\", not \"latest\": warm instances would keep a rotated-out value (use prometheus_secret_files to follow latest)."
+  }
+  validation {
+    condition     = length(setsubtract(local.prometheus_policy_variables, keys(var.prometheus_secret_environment_variables))) == 0
+    error_message = "policy_file's NodeLoad prometheus credentials name variables the function would not have: ${join(", ", setsubtract(local.prometheus_policy_variables, keys(var.prometheus_secret_environment_variables)))}. Set each from Secret Manager with prometheus_secret_environment_variables = { <NAME> = { secret = \"<secret id>\", version = \"<number>\" } }."
+  }
+}
+
 # --- Scheduler configuration (rendered by modules/scheduler-config) ----------------------------------------------------
 
 variable "kubernetes_version" {

@@ -179,7 +179,7 @@ def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
         ),
         (
             {"metrics": [CPU], "prometheus": {"url": URL, "auth": "oauth"}},
-            "args.prometheus.auth: Must be one of: google, none.",
+            "args.prometheus.auth: Must be one of: google, bearer, basic, none.",
         ),
         (
             {"metrics": [{**CPU, "name": "CPU"}], "prometheus": {"url": URL}},

@@ -884,3 +884,105 @@ run "four_cpus_need_2Gi" {
   }
   expect_failures = [var.available_memory]
 }
+
+# NodeLoad's Prometheus credentials: Secret Manager secrets as files or PROMETHEUS_* variables, every one the policy
+# names present.
+
+run "prometheus_credentials_the_policy_names_are_all_mounted" {
+  command = plan
+  variables {
+    policy_file = "policies/node-load-prometheus-auth.yaml"
+    prometheus_secret_files = {
+      "/etc/secrets/prometheus-token/token"  = { secret = "mimir-read-token" }
+      "/etc/secrets/prometheus-ca/ca.crt"    = { secret = "mimir-ca", version = "2" }
+      "/etc/secrets/prometheus-cert/tls.crt" = { secret = "mimir-client-cert" }
+      "/etc/secrets/prometheus-key/tls.key"  = { secret = "mimir-client-key" }
+    }
+    prometheus_secret_environment_variables = {
+      PROMETHEUS_PASSWORD = { secret = "prometheus-basic-password", version = "4" }
+    }
+  }
+  assert {
+    condition     = local.prometheus_secret_ids == toset(["mimir-read-token", "mimir-ca", "mimir-client-cert", "mimir-client-key", "prometheus-basic-password"])
+    error_message = "secrets granted: ${jsonencode(local.prometheus_secret_ids)}"
+  }
+}
+
+run "prometheus_file_the_policy_names_is_not_mounted" {
+  command = plan
+  variables {
+    policy_file = "policies/node-load-prometheus-auth.yaml"
+    prometheus_secret_files = {
+      "/etc/secrets/prometheus-token/token" = { secret = "mimir-read-token" }
+    }
+    prometheus_secret_environment_variables = {
+      PROMETHEUS_PASSWORD = { secret = "prometheus-basic-password", version = "4" }
+    }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_variable_the_policy_names_is_not_set" {
+  command = plan
+  variables {
+    policy_file = "policies/node-load-prometheus-auth.yaml"
+    prometheus_secret_files = {
+      "/etc/secrets/prometheus-token/token"  = { secret = "mimir-read-token" }
+      "/etc/secrets/prometheus-ca/ca.crt"    = { secret = "mimir-ca" }
+      "/etc/secrets/prometheus-cert/tls.crt" = { secret = "mimir-client-cert" }
+      "/etc/secrets/prometheus-key/tls.key"  = { secret = "mimir-client-key" }
+    }
+  }
+  expect_failures = [var.prometheus_secret_environment_variables]
+}
+
+run "prometheus_file_path_not_absolute" {
+  command = plan
+  variables {
+    prometheus_secret_files = { "secrets/token" = { secret = "mimir-read-token" } }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_file_over_the_function_code" {
+  command = plan
+  variables {
+    prometheus_secret_files = { "/workspace/token/token" = { secret = "mimir-read-token" } }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_files_sharing_a_directory" {
+  command = plan
+  variables {
+    prometheus_secret_files = {
+      "/etc/secrets/prometheus/tls.crt" = { secret = "mimir-client-cert" }
+      "/etc/secrets/prometheus/tls.key" = { secret = "mimir-client-key" }
+    }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_file_version_not_a_number" {
+  command = plan
+  variables {
+    prometheus_secret_files = { "/etc/secrets/prometheus-token/token" = { secret = "mimir-read-token", version = "newest" } }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_variable_without_the_prefix" {
+  command = plan
+  variables {
+    prometheus_secret_environment_variables = { GRAFANA_TOKEN = { secret = "grafana-cloud-token", version = "1" } }
+  }
+  expect_failures = [var.prometheus_secret_environment_variables]
+}
+
+run "prometheus_variable_at_latest" {
+  command = plan
+  variables {
+    prometheus_secret_environment_variables = { PROMETHEUS_TOKEN = { secret = "grafana-cloud-token", version = "latest" } }
+  }
+  expect_failures = [var.prometheus_secret_environment_variables]
+}

@@ -135,6 +135,33 @@ def test_secrets_reach_the_function_as_secret_environment_variables() -> None:
     assert f"{CALLER_TOKEN_ENV} " in slots and f"{PREVIOUS_CALLER_TOKEN_ENV} " in slots
 
 
+def test_node_load_prometheus_credentials_are_secrets_mounted_as_files_or_secret_variables() -> None:
+    """Secret Manager secret ids go in, never a secret's value: files mounted one directory each at the path the
+    policy names, PROMETHEUS_* variables among the secret environment variables, each secret readable by the
+    function's account, and nothing of them in a plain variable or an output."""
+    volumes = _dynamic(SERVICE_CONFIG, "secret_volumes")
+    assert _expression(volumes["for_each"]) == _code("var.prometheus_secret_files")
+    content = _block(volumes, "content")
+    assert _expression(content["mount_path"]) == _code("dirname(secret_volumes.key)")
+    assert _expression(content["secret"]) == _code("secret_volumes.value.secret")
+    assert _expression(content["project_id"]) == _code("var.project_id")
+    versions = _block(content, "versions")
+    assert _expression(versions["path"]) == _code("basename(secret_volumes.key)")
+    assert _expression(versions["version"]) == _code("secret_volumes.value.version")
+    assert _code("var.prometheus_secret_environment_variables") in _expression(LOCALS["secret_environment_variables"])
+    assert "prometheus" not in _expression(LOCALS["environment_variables"]).lower()
+    grant = RESOURCES[("google_secret_manager_secret_iam_member", "prometheus")]
+    assert _expression(grant["for_each"]) == _code("local.prometheus_secret_ids")
+    assert grant["role"] == "roles/secretmanager.secretAccessor"
+    assert _expression(grant["member"]) == _code("local.function_service_account_member")
+    grants = RESOURCES[("time_sleep", "secret_access")]["triggers"]["grants"]
+    assert "google_secret_manager_secret_iam_member.prometheus" in grants
+    for name in ("prometheus_secret_files", "prometheus_secret_environment_variables"):
+        fields = VARIABLES[name]["type"]
+        assert "secret" in fields and "value" not in fields and "data" not in fields, fields
+    assert not any("prometheus" in json.dumps(output) for output in OUTPUTS.values())
+
+
 def test_secret_names_are_known_at_plan_time() -> None:
     """The function's secret references name the secret by a plan-time string, not by the secret resource (#22497)."""
     assert LOCALS["caller_token_secret_id"] == "${var.function_name}-caller-token"

@@ -30,7 +30,7 @@ resource ``(1 − (μ + margin × σ^(1/sensitivity)) / 2) × 100`` from the mea
       args:
         prometheus:
           url: https://monitoring.googleapis.com/v1/projects/my-project/location/global/prometheus
-          auth: google          # the function's identity; none: no credentials
+          auth: google          # the function's identity; bearer, basic: credentials the policy names (``auth``)
         metrics:
         - {name: cpu, query: 'kubernetes_io:node_cpu_allocatable_utilization', nodeLabel: node_name, delay: 5m}
         refreshInterval: 30s    # how old a kept answer may be before it is asked again
@@ -57,7 +57,6 @@ from extender.framework.types import Node, Pod
 from extender.kube.demand import PodDemand, Resources, demand_of, owned_by_daemon_set
 from extender.plugins.nodeload.answers import parse_answer
 from extender.plugins.nodeload.args import (
-    GOOGLE,
     LEAST_LOADED,
     RISK_BALANCING,
     Metric,
@@ -65,10 +64,11 @@ from extender.plugins.nodeload.args import (
     NodeLoadConfig,
     Threshold,
 )
+from extender.plugins.nodeload.auth import BASIC, BEARER, GOOGLE, Credentials
 from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
 from extender.plugins.nodeload.predicted import KeptTerms, Prediction, identity
-from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError
+from extender.plugins.nodeload.prometheus import Authorizer, GoogleAuth, Prometheus, QueryError
 from extender.plugins.nodeload.units import RATIO
 from extender.settings import PROJECT_ENV, Need
 
@@ -85,6 +85,27 @@ WATCH_SHARE = 0.25
 CLOCK_SKEW = 60.0
 
 
+# What each field of ``prometheus`` names, for check-policy and start-up.
+_SECRET_OF = {
+    "prometheus.tokenEnv": "bearer token",
+    "prometheus.tokenFile": "bearer token",
+    "prometheus.passwordEnv": "basic auth password",
+    "prometheus.passwordFile": "basic auth password",
+    "prometheus.tls.caFile": "CA bundle",
+    "prometheus.tls.certFile": "client certificate",
+    "prometheus.tls.keyFile": "client certificate's key",
+}
+
+
+def authorizer(config: NodeLoadConfig) -> Authorizer | None:
+    """What a query's Authorization header comes from, as ``prometheus.auth`` says; None: no header."""
+    if config.auth == GOOGLE:
+        return GoogleAuth()
+    if config.auth in (BEARER, BASIC):
+        return Credentials(config.credentials, config.secret_variables)
+    return None
+
+
 class NodeLoad(FilterPlugin, ScorePlugin):
     name: ClassVar[str] = "NodeLoad"
     args_schema = NodeLoadArgs
@@ -95,7 +116,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         self._clock = clock  # None: the request's instant (``extender.framework.clock``)
         self.loads = Loads(
             args.queried,
-            Prometheus(args.url, GoogleAuth() if args.auth == GOOGLE else None),
+            Prometheus(args.url, authorizer(args), args.credentials),
             refresh_interval=args.refresh_interval,
             query_seconds=args.query_seconds,
             keep=args.keep,
@@ -131,6 +152,11 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     def needs(self) -> Iterable[Need]:
         if self.config.in_function_project:
             yield Need((PROJECT_ENV,), "NodeLoad's preset queries Cloud Monitoring in the function's project")
+        credentials = self.config.credentials
+        for field, name in credentials.variables():
+            yield Need((name,), f"NodeLoad's Prometheus {_SECRET_OF[field]} ({field})")
+        for field, path in credentials.files():
+            yield Need((path,), f"NodeLoad's Prometheus {_SECRET_OF[field]} ({field})", check=credentials.problem)
 
     def notes(self) -> list[str]:
         notes = (self.config.in_flight_note, self.config.rules_note)

@@ -39,13 +39,13 @@ from extender.framework.args import Number, failed_fields, instance_settings
 from extender.framework.selectors import PodSelector, PodSelectorSchema
 from extender.kube.quantity import parse_quantity
 from extender.kube.variables import API_URL_ENV
+from extender.plugins.nodeload.auth import BASIC, BEARER, GOOGLE, NONE, PrometheusArgs, PrometheusAuth, with_kind
 from extender.plugins.nodeload.estimates import DEFAULTS, ResourceEstimate
 from extender.plugins.nodeload.units import PERCENT, RATIO, Unit
 from extender.settings import PROJECT_ENV, Settings
 from extender.urls import credential_base_url
 
 LEAST_LOADED, TARGET_LOAD, RISK_BALANCING = "LeastLoaded", "TargetLoad", "RiskBalancing"
-GOOGLE, NONE = "google", "none"
 CPU, MEMORY = "cpu", "memory"
 RESOURCES = (CPU, MEMORY)
 # A metric of your own: how long after a binding it may not show the pod, unless it says (``delay``).
@@ -247,6 +247,7 @@ class NodeLoadConfig:
 
     __slots__ = (
         "auth",
+        "credentials",
         "estimates",
         "http_timeout",
         "in_function_project",
@@ -259,6 +260,7 @@ class NodeLoadConfig:
         "risk",
         "rules",
         "score",
+        "secret_variables",
         "url",
     )
 
@@ -276,11 +278,14 @@ class NodeLoadConfig:
         estimates: dict[str, ResourceEstimate] | None = None,
         settings: Settings | None = None,
         in_function_project: bool = False,
+        credentials: PrometheusAuth | None = None,
     ) -> None:
         self.url = url
         # The URL is the preset's in the function's project (GOOGLE_CLOUD_PROJECT), which start-up needs set.
         self.in_function_project = in_function_project
         self.auth = auth
+        # Where the credentials, client certificate and CA bundle are, and the extra headers (``auth``).
+        self.credentials = with_kind(credentials or PrometheusAuth(), auth)
         # The metrics queried: those the rules and the score name, in the order the args list them.
         self.metrics = metrics
         self.rules = rules
@@ -295,6 +300,8 @@ class NodeLoadConfig:
         settings = settings or Settings()
         # The Kubernetes API the in-flight pods and the nodes' allocatable come from (KUBERNETES_*), if any.
         self.kubernetes = settings if settings.kubernetes.get(API_URL_ENV) else None
+        # The PROMETHEUS_* variables the credentials may name (tokenEnv, passwordEnv): the instance's, as it started.
+        self.secret_variables = settings.prometheus
         self.http_timeout = settings.http_timeout
         # RiskBalancing: per resource metric, its mean and standard deviation over the score's window.
         self.risk: tuple[tuple[Metric, Metric, Metric], ...] = ()
@@ -353,11 +360,6 @@ def _risk_queries(metric: Metric, window: float) -> tuple[Metric, Metric, Metric
     mean = metric.derived("mean", f"avg_over_time(({metric.query})[{span}:{step}])", metric.unit)
     deviation = metric.derived("stddev", f"stddev_over_time(({metric.query})[{span}:{step}])")
     return metric, mean, deviation
-
-
-class PrometheusArgs(Schema):
-    url = fields.String(validate=Length(min=1, error="must not be empty"))
-    auth = fields.String(validate=OneOf([GOOGLE, NONE]))
 
 
 class MetricArgs(Schema):
@@ -588,6 +590,7 @@ class NodeLoadArgs(Schema):
             estimates=estimates,
             settings=settings,
             in_function_project="url" not in data["prometheus"],
+            credentials=data["prometheus"].get("credentials"),
         )
 
 
@@ -635,14 +638,20 @@ def _url_problem(data: Mapping[str, Any], preset: Preset | None) -> str:
             "required: the Prometheus API's base URL, such as http://prometheus.example.internal:9090 "
             "(or preset: gke, which queries Cloud Monitoring)"
         )
-    google = _auth(data, preset) == GOOGLE
+    credential = _CREDENTIALS.get(_auth(data, preset))
     try:
-        credential_base_url(
-            url,
-            what="prometheus.url",
-            example=GMP_URL.format(project="my-project"),
-            credential="the function's Google access token" if google else None,
-        )
+        example = GMP_URL.format(project="my-project")
+        credential_base_url(url, what="prometheus.url", example=example, credential=credential)
     except ConfigError as exc:
         return str(exc).removeprefix("prometheus.url ")
+    given: PrometheusAuth | None = data["prometheus"].get("credentials")
+    if given is not None and (given.ca_file or given.cert_file) and not url.startswith("https:"):
+        return "must be an https:// URL: tls (caFile, certFile, keyFile) applies to https only"
     return ""
+
+
+_CREDENTIALS = {
+    GOOGLE: "the function's Google access token",
+    BEARER: "the bearer token",
+    BASIC: "the basic auth password",
+}
