@@ -315,16 +315,18 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def nodeload_policy(prometheus_url: str) -> str:
-    """The all-plugins policy with NodeLoad filtering and scoring too, reading ``prometheus_url`` (as JSON)."""
+def nodeload_policy(prometheus_url: str, base: Path = ALL_PLUGINS_POLICY) -> str:
+    """The ``base`` policy (all plugins) with NodeLoad filtering and scoring too, reading ``prometheus_url`` (as
+    JSON)."""
     import yaml
 
-    document = yaml.safe_load(ALL_PLUGINS_POLICY.read_text())
+    document = yaml.safe_load(base.read_text())
     profile = document["profiles"][0]
-    profile["plugins"]["filter"]["enabled"].append({"name": "NodeLoad"})
-    profile["plugins"]["score"]["enabled"].append({"name": "NodeLoad", "weight": 1})
+    plugins = profile.setdefault("plugins", {})
+    plugins.setdefault("filter", {}).setdefault("enabled", []).append({"name": "NodeLoad"})
+    plugins.setdefault("score", {}).setdefault("enabled", []).append({"name": "NodeLoad", "weight": 1})
     args = {**NODELOAD_ARGS, "prometheus": {**NODELOAD_ARGS["prometheus"], "url": prometheus_url}}
-    profile["pluginConfig"].append({"name": "NodeLoad", "args": args})
+    profile.setdefault("pluginConfig", []).append({"name": "NodeLoad", "args": args})
     return orjson.dumps(document).decode()
 
 

@@ -40,6 +40,11 @@ AUDIT_MESSAGE = "extender audit"
 # metric; logged apart (logger ``extender.rejection``) from the decision entries, one of which each request has.
 REJECTION_EVENT = "extender.rejection"
 REJECTION_MESSAGE = "extender rejection"
+# What plugins did not judge (facts missing, the scheduler's filter trusted), one entry per plugin, rule and code, for
+# the skipped metric: a rule that quietly stops being evaluated (failurePolicy Ignore) must show as more than a count
+# in the decision entries' lists. Logged apart (logger ``extender.skipped``), at WARNING as the decision entry is.
+SKIPPED_EVENT = "extender.skipped"
+SKIPPED_MESSAGE = "extender skipped"
 TOP_N = 10
 # Node names shown per rejection reason (and reasons per audited rule).
 NODES_PER_REASON = 5
@@ -49,6 +54,7 @@ MAX_NAME_CHARS = 256
 
 logger = logging.getLogger("extender.decision")
 rejection_logger = logging.getLogger("extender.rejection")
+skipped_logger = logging.getLogger("extender.skipped")
 
 
 def log_decision(
@@ -59,6 +65,8 @@ def log_decision(
     logger.log(severity(answer, seconds, budget_seconds), MESSAGE, extra={"json_fields": fields})
     for rejection in rejection_entries(fields):
         rejection_logger.info(REJECTION_MESSAGE, extra={"json_fields": rejection})
+    for skipped in skipped_entries(fields, answer.result):
+        skipped_logger.warning(SKIPPED_MESSAGE, extra={"json_fields": skipped})
     for audit in audit_entries(fields, answer.result):
         logger.info(AUDIT_MESSAGE, extra={"json_fields": audit})
 
@@ -112,6 +120,21 @@ def rejection_entries(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
         return []
     common = {"event": REJECTION_EVENT, "verb": fields["verb"], "profile": fields["profile"], "pod": fields["pod"]}
     return [{**common, **rule} for rule in rejected["rules"]]
+
+
+def skipped_entries(
+    fields: Mapping[str, Any], result: FilterResult | ScoreResult | PreemptResult | None
+) -> list[dict[str, Any]]:
+    """One entry per (plugin, rule, code) of the nodes plugins did not judge, every one (the decision entry's
+    ``skipped`` shows the largest groups only): ``terraform/monitoring.tf`` counts these per plugin and rule, so that a
+    rule left unevaluated (a query that never answers under failurePolicy Ignore) alerts instead of passing for a rule
+    that rejects nothing. ``code`` says what followed: ``Success`` the node passed (or was left out of the plugin's
+    score, or the candidate accepted) unjudged, otherwise it was rejected, scored 0 or vetoed."""
+    if result is None or not result.skipped:
+        return []
+    common = {"event": SKIPPED_EVENT, "verb": fields["verb"], "profile": fields["profile"], "pod": fields["pod"]}
+    counts = Counter(map(itemgetter(1), _noted(result.skipped)))
+    return [{**common, **rule} for rule in _rule_counts(counts, with_code=True)]
 
 
 def _held_back(result: FilterResult | ScoreResult | PreemptResult | None) -> list[tuple[str, Notes]]:
@@ -244,14 +267,17 @@ def _nodes_of(pairs: Iterable[tuple[str, Status]], status: Status) -> Iterator[s
     return (node for node, found in pairs if found == status)
 
 
-def _rule_counts(counts: Mapping[Status, int]) -> list[dict[str, Any]]:
-    """Nodes per plugin and the rule its reasons name ("" if none), the most first. Each distinct reason is read once:
-    filter's name the rule, not the node, so they are few."""
-    by_rule: defaultdict[tuple[str, str], int] = defaultdict(int)
+def _rule_counts(counts: Mapping[Status, int], with_code: bool = False) -> list[dict[str, Any]]:
+    """Nodes per plugin and the rule its reasons name ("" if none), and per code too if ``with_code``, the most first.
+    Each distinct reason is read once: filter's name the rule, not the node, so they are few."""
+    by_rule: defaultdict[tuple[str, str, str], int] = defaultdict(int)
     for status, count in counts.items():
-        by_rule[status.plugin, _rule_named(status.reason)] += count
+        by_rule[status.plugin, _rule_named(status.reason), status.code.value if with_code else ""] += count
     ranked = sorted(by_rule.items(), key=itemgetter(1), reverse=True)
-    return [{"plugin": plugin, "rule": _name(rule), "count": count} for (plugin, rule), count in ranked]
+    return [
+        {"plugin": plugin, "rule": _name(rule), **({"code": code} if with_code else {}), "count": count}
+        for (plugin, rule, code), count in ranked
+    ]
 
 
 def _audit_failures(failed: Notes) -> list[dict[str, Any]]:

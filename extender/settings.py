@@ -12,6 +12,7 @@
     EXTENDER_PROCESS_TUNING  on | off   collector and allocator tuned at start-up (extender.startup)
     EXTENDER_MEMORY_IDLE                quiet time before large requests' memory goes back, a Go duration (default 30s)
     KUBERNETES_*                        the API server and its credentials (extender.kube.config checks them)
+    PROMETHEUS_*                        secrets NodeLoad's Prometheus auth names (tokenEnv, passwordEnv)
 
 and what the platform sets: K_SERVICE, FUNCTION_NAME and FUNCTION_TARGET (names that may prefix the URL path),
 K_SERVICE with K_REVISION (running on Cloud Run, so logging as Cloud Logging reads it), GOOGLE_CLOUD_PROJECT; and
@@ -49,6 +50,8 @@ RESULT_CACHE_ENV = "EXTENDER_RESULT_CACHE"
 DECODER_ENV = "EXTENDER_DECODER"
 TUNING_ENV = "EXTENDER_PROCESS_TUNING"
 KUBERNETES_PREFIX = "KUBERNETES_"
+# Variables a NodeLoad policy may name for its Prometheus credentials (extender.plugins.nodeload.auth).
+PROMETHEUS_PREFIX = "PROMETHEUS_"
 # Names under which Cloud Functions may put the function in front of the path.
 FUNCTION_NAME_ENVS = ("K_SERVICE", "FUNCTION_NAME", "FUNCTION_TARGET")
 # Set together by Cloud Run, and so by Cloud Functions (2nd gen), in every instance: google-cloud-logging detects
@@ -89,6 +92,8 @@ class Settings(NamedTuple):
     memory_idle: float = DEFAULT_MEMORY_IDLE
     # The KUBERNETES_* variables that are set, as given: extender.kube.config checks and reads them.
     kubernetes: Mapping[str, str] = MappingProxyType({})
+    # The PROMETHEUS_* variables that are set: secrets, never shown.
+    prometheus: Mapping[str, str] = MappingProxyType({})
     function_names: frozenset[str] = frozenset()
     on_google_cloud: bool = False
     project: str | None = None
@@ -115,6 +120,9 @@ class Settings(NamedTuple):
             kubernetes=MappingProxyType(
                 {name: value for name, value in environ.items() if name.startswith(KUBERNETES_PREFIX) and value}
             ),
+            prometheus=MappingProxyType(
+                {name: value for name, value in environ.items() if name.startswith(PROMETHEUS_PREFIX) and value}
+            ),
             function_names=frozenset(name for name in map(environ.get, FUNCTION_NAME_ENVS) if name),
             on_google_cloud=all(environ.get(name) for name in CLOUD_RUN_ENVS),
             project=environ.get(PROJECT_ENV) or None,
@@ -125,6 +133,8 @@ class Settings(NamedTuple):
         """Whether the environment set the variable ``name`` (one a ``Need`` names)."""
         if name.startswith(KUBERNETES_PREFIX):
             return name in self.kubernetes
+        if name.startswith(PROMETHEUS_PREFIX):
+            return bool(self.prometheus.get(name, "").strip())
         if name == PROJECT_ENV:
             return self.project is not None
         raise ValueError(f"{name} is not a variable a policy can need")
@@ -142,6 +152,7 @@ class Settings(NamedTuple):
             for name, value in zip(self._fields, self, strict=True)
         }
         shown["kubernetes"] = sorted(self.kubernetes)
+        shown["prometheus"] = sorted(self.prometheus)
         return "Settings(" + ", ".join(f"{name}={value!r}" for name, value in shown.items()) + ")"
 
 
@@ -149,27 +160,41 @@ _SECRET_FIELDS = ("caller_token", "previous_caller_token")
 
 
 class Need(NamedTuple):
-    """A variable the function cannot start without, given its policy: any one of ``names``, and why."""
+    """A variable the function cannot start without, given its policy: any one of ``names``, and why; or, with
+    ``check``, a file (``names`` holds its path) that must be there and usable."""
 
     names: tuple[str, ...]
     why: str
     # Settings that meet the need without any of ``names`` (kubectl proxy authenticates for the function), as ``why``
     # says.
     waived: Callable[[Settings], bool] | None = None
+    # A file's need: what is wrong with the file at this path here ("" when nothing), never what it holds.
+    check: Callable[[str], str] | None = None
 
     def __str__(self) -> str:
-        return f"{' or '.join(self.names)}: {self.why}"
+        return f"{'file ' if self.check else ''}{' or '.join(self.names)}: {self.why}"
 
     def met(self, settings: Settings) -> bool:
+        if self.check is not None:
+            return not self.problem()
         return any(map(settings.has, self.names)) or (self.waived is not None and self.waived(settings))
+
+    def problem(self) -> str:
+        """A file's problem here ("" for a variable, or a file without one)."""
+        return next((found for found in map(self.check, self.names) if found), "") if self.check else ""
 
 
 def unmet(needs: Iterable[Need], settings: Settings) -> ConfigError | None:
     """The error start-up stops with when ``settings`` leave some of ``needs`` unmet: one line per need."""
-    missing = [f"  {need}" for need in needs if not need.met(settings)]
-    if not missing:
-        return None
-    return ConfigError("the policy needs variables the environment does not set:\n" + "\n".join(missing))
+    needs = list(needs)
+    variables = [f"  {need}" for need in needs if need.check is None and not need.met(settings)]
+    files = [f"  {need}: {problem}" for need in needs if (problem := need.problem())]
+    parts = []
+    if variables:
+        parts.append("the policy needs variables the environment does not set:\n" + "\n".join(variables))
+    if files:
+        parts.append("the policy needs files this environment cannot use:\n" + "\n".join(files))
+    return ConfigError("\n".join(parts)) if parts else None
 
 
 def _choice(environ: Mapping[str, str], name: str, words: Mapping[str, bool], default: str) -> bool:

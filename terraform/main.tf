@@ -80,6 +80,7 @@ locals {
       secret  = var.kubernetes_token_secret
       version = var.kubernetes_token_secret_version
     } },
+    var.prometheus_secret_environment_variables,
   )
 
   apis = [
@@ -285,6 +286,17 @@ resource "google_secret_manager_secret_iam_member" "kubernetes_token" {
   member    = local.function_service_account_member
 }
 
+# NodeLoad's Prometheus credentials (prometheus_secret_files, prometheus_secret_environment_variables): each secret
+# readable by the function's account alone.
+resource "google_secret_manager_secret_iam_member" "prometheus" {
+  for_each = local.prometheus_secret_ids
+
+  project   = var.project_id
+  secret_id = each.value
+  role      = "roles/secretmanager.secretAccessor"
+  member    = local.function_service_account_member
+}
+
 # NodeLoad with Google auth reads Cloud Monitoring's Prometheus API as the function. Granted to an account the module
 # created; an existing account needs it beforehand (a deployer who brings accounts holds no project IAM admin role).
 resource "google_project_iam_member" "function_monitoring_viewer" {
@@ -303,6 +315,7 @@ resource "time_sleep" "secret_access" {
     grants = join(",", concat(
       google_secret_manager_secret_iam_member.caller_token[*].id,
       google_secret_manager_secret_iam_member.kubernetes_token[*].id,
+      [for grant in google_secret_manager_secret_iam_member.prometheus : grant.id],
       [for grant in google_project_iam_member.function_monitoring_viewer : grant.id],
     ))
   }
@@ -364,6 +377,21 @@ resource "google_cloudfunctions2_function" "extender" {
         project_id = var.project_id
         secret     = secret_environment_variables.value.secret
         version    = secret_environment_variables.value.version
+      }
+    }
+
+    # NodeLoad's Prometheus credentials as files: each secret on a directory of its own, at the version given
+    # ("latest": every read gets the current version, so rotation needs no new revision).
+    dynamic "secret_volumes" {
+      for_each = var.prometheus_secret_files
+      content {
+        mount_path = dirname(secret_volumes.key)
+        project_id = var.project_id
+        secret     = secret_volumes.value.secret
+        versions {
+          version = secret_volumes.value.version
+          path    = basename(secret_volumes.key)
+        }
       }
     }
   }

@@ -39,7 +39,36 @@ locals {
         verdict = "wouldReject (filter) or wouldVeto (preempt)."
       }
     }
+    # Rules not evaluated: a query that never answers under failurePolicy Ignore leaves would_reject at 0 while
+    # nothing is judged (docs/observability.md).
+    skipped = {
+      event       = "extender.skipped"
+      description = "Calls in which a plugin did not judge some nodes (their facts missing, or the scheduler's filter trusted), by plugin, rule, code, verb and profile. code Success: the nodes passed unjudged."
+      labels = {
+        plugin = "Plugin that did not judge the nodes."
+        rule   = "Rule its reason names (NodeLoad: the first applicable rule reading the metric without a fresh sample), empty when none."
+        code   = "What followed: Success, passed unjudged (failurePolicy Ignore, or preemptTrustsSchedulerFilter); Unschedulable, rejected, scored 0 or vetoed (failurePolicy Fail)."
+      }
+    }
   }
+
+  # The function's WARNINGs about a source it reads (NodeLoad's Prometheus or Cloud Monitoring, the Kubernetes API):
+  # each names it in `source`. Prometheus answers used despite something odd in them are no failure.
+  source_failures_log_filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${var.function_name}\"",
+    "severity>=WARNING",
+    "jsonPayload.source:*",
+    "NOT jsonPayload.outcome=\"answer used\"",
+  ])
+  # The identity proxy's own failures, logged in the cluster (the proxy answers them itself: Cloud Run never sees
+  # these calls), as GKE's logging agent turns its JSON lines into entries.
+  identity_proxy_log_filter = join(" AND ", [
+    "resource.type=\"k8s_container\"",
+    "resource.labels.namespace_name=\"${var.scheduler_namespace}\"",
+    "resource.labels.container_name=\"identity-proxy\"",
+    "jsonPayload.event=\"extender.proxy\"",
+  ])
 
   # A 404 is the one answer to a request without the caller token; every other error reached a routed call.
   errors_log_filter          = "${local.decision_log_filter} AND jsonPayload.error:* AND jsonPayload.status!=404"
@@ -250,6 +279,71 @@ resource "google_logging_metric" "by_rule" {
   depends_on = [time_sleep.apis]
 }
 
+resource "google_logging_metric" "source_failures" {
+  count = var.monitoring_enabled ? 1 : 0
+
+  project     = var.project_id
+  name        = "${var.function_name}/source_failures"
+  description = "WARNINGs about a source the function reads that gave no usable answer: NodeLoad's Prometheus or Cloud Monitoring, the Kubernetes API (node list, bound pods, victim pods), by source and entry."
+  filter      = local.source_failures_log_filter
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+
+    labels {
+      key         = "source"
+      value_type  = "STRING"
+      description = "prometheus, cloud-monitoring or kubernetes."
+    }
+    labels {
+      key         = "event"
+      value_type  = "STRING"
+      description = "Which reader warned: extender.nodeload (NodeLoad's refresh and in-flight pods), extender.nodesource (the node list), extender.preempt (victim pods)."
+    }
+  }
+  label_extractors = {
+    source = "EXTRACT(jsonPayload.source)"
+    event  = "EXTRACT(jsonPayload.event)"
+  }
+
+  depends_on = [time_sleep.apis]
+}
+
+# In the cluster's project, where the proxy's entries are logged.
+resource "google_logging_metric" "identity_proxy_failures" {
+  count = var.monitoring_enabled && var.invocation == "iam" ? 1 : 0
+
+  project     = local.cluster_project_id
+  name        = "${var.function_name}/identity_proxy_failures"
+  description = "Calls the identity proxy answered itself with an error (no ID token, the function unreachable or slow, a request it cannot forward), its failed readiness probes, and the function's refusals of its token, by kind and status."
+  filter      = local.identity_proxy_log_filter
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+
+    labels {
+      key         = "failure"
+      value_type  = "STRING"
+      description = "no_id_token, unreachable, timeout, refused (401/403 from the function) or request (a request it cannot forward)."
+    }
+    labels {
+      key         = "status"
+      value_type  = "STRING"
+      description = "HTTP status: the proxy's own (502, 503 on its readiness path, 504, 4xx) or the function's refusal."
+    }
+  }
+  label_extractors = {
+    failure = "EXTRACT(jsonPayload.failure)"
+    status  = "EXTRACT(jsonPayload.status)"
+  }
+
+  depends_on = [time_sleep.apis]
+}
+
 moved {
   from = google_logging_metric.would_reject[0]
   to   = google_logging_metric.by_rule["would_reject"]
@@ -266,6 +360,9 @@ resource "time_sleep" "metrics_propagation" {
     unauthenticated = google_logging_metric.unauthenticated[0].id
     latency         = google_logging_metric.latency[0].id
     iam_refused     = join(",", google_logging_metric.iam_refused[*].id)
+    by_rule         = join(",", [for metric in google_logging_metric.by_rule : metric.id])
+    source_failures = google_logging_metric.source_failures[0].id
+    identity_proxy  = join(",", google_logging_metric.identity_proxy_failures[*].id)
   }
 }
 
@@ -367,6 +464,36 @@ locals {
         * 504: see the latency alert; 503 right after a deploy: a failing new revision (roll back by applying the previous version).
       EOT
     }
+    skipped = {
+      display_name = "rules not evaluated (skipped)"
+      promql       = null
+      threshold = {
+        filter   = "${local.user_metric}/${var.function_name}/skipped\""
+        group_by = ["metric.label.plugin", "metric.label.rule", "metric.label.code"]
+      }
+      runbook = <<-EOT
+        In at least ${var.alert_error_count} calls within ${var.alert_window_minutes} min a plugin did not judge some nodes: their facts were missing (a source down, a query that never answers, a node not listed yet) or preempt trusted the scheduler's filter. With code Success the nodes passed unjudged (failurePolicy Ignore): the rule is not enforced, and an audited one's `would_reject` stays 0 whatever it would do. With another code they were rejected, scored 0 or vetoed (failurePolicy Fail).
+
+        * Why: Logs Explorer, `${local.decision_log_filter} AND jsonPayload.skipped:*`; `skipped.reasons` name the cause (a NodeLoad metric with no answer: its query, or Prometheus; a node the Kubernetes API does not list).
+        * The source failures alert usually fires with it: fix the source (the query, credentials, KUBERNETES_API_URL), and check with `python -m extender check-policy` and `explain`.
+        * Never move an audited rule to Enforce while this fires: a zero `would_reject` means nothing while its rule is not evaluated.
+      EOT
+    }
+    source_failures = {
+      display_name = "sources failing (Prometheus, Cloud Monitoring, Kubernetes API)"
+      promql       = null
+      threshold = {
+        filter   = "${local.user_metric}/${var.function_name}/source_failures\""
+        group_by = ["metric.label.source"]
+      }
+      runbook = <<-EOT
+        At least ${var.alert_error_count} WARNINGs within ${var.alert_window_minutes} min about a source that gave no usable answer: NodeLoad's Prometheus or Cloud Monitoring (a query refused, unreachable, slow, or not an answer), or the Kubernetes API (the node list, the bound pods NodeLoad counts in flight, preempt's victim pods). Requests go on from what the function knows, each plugin's failurePolicy deciding for what it lacks: see the skipped alert.
+
+        * The entries: Logs Explorer, `resource.labels.service_name="${var.function_name}" AND jsonPayload.source:* AND severity>=WARNING`; `problem` says why, `outcome` what followed.
+        * prometheus / cloud-monitoring: run the metric's query by hand; a 400 is the query itself, 401/403 its credentials (Cloud Monitoring: the function's service account needs roles/monitoring.viewer on the project it reads).
+        * kubernetes: KUBERNETES_API_URL reachable from the function (private clusters: direct VPC egress), its token valid and allowed by the RBAC the module renders.
+      EOT
+    }
     latency = {
       display_name = "function p99 latency above ${floor(var.alert_latency_ratio * 100)}% of httpTimeout ${var.http_timeout}"
       promql       = local.latency_query
@@ -456,6 +583,110 @@ resource "google_monitoring_alert_policy" "extender" {
   documentation {
     mime_type = "text/markdown"
     content   = "kube-scheduler calls the extender `${var.function_name}` synchronously (httpTimeout ${var.http_timeout}, no retry).\n\n${each.value.runbook}"
+  }
+
+  depends_on = [time_sleep.metrics_propagation]
+}
+
+# What happens in the cluster, alerted on in the cluster's project where its logs and metrics are: the identity
+# proxy's own failures (its log-based metric), and pods the second scheduler does not place (kube state metrics, GKE's
+# package in Managed Service for Prometheus: kube-scheduler's own metrics need authenticated scraping, and the function
+# sees only the pods the scheduler asks about, never those waiting for a scheduler that is down).
+locals {
+  scheduler_deployment  = "namespace=\"${var.scheduler_namespace}\",deployment=\"${var.scheduler_name}\""
+  pending_pods_duration = "${var.alert_window_minutes * 2 * 60}s"
+  pending_pods_query    = <<-EOT
+    max by (namespace, deployment) (kube_deployment_status_replicas_available{${local.scheduler_deployment}}) < 1
+    or
+    absent(kube_deployment_status_replicas_available{${local.scheduler_deployment}})
+    or
+    sum by (namespace) (kube_pod_status_unschedulable) > 0
+  EOT
+  cluster_alert_definitions = {
+    identity_proxy_failures = {
+      display_name = "identity proxy failing (calls that never reached Cloud Run)"
+      promql       = null
+      duration     = "0s"
+      threshold = {
+        filter   = "resource.type=\"k8s_container\" AND metric.type=\"logging.googleapis.com/user/${var.function_name}/identity_proxy_failures\""
+        group_by = ["metric.label.failure"]
+      }
+      runbook = <<-EOT
+        The identity proxy beside the second scheduler logged at least ${var.alert_error_count} failures within ${var.alert_window_minutes} min. It answers these calls itself (502 without an ID token or when the function cannot be reached, 504 when it is slow), so Cloud Run never sees them and no function alert fires; its readiness probe fails while it cannot mint tokens (`kubectl -n ${var.scheduler_namespace} get pods`: the pods show 1/2 ready).
+        ${local.failure_effect}
+
+        * The entries: `kubectl -n ${var.scheduler_namespace} logs deployment/${var.scheduler_name} -c identity-proxy`, or Logs Explorer `${local.identity_proxy_log_filter}`; `failure` says which kind, `problem` why.
+        * no_id_token: Workload Identity in effect? The node pool must run the GKE metadata server, the Kubernetes ServiceAccount ${var.scheduler_namespace}/${var.scheduler_name} must carry `iam.gke.io/gcp-service-account`, and the proxy's service account must grant it `roles/iam.workloadIdentityUser`.
+        * refused (401/403): see the iam_refused alert; unreachable / timeout: the cluster's egress to the function's URL.
+      EOT
+    }
+    pending_pods = {
+      display_name = "pods not placed: the second scheduler unavailable, or pods unschedulable"
+      promql       = local.pending_pods_query
+      duration     = local.pending_pods_duration
+      threshold    = null
+      runbook      = <<-EOT
+        For ${var.alert_window_minutes * 2} min, read from kube state metrics (GKE's package, Managed Service for Prometheus): the second scheduler, Deployment ${var.scheduler_namespace}/${var.scheduler_name}, had no available replica, so no pod with `schedulerName: ${var.scheduler_name}` is placed; or its series are absent (the kube state metrics package is not enabled: `gcloud container clusters update CLUSTER --monitoring=SYSTEM,POD,DEPLOYMENT`; or the Deployment does not exist); or pods were unschedulable (PodScheduled False, reason Unschedulable). kube state metrics does not tell which scheduler a pod waits for: the unschedulable count is every scheduler's.
+
+        * `kubectl -n ${var.scheduler_namespace} get deployment ${var.scheduler_name}` and its pods' events; a pod 1/2 ready: the identity proxy cannot mint tokens (see its alert).
+        * Which pods, and why: `kubectl get events -A --field-selector reason=FailedScheduling` (the source names the scheduler; the message, the extender's reasons).
+        * Pods waiting on the extender's rules: the rejections chart and the skipped alert; a NodeLoad rule rejecting every node keeps pods pending by design.
+      EOT
+    }
+  }
+  cluster_alerts = {
+    for name, alert in local.cluster_alert_definitions : name => alert
+    if var.monitoring_enabled && (name != "identity_proxy_failures" || var.invocation == "iam") && (name != "pending_pods" || var.scheduler_name != "default-scheduler")
+  }
+}
+
+resource "google_monitoring_alert_policy" "cluster" {
+  for_each = local.cluster_alerts
+
+  project               = local.cluster_project_id
+  display_name          = "${var.function_name}: ${each.value.display_name}"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = var.labels
+
+  conditions {
+    display_name = each.value.display_name
+
+    dynamic "condition_threshold" {
+      for_each = each.value.threshold == null ? [] : [each.value.threshold]
+      content {
+        filter          = condition_threshold.value.filter
+        comparison      = "COMPARISON_GT"
+        threshold_value = var.alert_error_count - 1
+        duration        = each.value.duration
+
+        aggregations {
+          alignment_period     = local.alert_window
+          per_series_aligner   = "ALIGN_SUM"
+          cross_series_reducer = "REDUCE_SUM"
+          group_by_fields      = condition_threshold.value.group_by
+        }
+        trigger {
+          count = 1
+        }
+      }
+    }
+    dynamic "condition_prometheus_query_language" {
+      for_each = each.value.promql == null ? [] : [each.value.promql]
+      content {
+        query    = condition_prometheus_query_language.value
+        duration = each.value.duration
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "kube-scheduler `${var.scheduler_name}` calls the extender `${var.function_name}`${var.invocation == "iam" ? " through the identity proxy beside it" : ""}.\n\n${each.value.runbook}"
   }
 
   depends_on = [time_sleep.metrics_propagation]

@@ -32,7 +32,7 @@ output "kube_scheduler_configuration" {
 }
 
 output "kubernetes_manifests" {
-  description = "Manifests for `kubectl apply -f`: the second scheduler (ServiceAccount, RBAC, configuration, Deployment)."
+  description = "Manifests for `kubectl apply -f`: the second scheduler (ServiceAccount, RBAC, configuration, Deployment), with in-cluster credentials. null with scheduler_deployment = \"existing-scheduler\"."
   value       = module.scheduler_config.kubernetes_manifests
   sensitive   = true
 }
@@ -89,6 +89,9 @@ output "dashboard_url" {
 }
 
 output "alert_policies" {
-  description = "Ids of the alert policies by alert (errors, rejected_calls, cloud_run_refused, cloud_run_failed, latency, cloud_run_latency); empty when monitoring is off."
-  value       = { for name, policy in google_monitoring_alert_policy.extender : name => policy.name }
+  description = "Ids of the alert policies by alert (errors, rejected_calls, cloud_run_refused, cloud_run_failed, latency, cloud_run_latency, iam_refused, skipped, source_failures; in the cluster's project identity_proxy_failures and pending_pods); empty when monitoring is off."
+  value = merge(
+    { for name, policy in google_monitoring_alert_policy.extender : name => policy.name },
+    { for name, policy in google_monitoring_alert_policy.cluster : name => policy.name },
+  )
 }

@@ -20,6 +20,7 @@ module "scheduler_config" {
   percentage_of_nodes_to_score = var.percentage_of_nodes_to_score
   namespace                    = var.scheduler_namespace
   leader_election_lease_name   = var.leader_election_lease_name
+  scheduler_deployment         = var.scheduler_deployment
   kubeconfig                   = var.kubeconfig
   kubernetes_version           = var.kubernetes_version
   scheduler_image_repository   = var.scheduler_image_repository

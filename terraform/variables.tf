@@ -443,7 +443,7 @@ variable "direct_vpc_egress" {
 # --- Node source / binder: the Kubernetes API the function reads nodes from --------------------------------------------
 
 variable "kubernetes_api_url" {
-  description = "Kubernetes API server URL for node lookups (node_cache_capable = true) and the bind verb. null: none (plugins see node names only). A private address, or a hostname only a private DNS zone resolves, needs direct VPC egress."
+  description = "Kubernetes API server URL for node lookups (node_cache_capable = true) and the bind verb, with kubernetes_token_secret (the function has no other API credential). null: none (plugins see node names only). A private address, or a hostname only a private DNS zone resolves, needs direct VPC egress."
   type        = string
   default     = null
 
@@ -496,6 +496,88 @@ variable "kubernetes_token_secret_version" {
   validation {
     condition     = var.kubernetes_token_secret_version == null || can(regex("^[1-9][0-9]*$", coalesce(var.kubernetes_token_secret_version, "-")))
     error_message = "kubernetes_token_secret_version must be a version number such as \"3\", not \"latest\": a pinned version rolls a new revision when it changes, \"latest\" leaves warm instances on the old token."
+  }
+  validation {
+    # The function's only API credential is KUBERNETES_TOKEN, which the secret at this version sets
+    # (extender/kube/config.py). Checked here, where no other rule depends on it: on kubernetes_api_url it would make a
+    # cycle with kubernetes_token_secret's rule, and on kubernetes_token_secret its failure would skip the rules of
+    # policy_file and verbs that name what the policy or bind need.
+    condition     = var.kubernetes_api_url == null || (var.kubernetes_token_secret != null && var.kubernetes_token_secret_version != null)
+    error_message = "kubernetes_api_url needs kubernetes_token_secret (and kubernetes_token_secret_version): without a token the function calls the API server anonymously, which refuses to list nodes and pods and to bind. Store the token of deploy/kubernetes/extender-rbac.yaml's service account in Secret Manager and name it, or leave kubernetes_api_url null."
+  }
+}
+
+# --- NodeLoad's Prometheus credentials: Secret Manager secrets, as files or PROMETHEUS_* variables ----------------------
+
+locals {
+  # What the policy's NodeLoad entries name for their Prometheus credentials (docs/plugins/nodeload.md): the files
+  # (tokenFile, passwordFile, tls.caFile/certFile/keyFile) and the variables (tokenEnv, passwordEnv).
+  node_load_prometheus = [
+    for entry in flatten([for profile in try(local.policy.profiles, []) : try([for entry in profile.pluginConfig : entry], [])]) :
+    entry.args.prometheus if try(entry.name == "NodeLoad", false) && can(entry.args.prometheus)
+  ]
+  prometheus_policy_files = distinct(flatten([for prometheus in local.node_load_prometheus : compact([
+    try(tostring(prometheus.tokenFile), null), try(tostring(prometheus.passwordFile), null),
+    try(tostring(prometheus.tls.caFile), null), try(tostring(prometheus.tls.certFile), null), try(tostring(prometheus.tls.keyFile), null),
+  ])]))
+  prometheus_policy_variables = distinct(flatten([for prometheus in local.node_load_prometheus : compact([
+    try(tostring(prometheus.tokenEnv), null), try(tostring(prometheus.passwordEnv), null),
+  ])]))
+  # The secrets the function reads for them, each granted once.
+  prometheus_secret_ids = toset(concat(
+    [for file in values(var.prometheus_secret_files) : file.secret],
+    [for variable in values(var.prometheus_secret_environment_variables) : variable.secret],
+  ))
+}
+
+variable "prometheus_secret_files" {
+  description = "Secret Manager secrets (ids in project_id) mounted into the function as files for NodeLoad's Prometheus credentials, by the absolute path the policy names (prometheus.tokenFile, passwordFile, tls.caFile, tls.certFile, tls.keyFile), e.g. { \"/etc/secrets/prometheus-token/token\" = { secret = \"mimir-read-token\" } }. version defaults to \"latest\": every read of a mounted secret gets that version, and NodeLoad reads the file again at least every minute and after a 401/403, so a rotated token is used without a new revision. One file per directory (Cloud Functions mounts each secret on a directory of its own)."
+  type = map(object({
+    secret  = string
+    version = optional(string, "latest")
+  }))
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = alltrue([for path in keys(var.prometheus_secret_files) : can(regex("^(/[A-Za-z0-9._-]+)+/[A-Za-z0-9._-]+$", path)) && !can(regex("^/(cloudsql|dev|pod|proc|sys|var/log|workspace|tmp)(/|$)", path)) && !strcontains(path, "/../") && !strcontains(path, "/./")])
+    error_message = "prometheus_secret_files keys must be absolute file paths below a directory of their own, such as /etc/secrets/prometheus-token/token, outside /workspace (the function's code), /tmp, /cloudsql, /dev, /pod, /proc, /sys and /var/log."
+  }
+  validation {
+    condition     = length(distinct([for path in keys(var.prometheus_secret_files) : dirname(path)])) == length(var.prometheus_secret_files)
+    error_message = "prometheus_secret_files puts two files in one directory: Cloud Functions mounts each secret on a directory of its own, which hides anything else there. Give each file a directory, e.g. /etc/secrets/prometheus-token/token and /etc/secrets/prometheus-key/tls.key."
+  }
+  validation {
+    condition     = alltrue([for file in values(var.prometheus_secret_files) : can(regex("^[A-Za-z0-9_-]{1,255}$", file.secret)) && can(regex("^(latest|[1-9][0-9]*)$", file.version))])
+    error_message = "prometheus_secret_files: each secret is a Secret Manager secret id in project_id (letters, digits, - and _), and each version \"latest\" or a version number such as \"3\"."
+  }
+  validation {
+    # Start-up refuses to start when a file the policy names is missing: say it at plan time, naming the files.
+    condition     = length(setsubtract(local.prometheus_policy_files, keys(var.prometheus_secret_files))) == 0
+    error_message = "policy_file's NodeLoad prometheus credentials name files the function would not have: ${join(", ", setsubtract(local.prometheus_policy_files, keys(var.prometheus_secret_files)))}. Mount each from Secret Manager with prometheus_secret_files = { \"<path>\" = { secret = \"<secret id>\" } }; the policy never holds a secret itself."
+  }
+}
+
+variable "prometheus_secret_environment_variables" {
+  description = "Secret Manager secrets (ids in project_id) that reach the function as PROMETHEUS_* variables for NodeLoad's prometheus.tokenEnv / passwordEnv, e.g. { PROMETHEUS_TOKEN = { secret = \"grafana-cloud-token\", version = \"3\" } }. Pinned version numbers only: variables are resolved when an instance starts, so a new number rolls out a new revision. prometheus_secret_files rotates without one."
+  type = map(object({
+    secret  = string
+    version = string
+  }))
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = alltrue([for name in keys(var.prometheus_secret_environment_variables) : can(regex("^PROMETHEUS_[A-Z0-9_]+$", name))])
+    error_message = "prometheus_secret_environment_variables names must start with PROMETHEUS_ (e.g. PROMETHEUS_TOKEN): the function reads no other variable for NodeLoad's credentials."
+  }
+  validation {
+    condition     = alltrue([for variable in values(var.prometheus_secret_environment_variables) : can(regex("^[A-Za-z0-9_-]{1,255}$", variable.secret)) && can(regex("^[1-9][0-9]*$", variable.version))])
+    error_message = "prometheus_secret_environment_variables: each secret is a Secret Manager secret id in project_id, and each version a number such as \"3\", not \"latest\": warm instances would keep a rotated-out value (use prometheus_secret_files to follow latest)."
+  }
+  validation {
+    condition     = length(setsubtract(local.prometheus_policy_variables, keys(var.prometheus_secret_environment_variables))) == 0
+    error_message = "policy_file's NodeLoad prometheus credentials name variables the function would not have: ${join(", ", setsubtract(local.prometheus_policy_variables, keys(var.prometheus_secret_environment_variables)))}. Set each from Secret Manager with prometheus_secret_environment_variables = { <NAME> = { secret = \"<secret id>\", version = \"<number>\" } }."
   }
 }
 
@@ -552,13 +634,20 @@ variable "scheduler_resources" {
 }
 
 variable "leader_election_lease_name" {
-  description = "Leader-election Lease. null: scheduler_name, so the second scheduler never contends for the default scheduler's lock. \"kube-scheduler\" for an existing control-plane scheduler."
+  description = "Leader-election Lease. null: scheduler_name, so the second scheduler never contends for the default scheduler's lock. \"kube-scheduler\" for an existing control-plane scheduler (scheduler_deployment = \"existing-scheduler\")."
   type        = string
   default     = null
 }
 
+variable "scheduler_deployment" {
+  description = "Which kube-scheduler runs the extender's configuration. \"second-scheduler\": a Deployment of its own from the kubernetes_manifests output, with in-cluster credentials; pods opt in with spec.schedulerName. \"existing-scheduler\": a kube-scheduler you start with --config (kube_scheduler_configuration), such as a self-managed control plane's; kubernetes_manifests is null then."
+  type        = string
+  default     = "second-scheduler"
+  nullable    = false
+}
+
 variable "kubeconfig" {
-  description = "clientConnection.kubeconfig of the configuration. null: in-cluster credentials (second scheduler). A control-plane scheduler started with --config ignores --kubeconfig and needs it here (kubeadm: /etc/kubernetes/scheduler.conf)."
+  description = "clientConnection.kubeconfig of the configuration, with scheduler_deployment = \"existing-scheduler\" only: a control-plane scheduler started with --config ignores --kubeconfig and needs it here (kubeadm: /etc/kubernetes/scheduler.conf). null: in-cluster credentials, which the second scheduler always uses."
   type        = string
   default     = null
 }
@@ -677,7 +766,7 @@ variable "tls_key_data" {
 # --- Monitoring --------------------------------------------------------------------------------------------------------
 
 variable "monitoring_enabled" {
-  description = "Create the log-based metrics (requests, errors, unauthenticated, latency, rejections, would_reject), the alert policies and the dashboard (dashboard_enabled)."
+  description = "Create the log-based metrics (requests, errors, unauthenticated, latency, rejections, would_reject, skipped, source_failures, identity_proxy_failures), the alert policies and the dashboard (dashboard_enabled)."
   type        = bool
   default     = true
   nullable    = false

@@ -4,8 +4,9 @@ It answers the way kube-apiserver does: list objects with ``metadata.resourceVer
 and ``items`` (paged with ``limit``/``continue``; node lists in the metadata-only
 ``PartialObjectMetadataList`` form when asked), ``Status`` objects with ``code``,
 ``reason`` and ``message`` for errors, bearer-token authentication (401) and
-per-resource authorization (403). Knobs make it slow (``delay``), refuse
-(``forbidden``) or fall back to full lists (``metadata_lists = False``), and
+per-resource authorization (403). Knobs make it slow (``delay``), hang (``hang``:
+requests read, never answered), refuse (``forbidden``), fail bound-pod lists
+(``fail_pod_lists``: the next ones answer 500) or fall back to full lists (``metadata_lists = False``), and
 hostile: an answer dripped byte by byte (``drip``), padded to any size
 (``padding``), node lists whose ``continue`` token never changes
 (``repeat_continue``), pod lists whose items are any JSON (``pod_items``),
@@ -95,6 +96,10 @@ class FakeApiServer:
         self.hostile: dict[str, str] = {}
         # True: new TLS connections wait before their handshake, until the client gives up.
         self.stall_handshake = False
+        # True: every request is read and then never answered while it stays True (a hung API server, a stuck proxy).
+        self.hang = False
+        # Pod lists (of bound pods) still to fail with a 500: a relist that fails.
+        self.fail_pod_lists = 0
         # Watches: answered but silent (a stalled stream), and seconds between bookmarks (0: none).
         self.watch_silent = False
         self.bookmark_every = 0.0
@@ -236,6 +241,8 @@ class FakeApiServer:
         self.requests.append(Recorded(method, parts.path, query, headers, body))
         if self.delay:
             self._stopped.wait(self.delay)
+        while self.hang and not self._stopped.wait(0.02):
+            pass
         try:
             self._authenticate(headers)
             if method == "GET" and parts.path == "/api/v1/nodes":
@@ -246,6 +253,9 @@ class FakeApiServer:
                     self._authorize("watch", "pods", "at the cluster scope")
                     return 200, {"watch": True}
                 self._authorize("list", "pods", "at the cluster scope")
+                if self.fail_pod_lists and query.get("fieldSelector", [""])[0] == "spec.nodeName!=":
+                    self.fail_pod_lists -= 1
+                    raise ApiError(500, "InternalError", "etcdserver: request timed out")
                 return 200, self._list_pods(query)
             binding = _BINDING_PATH.match(parts.path)
             if method == "POST" and binding:
@@ -319,9 +329,9 @@ class FakeApiServer:
                     raise ApiError(410, "Expired", too_old)
             else:
                 start, version = 0, self.resource_version
-            pods = [copy.deepcopy(pod) for pod in self.pods if (pod.get("spec") or {}).get("nodeName")]
-        # Served at the list's resourceVersion: a pod changed since is shown as it is (the fake keeps no history).
-        page = pods[start : start + limit] if limit else pods[start:]
+            pods = [pod for pod in self.pods if (pod.get("spec") or {}).get("nodeName")]
+            # Served at the list's resourceVersion: a pod changed since is shown as it is (the fake keeps no history).
+            page = [copy.deepcopy(pod) for pod in (pods[start : start + limit] if limit else pods[start:])]
         metadata: dict[str, Any] = {"resourceVersion": str(version)}
         if limit and start + limit < len(pods):
             metadata["continue"] = base64.b64encode(f"{start + limit}/{version}".encode()).decode()

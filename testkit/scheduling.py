@@ -50,10 +50,10 @@ class NodeState:
     requested_cpu: float = 0.0
     requested_memory: float = 0.0
     pods: list[str] = field(default_factory=list)
+    name: str = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return str(self.obj["metadata"]["name"])
+    def __post_init__(self) -> None:
+        self.name = str(self.obj["metadata"]["name"])
 
 
 class Scheduler:
@@ -82,7 +82,10 @@ class Scheduler:
         self.bind = bind
         self.bind_delay = bind_delay
         self.random = random.Random(seed)
+        self._by_name = {node.name: node for node in self.nodes}
         self.bindings: list[threading.Thread] = []
+        # Per pod shape (CPU, memory), every node's in-tree score: a cycle changes only the node it assumed a pod on.
+        self._in_tree: dict[tuple[float, float], dict[str, int]] = {}
 
     def schedule(self, pod: dict[str, Any]) -> str | None:
         """One scheduling cycle; the node the pod was assumed on (its binding under way), None if none fits."""
@@ -97,23 +100,33 @@ class Scheduler:
         feasible = self._extender_filter(pod, fitting)
         if not feasible:
             return None
-        totals = {node.name: 0 for node in feasible}
+        if len(feasible) > 1 and self.in_tree:
+            in_tree = self._in_tree_scores(cpu, memory)
+            totals = {node.name: in_tree[node.name] for node in feasible}
+        else:
+            totals = dict.fromkeys((node.name for node in feasible), 0)
         if len(feasible) > 1:
-            if self.in_tree:
-                for node in feasible:
-                    totals[node.name] += least_allocated(node, cpu, memory) + balanced_allocation(node, cpu, memory)
             for entry in self.call("prioritize", self._args(pod, feasible)):
                 totals[entry["Host"]] += entry["Score"] * self.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
         chosen = self._select(totals)
-        node = next(node for node in self.nodes if node.name == chosen)
+        node = self._by_name[chosen]
         node.requested_cpu += cpu
         node.requested_memory += memory
         node.pods.append(pod["metadata"]["name"])
+        for (shape_cpu, shape_memory), scores in self._in_tree.items():
+            scores[chosen] = _in_tree_score(node, shape_cpu, shape_memory)
         delay = self.random.uniform(*self.bind_delay)
         thread = threading.Thread(target=self._bind_later, args=(pod, chosen, delay), daemon=True)
         thread.start()
         self.bindings.append(thread)
         return chosen
+
+    def _in_tree_scores(self, cpu: float, memory: float) -> dict[str, int]:
+        scores = self._in_tree.get((cpu, memory))
+        if scores is None:
+            scores = {node.name: _in_tree_score(node, cpu, memory) for node in self.nodes}
+            self._in_tree[(cpu, memory)] = scores
+        return scores
 
     def wait_for_bindings(self) -> None:
         for thread in self.bindings:
@@ -138,16 +151,14 @@ class Scheduler:
         return {"Pod": pod, "Nodes": {"metadata": {}, "items": [node.obj for node in nodes]}, "NodeNames": None}
 
     def _select(self, totals: dict[str, int]) -> str:
-        """The highest total; among equals, each as likely (selectHost's reservoir sampling)."""
-        best, chosen, seen = -1, "", 0
-        for name, total in totals.items():
-            if total > best:
-                best, chosen, seen = total, name, 1
-            elif total == best:
-                seen += 1
-                if self.random.randrange(seen) == 0:
-                    chosen = name
-        return chosen
+        """The highest total; among equals, each as likely (as selectHost's reservoir sampling makes them)."""
+        best = max(totals.values())
+        tied = [name for name, total in totals.items() if total == best]
+        return tied[self.random.randrange(len(tied))] if len(tied) > 1 else tied[0]
+
+
+def _in_tree_score(node: NodeState, cpu: float, memory: float) -> int:
+    return least_allocated(node, cpu, memory) + balanced_allocation(node, cpu, memory)
 
 
 def least_allocated(node: NodeState, cpu: float, memory: float) -> int:

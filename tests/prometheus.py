@@ -32,11 +32,12 @@ SCRAPE_INTERVAL = 0.5
 METRIC = "node_load"
 
 
-def prometheus_binary() -> str:
-    """The prometheus executable; fails the test under CI=true when there is none, else skips it saying why."""
-    found = shutil.which("prometheus") or ("/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None)
+def prometheus_binary(name: str = "prometheus") -> str:
+    """The prometheus executable (or ``promtool``, beside it); fails the test under CI=true when there is none, else
+    skips it saying why."""
+    found = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
     if found is None:
-        why = "no prometheus executable on PATH (Debian: apt-get install prometheus; .ci/run installs it)"
+        why = f"no {name} executable on PATH (Debian: apt-get install prometheus; .ci/run installs it)"
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true: {why}")
         pytest.skip(why)

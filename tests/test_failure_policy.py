@@ -82,6 +82,13 @@ def test_preempt_without_labels_under_ignore_passes_and_says_so_at_warning(clien
     assert skipped["count"] == 2
     assert all(r["plugin"] == "NodeLabelPolicy" and "failurePolicy Ignore" in r["reason"] for r in skipped["reasons"])
     assert "NodeLabelPolicy" not in record.json_fields["pluginMs"]  # it did not run
+    # And on its own, per plugin, rule and code, for the skipped metric and its alert: what passed unjudged.
+    [entry] = [each for each in caplog.records if each.name == "extender.skipped"]
+    assert entry.levelno == logging.WARNING and entry.getMessage() == "extender skipped"
+    assert entry.json_fields == {
+        "event": "extender.skipped", "verb": "preempt", "profile": "default", "pod": record.json_fields["pod"],
+        "plugin": "NodeLabelPolicy", "rule": "", "code": "Success", "count": 2,
+    }  # fmt: skip
 
 
 def test_preempt_trusting_the_scheduler_filter_passes_and_says_so(client_factory, tmp_path, caplog):
@@ -173,6 +180,9 @@ def test_ignore_lets_the_unknown_node_pass_at_warning(slow_for_new_nodes, caplog
     assert record.levelno == logging.WARNING
     [reason] = record.json_fields["skipped"]["reasons"]
     assert reason["plugin"] == "NodeLabelPolicy" and "failurePolicy Ignore" in reason["reason"]
+    [entry] = [each.json_fields for each in caplog.records if each.name == "extender.skipped"]
+    assert (entry["verb"], entry["plugin"], entry["code"]) == ("filter", "NodeLabelPolicy", "Success")
+    assert entry["count"] == 1
 
 
 def test_the_decision_entry_shows_no_score_for_a_plugin_left_out_of_a_node():

@@ -106,6 +106,13 @@ def test_api_down_follows_the_failure_policy(make_client, caplog, failure_policy
         record.getMessage() for record in caplog.records if record.getMessage().startswith("victim pods unavailable")
     )
     assert "node-a (cannot reach the Kubernetes API" in logged
+    [fields] = [
+        record.json_fields
+        for record in caplog.records
+        if getattr(record, "json_fields", {}).get("event") == "extender.preempt"
+    ]
+    assert fields["source"] == "kubernetes"  # what the source_failures metric counts by
+    assert fields["problem"].startswith("victim pods unavailable on node-a (cannot reach the Kubernetes API")
     if failure_policy == "Fail":
         assert answer["NodeNameToMetaVictims"] == {}  # evicting nothing is the safe side
         assert "plugin ProtectedVictims needs victim pod details, but only their UIDs are known" in answer["Error"]

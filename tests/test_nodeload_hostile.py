@@ -26,6 +26,7 @@ from extender.framework.profile import Profile, ScorePluginEntry
 from extender.framework.status import Code
 from extender.plugins import NodeLoad
 from extender.plugins.nodeload import answers, prometheus
+from extender.plugins.nodeload.auth import BEARER, Credentials, PrometheusAuth
 from extender.settings import Settings
 from testkit.loopback import Loopback, QuietHandler
 from tests.plugin_helpers import node, pod
@@ -241,11 +242,9 @@ def test_an_endpoint_dripping_its_head_is_cut_off_at_the_refresh_s_deadline(endp
 TOKEN = "ya29.a0AfB_byStandInAccessToken-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
-class StaticToken:
-    """Stands in for GoogleAuth: the header it gives is what the endpoint echoes."""
-
-    def authorization(self, seconds: float) -> str:
-        return f"Bearer {TOKEN}"
+def static_token() -> Credentials:
+    """A bearer token from a variable: the header it gives is what the endpoint echoes."""
+    return Credentials(PrometheusAuth(BEARER, token_env="PROMETHEUS_TOKEN"), {"PROMETHEUS_TOKEN": TOKEN})
 
 
 def secrets_in(text: str) -> list[str]:
@@ -297,7 +296,7 @@ def _answer(status: str, body: bytes, content_type: str = "application/json") ->
 )
 def test_a_bearer_token_the_endpoint_echoes_is_in_no_message(endpoint, caplog, echo, problem):
     endpoint.raw = lambda authorization: (echo(authorization), b"")
-    client = prometheus.Prometheus(endpoint.url, StaticToken())  # type: ignore[arg-type]
+    client = prometheus.Prometheus(endpoint.url, static_token())
     with pytest.raises(prometheus.QueryError) as raised:
         client.query("node_load", 2.0)
     message = str(raised.value)

@@ -315,6 +315,41 @@ def test_risk_balancing_takes_the_worst_resource_with_in_flight_pods_added_to_th
     assert scores == {"a": 65, "b": 70}
 
 
+def risk_scores_after_a_burst(seconds: float) -> tuple[dict[str, int], dict[str, Any]]:
+    """RiskBalancing over a 10-minute window, ``seconds`` after three pods of 800m (0.6 of 4 CPU) were bound to node
+    a, whose mean still shows 0.3; b, busier before the burst (0.5), got none. The metric's delay is 5 minutes."""
+    profile = plugin(
+        {
+            "metrics": [{"name": "cpu", "query": "c", "nodeLabel": "node", "delay": "5m"}],
+            "score": {"strategy": "RiskBalancing", "window": "10m", "margin": 1},
+        }
+    )
+    node_load = next(p for p in profile.filters if isinstance(p, NodeLoad))
+    answers = {
+        "cpu": answer({"a": 0.3, "b": 0.5}),
+        "cpu:mean": answer({"a": 0.3, "b": 0.5}),
+        "cpu:stddev": answer({"a": 0.0, "b": 0.0}),
+    }
+    burst = {f"x{index}": bound(f"x{index}", "a", NOW - seconds, cpu="800m") for index in range(3)}
+    node_load.judge_offline(answers, Bindings(by_node(burst)), FOUR_CPU)
+    prioritized = profile.prioritize(pod(cpu="400m"), [Node("a"), Node("b")])
+    return prioritized.by_plugin["NodeLoad"], prioritized.observed["NodeLoad"]("a")["cpu:mean"]
+
+
+def test_risk_balancing_counts_a_bound_pod_until_its_window_has_fully_seen_it():
+    # Just past the delay the 10-minute mean has seen 10 s of the pods: they count almost whole (0.59 of 0.6), and
+    # the fuller node a (0.3 + 0.59 + the pod's 0.1) scores below b (0.5 + 0.1: 70), not above it (80, as measured).
+    scores, mean = risk_scores_after_a_burst(310)
+    assert scores["a"] < scores["b"] == 70, (scores, mean)
+    assert scores == {"a": 51, "b": 70}
+    # Halfway through the window the mean holds half of them: the other half counts (0.3 + 0.3 + 0.1 -> 65).
+    assert risk_scores_after_a_burst(600)[0]["a"] == 65
+    # Once the window has fully seen them (delay + window), only the mean counts: 0.3 + 0.1 -> 80.
+    assert risk_scores_after_a_burst(901)[0]["a"] == 80
+    node_load = next(p for p in plugin({"score": {"strategy": "RiskBalancing", "window": "10m"}}).filters)
+    assert node_load.horizon == 120 + 600 + 180 + 60  # delay + window + maxAge + clock skew
+
+
 def policy_json(args: dict[str, Any], **policy: Any) -> str:
     """A policy file whose one profile filters and scores with NodeLoad given ``args``."""
     plugins = {"filter": {"enabled": [{"name": "NodeLoad"}]}, "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]}}

@@ -186,7 +186,7 @@ def test_a_served_empty_answer_warns_once_naming_the_query_and_every_node_s_reas
         "NodeLoad: metric cpu: query `node_lod` returned no series (is the metric's name "
         "right, and does Prometheus scrape it?)"
     )
-    assert first["Error"] == why  # no node could be judged: the whole answer says why
+    assert first["Error"] == f"{why} (rule 'cpu' not evaluated)"  # no node could be judged: the answer says why
     warnings = [record for record in caplog.records if record.name == "extender.nodeload"]
     assert [record.getMessage() for record in warnings] == [f"{why} (no node has facts)"]
     assert (warnings[0].json_fields["query"], warnings[0].json_fields["nodeLabel"]) == ("node_lod", "node")

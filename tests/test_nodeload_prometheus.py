@@ -153,7 +153,7 @@ def test_a_node_that_stops_reporting_has_no_facts_and_the_failure_policy_decides
     verdict = filtered(client, ["a", "b"])
     why = (
         "NodeLoad: no series of Prometheus' cpu query `node_load` has label node set to this node's name (they name "
-        "1 node, such as a)"
+        "1 node, such as a) (rule 'cpu' not evaluated)"
     )
     if failure == "Fail":
         assert verdict["kept"] == ["a"]
@@ -163,6 +163,10 @@ def test_a_node_that_stops_reporting_has_no_facts_and_the_failure_policy_decides
     [entry] = decisions(caplog)
     [skipped] = entry["skipped"]["reasons"]
     assert skipped["plugin"] == "NodeLoad" and skipped["nodes"] == ["b"] and why in skipped["reason"]
+    # The rule not evaluated, for the skipped metric: its entry names it.
+    [rule] = [record.json_fields for record in caplog.records if record.name == "extender.skipped"]
+    code = "Unschedulable" if failure == "Fail" else "Success"
+    assert (rule["plugin"], rule["rule"], rule["code"], rule["count"]) == ("NodeLoad", "cpu", code, 1)
     assert entry["nodeFacts"]["NodeLoad"]["b"] == {"cpu": {"value": None, "ageSeconds": None}}
 
 
@@ -246,7 +250,7 @@ def test_nan_and_infinite_values_are_no_facts(prometheus, exporter, client_facto
     verdict = filtered(client, ["nan", "inf", "ok"])
     why = (
         "plugin NodeLoad could not judge the node (failurePolicy Fail): "
-        "NodeLoad: the node's cpu sample is not a finite number"
+        "NodeLoad: the node's cpu sample is not a finite number (rule 'cpu' not evaluated)"
     )
     assert verdict["kept"] == ["ok"] and verdict["failed"] == {"nan": why, "inf": why}
     [warning] = refresh_warnings(caplog)
@@ -377,3 +381,16 @@ def test_refresh_warnings_name_the_metric_and_never_a_credential(
     assert "NodeLoad: no cpu answer from Prometheus yet (its last refresh failed:" in verdict["error"]
     [record] = [record for record in caplog.records if record.name == "extender.nodeload"]
     assert record.json_fields["metric"] == "cpu" and "400 Bad Request: bad_data: " in record.json_fields["problem"]
+    # What the source_failures metric counts by: the source, and that no answer was used.
+    assert record.json_fields["source"] == "prometheus"
+    assert record.json_fields["outcome"] == "no answer: its nodes have no facts"
+
+
+def test_refresh_warnings_name_cloud_monitoring_as_their_source() -> None:
+    from extender.plugins.nodeload.args import GMP_URL
+    from extender.plugins.nodeload.loads import source_of
+    from extender.plugins.nodeload.prometheus import Prometheus
+
+    assert source_of(Prometheus(GMP_URL.format(project="acme"))) == "cloud-monitoring"
+    assert source_of(Prometheus("http://prometheus.monitoring.svc:9090")) == "prometheus"
+    assert source_of(Prometheus("https://monitoring.googleapis.com.example.org/v1")) == "prometheus"

@@ -355,7 +355,7 @@ def test_an_answer_naming_none_of_a_request_s_nodes_is_one_warning_a_minute(capl
             filtered = profile.filter(pod(), [Node("worker-1"), Node("worker-2")])
     why = (
         "NodeLoad: no series of Prometheus' cpu query `q` has label instance set to this node's name (they name 2 "
-        "nodes, such as 10.0.0.4:9100)"
+        "nodes, such as 10.0.0.4:9100) (rule 'cpu' not evaluated)"
     )
     assert filtered.error is not None and filtered.error.reason == why  # no node could be judged
     [warning] = [record.getMessage() for record in warnings_of(caplog)]

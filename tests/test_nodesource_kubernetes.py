@@ -196,6 +196,11 @@ def test_api_down_follows_the_failure_policy_and_logs_the_decision(caplog, fail_
     else:  # not one node could be judged
         assert result.error is not None and result.feasible == []
         assert "cannot reach the Kubernetes API" in result.error.reason
+    # The failed list: a WARNING the source_failures metric counts, by its source.
+    [listing] = [record.json_fields for record in caplog.records if "source" in getattr(record, "json_fields", {})]
+    assert (listing["event"], listing["source"]) == ("extender.nodesource", "kubernetes")
+    assert listing["outcome"] == "no list yet"
+    assert listing["problem"].startswith("listing nodes failed: cannot reach the Kubernetes API")
     decision = next(record.getMessage() for record in caplog.records if "failurePolicy" in record.getMessage())
     default = "Ignore" if fail_open else "Fail"
     assert decision.startswith(

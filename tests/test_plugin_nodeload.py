@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from extender.settings import Settings
 from extender.wire.errors import flatten_errors
 from tests.conftest import ROOT
 from tests.policy_doc import code_blocks, policy_section
+from tests.prometheus import prometheus_binary
 
 URL = "http://prometheus.example.internal:9090"
 CPU = {"name": "cpu", "query": "node_load", "nodeLabel": "node"}
@@ -100,11 +102,51 @@ def test_preset_node_exporter_joins_node_exporter_to_node_names_with_kube_state_
         "on (namespace, pod) group_left (node) topk by (namespace, pod) "
         '(1, max by (node, namespace, pod) (kube_pod_info{node!=""}))'
     )
-    assert cpu.query == f'1 - avg by (node) (rate(node_cpu_seconds_total{{mode="idle"}}[5m]) * {on_node})'
-    assert (
-        memory.query == f"1 - max by (node) ((node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes) * {on_node})"
+    assert cpu.query.startswith(
+        f'sum by (node) ((1 - rate(node_cpu_seconds_total{{mode="idle"}}[5m])) * {on_node}) / on (node) '
+    )
+    assert memory.query.startswith(
+        f"max by (node) ((node_memory_MemTotal_bytes - node_memory_MemAvailable_bytes) * {on_node}) / on (node) "
     )
     assert cpu.node_label == memory.node_label == "node"
+
+
+def test_preset_node_exporter_measures_shares_of_allocatable_as_the_pods_estimates_are(tmp_path):
+    """node-exporter sees the whole machine: 4 CPUs of which 2 busy, 16 GiB of which 8 in use. Of what pods may use
+    (kube-state-metrics' allocatable: 2.5 cores, 10 GiB) that is 0.8 each, the base the in-flight pods' and the pod's
+    own shares divide by; shares of the machine (0.5) would put a pod of 1 core on 0.5 + 0.4, not 0.8 + 0.4."""
+    promtool = prometheus_binary("promtool")
+    cpu, memory = PRESETS["node-exporter"].metrics
+    node_exporter = 'namespace="monitoring",pod="node-exporter-a"'
+    series = [
+        *(
+            {"series": f'node_cpu_seconds_total{{cpu="{cpu}",mode="{mode}",{node_exporter}}}', "values": "0+30x10"}
+            for cpu in range(4)
+            for mode in ("idle", "user")
+        ),
+        {"series": f"node_memory_MemTotal_bytes{{{node_exporter}}}", "values": f"{16 * 2**30}x10"},
+        {"series": f"node_memory_MemAvailable_bytes{{{node_exporter}}}", "values": f"{8 * 2**30}x10"},
+        # Two kube-state-metrics replicas report the same pod and node.
+        *(
+            {"series": f'kube_pod_info{{{node_exporter},node="node-a",instance="ksm-{n}"}}', "values": "1x10"}
+            for n in (1, 2)
+        ),
+        {"series": 'kube_node_status_allocatable{node="node-a",resource="cpu",unit="core"}', "values": "2.5x10"},
+        {
+            "series": 'kube_node_status_allocatable{node="node-a",resource="memory",unit="byte"}',
+            "values": f"{10 * 2**30}x10",
+        },
+    ]
+    checks = [
+        {"expr": query, "eval_time": "10m", "exp_samples": [{"labels": '{node="node-a"}', "value": 0.8}]}
+        for query in (cpu.query, memory.query)
+    ]
+    tests = {"tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}]}
+    (tmp_path / "tests.yaml").write_text(json.dumps(tests))
+    ran = subprocess.run(
+        [promtool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
 def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
@@ -137,7 +179,7 @@ def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():
         ),
         (
             {"metrics": [CPU], "prometheus": {"url": URL, "auth": "oauth"}},
-            "args.prometheus.auth: Must be one of: google, none.",
+            "args.prometheus.auth: Must be one of: google, bearer, basic, none.",
         ),
         (
             {"metrics": [{**CPU, "name": "CPU"}], "prometheus": {"url": URL}},

@@ -203,6 +203,41 @@ def test_env_checks_them_as_start_up_does(capsys, tmp_path, monkeypatch, environ
         assert str(stopped.value).splitlines()[1:] == [f"  {line}" for line in unmet]
 
 
+ANONYMOUS_API = (
+    "KUBERNETES_API_URL is set without KUBERNETES_TOKEN or KUBERNETES_TOKEN_FILE: the function would call the API "
+    "server anonymously, which refuses to list nodes and pods and to bind. Set the token of the service account "
+    "deploy/kubernetes/extender-rbac.yaml makes (Terraform: kubernetes_token_secret), or unset KUBERNETES_API_URL"
+)
+
+
+@pytest.mark.parametrize(
+    ("environment", "refused"),
+    [
+        ({"KUBERNETES_API_URL": "https://203.0.113.10"}, True),
+        ({"KUBERNETES_API_URL": "https://203.0.113.10", "KUBERNETES_TOKEN": "t"}, False),
+        ({"KUBERNETES_API_URL": "https://203.0.113.10", "KUBERNETES_TOKEN_FILE": "{token_file}"}, False),
+        ({"KUBERNETES_API_URL": "http://127.0.0.1:8001"}, False),  # kubectl proxy adds its own credentials
+        ({}, False),
+    ],
+)
+def test_env_refuses_an_api_server_the_function_would_call_anonymously(
+    capsys, tmp_path, monkeypatch, environment, refused
+):
+    # Whatever the policy needs: NodeLoad's in-flight pods, preemption and bind use the API whenever it is set.
+    for name in ("KUBERNETES_API_URL", "KUBERNETES_TOKEN", "KUBERNETES_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "token").write_text("t\n")
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value.format(token_file=tmp_path / "token"))
+    path = tmp_path / "policy.yaml"
+    path.write_text("profiles: [{name: default}]\n")
+    code, out, err = run(capsys, path, "--env")
+    assert out.startswith(f"{path}: ok\n")
+    assert (code, err) == ((2, f"{path}: {ANONYMOUS_API}\n") if refused else (0, ""))
+    code, _, err = run(capsys, path)  # without --env the environment is not judged
+    assert (code, err) == (0, "")
+
+
 def test_env_checks_the_kubernetes_variables_values_too(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("KUBERNETES_API_URL", "http://203.0.113.10")
     (tmp_path / "policy.yaml").write_text(KUBERNETES_SOURCE)

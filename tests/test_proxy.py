@@ -281,6 +281,74 @@ def test_without_credentials_calls_fail_with_a_502_naming_the_problem(function, 
     assert "GOOGLE_APPLICATION_CREDENTIALS" in response.json()["Error"]
 
 
+def logged_entries(log_path: Path) -> list[dict[str, Any]]:
+    """The proxy's log lines with --log-format json, each a JSON object as GKE's logging agent reads it."""
+    return [json.loads(line) for line in log_path.read_text().splitlines()]
+
+
+def test_without_credentials_it_is_not_ready_and_each_failure_is_an_entry_the_module_counts(function, tmp_path):
+    """The proxy answers 502 itself, so Cloud Run never sees the call: its own entries and readiness must say so."""
+    log_path = tmp_path / "proxy.log"
+    with running_proxy(function.url, tmp_path / "no-such-key.json", "--log-format", "json", log_path=log_path) as url:
+        seen = len(function.seen)
+        ready = requests.get(f"{url}/identity-proxy/ready", timeout=10)
+        called = requests.post(f"{url}/filter", data=b"{}", headers={"Content-Type": "application/json"}, timeout=10)
+        assert len(function.seen) == seen, "neither reached the function"
+    assert ready.status_code == 503
+    assert ready.json()["Error"].startswith(f"identity proxy: not ready: no ID token for audience {function.url}: ")
+    assert called.status_code == 502
+    failures = [entry for entry in logged_entries(log_path) if entry.get("event") == "extender.proxy"]
+    # The last two: the probe's and the call's (waiting for the proxy to start called it too).
+    assert [(entry["severity"], entry["failure"], entry["status"]) for entry in failures[-2:]] == [
+        ("ERROR", "no_id_token", 503),
+        ("ERROR", "no_id_token", 502),
+    ]
+    assert failures[-1]["problem"] == called.json()["Error"] and failures[-1]["logger"] == "extender.proxy"
+
+
+def test_ready_while_it_has_a_token_and_the_probe_is_never_forwarded(proxy, function):
+    seen = len(function.seen)
+    response = requests.get(f"{proxy}/identity-proxy/ready", timeout=10)
+    assert (response.status_code, response.json()) == (200, {"status": "ok"})
+    assert requests.head(f"{proxy}/identity-proxy/ready", timeout=10).status_code == 200
+    assert len(function.seen) == seen
+
+
+def test_a_refused_token_is_a_warning_entry_with_its_status(function, fake_google, tmp_path):
+    log_path = tmp_path / "proxy.log"
+    audience = ("--audience", "https://someone-else.a.run.app", "--log-format", "json")
+    with running_proxy(function.url, fake_google.key_file, *audience, log_path=log_path) as url:
+        assert requests.get(f"{url}/healthz", timeout=10).status_code == 401
+    refused = [entry for entry in logged_entries(log_path) if entry.get("event") == "extender.proxy"][-1]
+    assert (refused["severity"], refused["failure"], refused["status"]) == ("WARNING", "refused", 401)
+    assert "roles/run.invoker" in refused["problem"]
+
+
+def readiness_probe(url: str) -> list[str]:
+    """The identity-proxy container's readinessProbe command as modules/scheduler-config renders it, for ``url``."""
+    manifests = (ROOT / "terraform" / "modules" / "scheduler-config" / "manifests.tf").read_text()
+    block = manifests.split("identity_proxy_ready_probe = ", 1)[1]
+    command = json.loads(block.split("command = ", 1)[1].split("\n", 1)[0])
+    port = url.rsplit(":", 1)[1]
+    return [part.replace("${var.identity_proxy.port}", port) for part in command]
+
+
+def test_the_rendered_readiness_probe_fails_exactly_while_no_token_can_be_had(function, fake_google, tmp_path):
+    for credentials, ready in ((fake_google.key_file, True), (tmp_path / "no-such-key.json", False)):
+        with running_proxy(function.url, credentials) as url:
+            command = readiness_probe(url)
+            assert command[0] == "python"
+            probe = subprocess.run([sys.executable, *command[1:]], capture_output=True, timeout=30, check=False)
+        assert (probe.returncode == 0) is ready, probe.stderr
+
+
+def test_logs_are_json_lines_in_a_pod_and_readable_lines_elsewhere():
+    from extender.proxy.logs import default_format
+
+    assert default_format({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "json"
+    assert default_format({}) == "text"
+
+
 def test_an_unreachable_function_is_a_502_that_names_the_host_only(fake_google):
     target = f"http://127.0.0.1:{free_port()}/my-extender"
     # Both the target's path and the scheduler's (urlPrefix) may carry a caller token.

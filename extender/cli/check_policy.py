@@ -11,7 +11,9 @@ one line each (``needs KUBERNETES_API_URL: ...``): the kubernetes node source's
 API server and token, the project NodeLoad's gke preset queries. The policy
 itself is valid without them, since the deployment sets them; --env checks them
 (and the Kubernetes API variables' values) against this environment, as
-start-up will: run it where the function's environment is known.
+start-up will, and refuses an https KUBERNETES_API_URL without a token, which
+the function would call anonymously: run it where the function's environment is
+known.
 
 --probe asks the configured Prometheus each NodeLoad metric's query (and the
 capacity queries) once, as the function would (its URL and authentication from
@@ -31,13 +33,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from extender.errors import ConfigError
 from extender.framework.kept import KeptProfile
 from extender.framework.plugin import Plugin
 from extender.framework.profile import Profile
+from extender.kube.variables import API_URL_ENV, TOKEN_ENV, TOKEN_FILE_ENV
 from extender.policy.loader import Policy, PolicyError, load_policy, plugin_notes
 from extender.settings import Settings
+
+if TYPE_CHECKING:
+    from extender.kube.config import KubeConfig
 
 # How long --probe may take to list the Kubernetes API's nodes.
 PROBE_LIST_SECONDS = 30.0
@@ -168,11 +175,25 @@ def api_node_names(settings: Settings) -> list[str] | None:
 
 def check_environment(policy: Policy, settings: Settings) -> None:
     """What start-up checks of the environment beside the policy: the policy's needs, the Kubernetes API's
-    variables."""
+    variables; and an API server the function would call anonymously."""
     from extender.kube import client_from_settings
 
     policy.check_needs(settings)
-    client_from_settings(settings)
+    client = client_from_settings(settings)
+    if client is not None:
+        refuse_anonymous_api(client.config)
+
+
+def refuse_anonymous_api(config: KubeConfig) -> None:
+    """An https API server without a token is called anonymously, whatever the policy: it refuses to list nodes and
+    pods and to bind, so every lookup fails at run time. kubectl proxy (http:// on the loopback) adds its own
+    credentials."""
+    if config.url.startswith("https://") and config.token is None and config.token_file is None:
+        raise ConfigError(
+            f"{API_URL_ENV} is set without {TOKEN_ENV} or {TOKEN_FILE_ENV}: the function would call the API server "
+            "anonymously, which refuses to list nodes and pods and to bind. Set the token of the service account "
+            f"deploy/kubernetes/extender-rbac.yaml makes (Terraform: kubernetes_token_secret), or unset {API_URL_ENV}"
+        )
 
 
 def describe(profile: Profile | KeptProfile) -> str:

@@ -27,6 +27,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "or a cloudfunctions.net URL, whose audience is the full function URL)",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the function (default: 30)")
+    parser.add_argument(
+        "--log-format",
+        choices=["json", "text"],
+        help="json: one JSON object a line, which GKE's logging agent turns into a structured entry; text: readable "
+        "lines (default: json in a Kubernetes pod, text elsewhere)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -34,10 +40,14 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: other commands need neither google-auth nor an HTTP server.
     import google.auth.exceptions
 
+    from extender.logs import PlainFormatter
+    from extender.proxy.logs import JSON, JsonLineFormatter, default_format
     from extender.proxy.server import Forwarder, ProxyServer, check_target, default_audience
     from extender.proxy.tokens import IdTokenSource
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLineFormatter() if (args.log_format or default_format()) == JSON else PlainFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     log = logging.getLogger("extender.proxy")
     try:
         target = check_target(args.target)

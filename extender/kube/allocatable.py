@@ -2,13 +2,17 @@
 
 A node inventory, kept as the kubernetes node source keeps its list (and, like it, whatever the result cache says):
 listed on a thread of its own, again every ``REFRESH_SECONDS`` (stale-while-revalidate: requests read the list at
-hand), at most every ``RETRY_SECONDS`` after a failure. A cold instance's first request waits for the first list
-within the deadline it gives. A node the list lacks (new since) has no allocatable until the next list: its load is
-judged as measured, and the request says so; asking about it starts that list (at most every ``RETRY_SECONDS``).
+hand), at most every ``RETRY_SECONDS`` after a failure. A cold instance waits for its first list only until the
+deadline of its first request (later requests, and every request once that list answered, well or not, wait for
+nothing). A failed list keeps the last one; without any, NodeLoad falls back to the metric's ``capacity`` query
+(``extender.plugins.nodeload.predicted``), and each failure is a WARNING (one per ``WARN_SECONDS``). A node the
+list lacks (new since) is listed again at once (at most every ``RETRY_SECONDS``) and meanwhile judged by the other
+sources.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -27,6 +31,9 @@ if TYPE_CHECKING:
 REFRESH_SECONDS = 1800.0
 RETRY_SECONDS = 10.0
 LIST_SECONDS = 30.0
+WARN_SECONDS = 60.0
+
+logger = logging.getLogger("extender.nodeload")
 
 
 class NodeAllocatable:
@@ -39,11 +46,15 @@ class NodeAllocatable:
         self._attempt_at = -float("inf")
         self._lock = threading.Lock()
         self._listing: threading.Thread | None = None
+        # Set once the first list answered (well or not); cold requests wait for it until ``_cold_until``.
+        self._first = threading.Event()
+        self._cold_until: float | None = None
+        self._warned_at = -float("inf")
         _LIVE.add(self)
 
     def current(self, until: float) -> tuple[Mapping[str, Resources] | None, str]:
         """The list at hand and why it may lack nodes (""); a refresh starts when it is due, and a cold instance
-        waits for it until ``until`` (monotonic)."""
+        waits for its first list until ``until`` (monotonic) of its first request at most."""
         now = time.monotonic()
         thread = None
         with self._lock:
@@ -51,11 +62,13 @@ class NodeAllocatable:
             if due and self._listing is None:
                 self._attempt_at = now
                 thread = self._listing = threading.Thread(target=self._list, name="extender-allocatable", daemon=True)
-            waiting = self._listing if self.nodes is None else None
+            if self._cold_until is None and until > now:
+                self._cold_until = until
+            cold_until = min(until, self._cold_until or until)
         if thread is not None:
             thread.start()
-        if waiting is not None:
-            waiting.join(max(0.0, until - time.monotonic()))
+        if not self._first.is_set():
+            self._first.wait(max(0.0, cold_until - time.monotonic()))
         return self.nodes, self.problem
 
     def node_unknown(self) -> None:
@@ -72,19 +85,38 @@ class NodeAllocatable:
         try:
             listed = self.client.node_allocatable(total=LIST_SECONDS)
         except KubeError as exc:
-            self.problem = f"listing the nodes' allocatable resources failed: {exc.message}"
+            self._failed(exc.message)
         except Exception as exc:  # a bug must cost the allocatable, never a request  # noqa: BLE001
-            self.problem = f"listing the nodes' allocatable resources failed: {type(exc).__name__}: {exc}"
+            self._failed(f"{type(exc).__name__}: {exc}")
         else:
             self.nodes, self.problem = listed, ""
             self._listed_at = time.monotonic()
         finally:
             with self._lock:
                 self._listing = None
+            self._first.set()
+
+    def _failed(self, why: str) -> None:
+        kept = "the last list counts" if self.nodes is not None else "the metrics' capacity query counts, if any"
+        self.problem = f"listing the nodes' allocatable resources failed: {why}; {kept}"
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_SECONDS:
+            self._warned_at = now
+            fields = {
+                "event": "extender.nodeload",
+                "source": "kubernetes",
+                "problem": self.problem,
+                "outcome": "allocatable may be missing",
+            }
+            logger.warning("NodeLoad: %s", self.problem, extra={"json_fields": fields})
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
         self._listing = None
+        self._first = threading.Event()
+        if self.nodes is not None:
+            self._first.set()
+        self._cold_until = None
 
 
 _LIVE: weakref.WeakSet[NodeAllocatable] = weakref.WeakSet()

@@ -4,12 +4,13 @@ Every instance of the function sees every binding, its own, other instances' and
 API is where bindings are made. Two ways to read them, one answer:
 
 - ``PodWatch`` (the result cache on): one paginated LIST of the bound pods (``fieldSelector=spec.nodeName!=``,
-  ``limit=500``, on a thread of its own), then a WATCH from the list's resourceVersion with bookmarks, which the API
-  server ends every ``WATCH_SECONDS`` and which is opened again from the last resourceVersion seen. Its events are
-  read **on the request path**, by one request at a time, within a deadline the request gives: Cloud Run throttles
-  the CPU between requests, so a reader thread would be behind exactly when a request needs it; a request instead
-  reads what the API sent while the instance was idle (the socket holds it) before it judges. Events past the
-  deadline wait for the next request: the request says its view may be behind, never waits past its budget.
+  ``limit=500``), then a WATCH from the list's resourceVersion with bookmarks, which the API server ends every
+  ``WATCH_SECONDS`` and which is opened again from the last resourceVersion seen. Every call that waits on the API
+  (the LIST, opening the WATCH, after a failure, an end or a 410) runs on a thread of its own (``_connect``); a
+  request never waits for those (a cold one aside: below), nor for a lock held across network I/O. The watch's
+  events are read **on the request path** from what the socket holds (Cloud Run throttles the CPU between requests,
+  so a reader thread would be behind exactly when a request needs it), by one request at a time; a request that
+  finds another reading answers from the view at hand.
 - ``list_bindings`` (the result cache off): the same LIST on every request, kept nowhere.
 
 Invariants of the index (``Bindings``, a cache):
@@ -17,31 +18,35 @@ Invariants of the index (``Bindings``, a cache):
 - **What it holds:** each bound pod whose binding time is within ``horizon`` seconds (the longest a NodeLoad
   metric's delay plus its maxAge: an older binding can no longer count against any sample that is still a fact) and
   that has not finished: uid, node, binding time (the PodScheduled condition's lastTransitionTime) and demand. A
-  status update that changes none of these (the kubelet's, mostly) changes nothing.
-- **Identity is the generation.** A published ``Bindings`` is never changed; every change (a binding arrived, a pod
-  finished or was deleted, an old one pruned) publishes a new one in one assignment. A verdict kept under a view's
-  identity therefore never outlives the bindings it counted.
-- **Own bindings count at once.** ``note_binding`` (the bind verb, after the API accepted the Binding) adds the pod
-  with the demand NodeLoad noted when it judged it; the watch's event for it replaces it later.
-- **Bindings on their way.** kube-scheduler binds a pod asynchronously and starts the next pod's cycle at once, so
-  the next filter may arrive before the binding: a request waits (``EXPECT_SECONDS`` at most, within its deadline)
-  for the binding of every other pod this instance answered with feasible nodes within that time. Once
-  ``MISSES_TO_STOP`` such bindings in a row did not come (a caller that filters without binding: a dry run, a gang
-  held at Permit, another extender rejecting), requests stop waiting until an expected binding arrives again.
-- **Bounded.** At most ``MAX_PODS`` pods (the oldest go first, and views say they are incomplete); one event line at
-  most ``MAX_LINE`` bytes; an API failure is retried at most every ``RETRY_SECONDS``; a LIST takes at most
-  ``LIST_SECONDS``. Without these the view says why it may be incomplete (``Bindings.problem``): it is never an
-  error, only a smaller in-flight term, which NodeLoad reports with a WARNING.
+  status update that changes none of these (the kubelet's, mostly) changes nothing. It is updated event by event
+  (a pod added or removed replaces its node's tuple only), never rebuilt per request; old pods leave it oldest first.
+- **Identity is the generation.** A published ``Bindings`` is never changed; every change publishes a new one in one
+  assignment, sharing the unchanged nodes' tuples. A verdict kept under a view's identity therefore never outlives
+  the bindings it counted, and a node's tuple is the same object as long as that node's pods are the same.
+- **Own bindings count at once** (``note_binding``, the bind verb: exact) until the watch's event replaces them; one
+  the watch saw finish or go never comes back.
+- **Bindings on their way.** The reading request waits (``EXPECT_SECONDS`` at most, within its deadline) for the
+  binding of every other pod this instance answered with feasible nodes within that time; after ``MISSES_TO_STOP``
+  such bindings in a row did not come (a dry run), requests stop waiting until one arrives again.
+- **Bounded.** At most ``MAX_PODS`` pods (the oldest go first, and views say they are incomplete), during a LIST too
+  (only what the horizon needs is kept while the pages arrive); one event line at most ``MAX_LINE`` bytes; an API
+  failure is retried at most every ``RETRY_SECONDS``; a LIST takes at most ``LIST_SECONDS``. A failure never empties
+  an index that was listed: what it counted stays counted, and the view says why it may be incomplete
+  (``Bindings.problem``): never an error, only a smaller in-flight term, which NodeLoad reports with a WARNING (one
+  per problem per ``WARN_SECONDS``).
+- **A cold instance waits once.** Until the first LIST answers, requests wait for it only until the deadline of the
+  instance's first request (its share of httpTimeout), then answer at once with the bindings unknown.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -63,20 +68,22 @@ WATCH_SECONDS = 60
 STALL_SECONDS = 90.0
 RETRY_SECONDS = 10.0
 LIST_SECONDS = 60.0
+# How long a request waits for the binding of a pod this instance answered for before it (the watch showing it), and
+# after how many such bindings in a row did not come requests stop waiting (a dry run) until one comes again.
 EXPECT_SECONDS = 0.5
 MISSES_TO_STOP = 3
-# Pods whose demand NodeLoad noted, and answers still expecting a binding, remembered at most.
+# One WARNING per problem this often at most.
+WARN_SECONDS = 60.0
+# Pods whose demand NodeLoad noted, and pods the watch saw go, remembered at most.
 MAX_NOTED = 4096
 # Bytes of events one read takes before the index is updated.
 _READ_BYTES = 4 * 1024 * 1024
-# How often pods past the horizon are dropped.
-_PRUNE_SECONDS = 10.0
 
 
 class Bindings:
     """The pods bound within the horizon, by node; never changed (its identity is its generation)."""
 
-    __slots__ = ("by_node", "known", "problem", "uids")
+    __slots__ = ("_uids", "by_node", "known", "problem")
 
     def __init__(self, by_node: Mapping[str, tuple[BoundPod, ...]], problem: str = "", known: bool = True) -> None:
         self.by_node = by_node
@@ -84,30 +91,68 @@ class Bindings:
         self.problem = problem
         # False until a list succeeded: then nothing is known of the bindings, not even that there are none.
         self.known = known
-        self.uids = frozenset(pod.uid for pods in by_node.values() for pod in pods)
+        self._uids: frozenset[str] | None = None
+
+    @property
+    def uids(self) -> frozenset[str]:
+        """Every pod's uid (worked out when first asked: requests never need it)."""
+        if self._uids is None:
+            self._uids = frozenset(pod.uid for pods in self.by_node.values() for pod in pods)
+        return self._uids
 
     def on(self, node: str) -> tuple[BoundPod, ...]:
         return self.by_node.get(node, ())
 
     def __len__(self) -> int:
-        return len(self.uids)
+        return sum(map(len, self.by_node.values()))
+
+
+class Collector:
+    """The pods to count as they arrive (bound within ``horizon`` of ``now``, not finished), by uid: never more than
+    the newest ``MAX_PODS``, however many arrive (a LIST of every bound pod of a large cluster keeps only these)."""
+
+    def __init__(self, now: float, horizon: float) -> None:
+        self.since = now - horizon
+        self.kept: dict[str, BoundPod] = {}
+        self.capped = False
+        self._ages: list[tuple[float, str]] = []
+
+    def add(self, pods: Iterable[BoundPod]) -> None:
+        kept, ages, since = self.kept, self._ages, self.since
+        for pod in pods:
+            if pod.finished or pod.bound_at < since:
+                continue
+            kept[pod.uid] = pod
+            heapq.heappush(ages, (pod.bound_at, pod.uid))
+            while len(kept) > MAX_PODS:
+                self.capped = True
+                bound_at, uid = heapq.heappop(ages)
+                if (oldest := kept.get(uid)) is not None and oldest.bound_at == bound_at:
+                    del kept[uid]
 
 
 def collect(pods: Iterable[BoundPod], now: float, horizon: float) -> tuple[dict[str, BoundPod], bool]:
     """The pods to count (bound within ``horizon`` of ``now``, not finished), by uid, the newest ``MAX_PODS``; and
     whether some were left out for that cap."""
-    kept = {pod.uid: pod for pod in pods if not pod.finished and pod.bound_at >= now - horizon}
-    if len(kept) <= MAX_PODS:
-        return kept, False
-    newest = sorted(kept.values(), key=lambda pod: pod.bound_at)[-MAX_PODS:]
-    return {pod.uid: pod for pod in newest}, True
+    collector = Collector(now, horizon)
+    collector.add(pods)
+    return collector.kept, collector.capped
 
 
 def by_node(pods: Mapping[str, BoundPod]) -> dict[str, tuple[BoundPod, ...]]:
     nodes: dict[str, list[BoundPod]] = {}
     for pod in pods.values():
         nodes.setdefault(pod.node, []).append(pod)
-    return {node: tuple(sorted(found, key=lambda pod: (pod.bound_at, pod.uid))) for node, found in nodes.items()}
+    return {node: tuple(sorted(found, key=_order)) for node, found in nodes.items()}
+
+
+def _order(pod: BoundPod) -> tuple[float, str]:
+    return pod.bound_at, pod.uid
+
+
+def _key(uid: str, node: str) -> str:
+    """An own binding's key in the index until the watch shows it: never a uid (uids hold no newline)."""
+    return f"{uid}\n{node}"
 
 
 def _capped(horizon: float) -> str:
@@ -116,251 +161,270 @@ def _capped(horizon: float) -> str:
 
 def list_bindings(client: KubeClient, horizon: float, now: float, until: float) -> Bindings:
     """The bindings the API lists now (every page by ``until``, monotonic): the uncached reading of ``PodWatch``."""
-    listed: list[BoundPod] = []
+    collector = Collector(now, horizon)
     try:
-        listed.extend(_list_pages(client, until))
-    except _ListEnd:
-        pass
+        list_version(client, collector, until)
     except KubeError as exc:
         return Bindings({}, f"listing the pods bound to nodes failed: {exc.message}", known=False)
-    kept, capped = collect(listed, now, horizon)
-    return Bindings(by_node(kept), _capped(horizon) if capped else "")
+    return Bindings(by_node(collector.kept), _capped(horizon) if collector.capped else "")
 
 
-def _list_pages(client: KubeClient, until: float) -> Iterable[BoundPod]:
-    """Every page's pods (each page decoded and dropped before the next is asked), and the list's resourceVersion
-    last, through ``_ListEnd``."""
-    token: str | None = None
-    seen: set[str] = set()
-    while True:
-        if time.monotonic() >= until:
-            raise KubeError("listing the pods bound to nodes took too long")
-        pods, version, token = client.bound_pods_page(token, until)
-        yield from pods
-        if not token:
-            raise _ListEnd(version)
-        if token in seen:
-            raise KubeError("the Kubernetes API repeated a continue token while listing pods: the list never ends")
-        seen.add(token)
+def list_version(client: KubeClient, collector: Collector, until: float) -> str:
+    """Every page into ``collector``; the list's resourceVersion."""
+    pages = _Pages(client, until)
+    for page in pages:
+        collector.add(page)
+    return pages.version
 
 
-class _ListEnd(Exception):
-    def __init__(self, version: str) -> None:
-        super().__init__(version)
-        self.version = version
+class _Pages:
+    """Every page's pods (each page decoded, handed over and dropped before the next is asked); ``version`` the
+    list's resourceVersion once the last page was read."""
+
+    def __init__(self, client: KubeClient, until: float) -> None:
+        self.client, self.until, self.version = client, until, ""
+
+    def __iter__(self) -> Iterator[list[BoundPod]]:
+        token: str | None = None
+        seen: set[str] = set()
+        while True:
+            if time.monotonic() >= self.until:
+                raise KubeError("listing the pods bound to nodes took too long")
+            pods, version, token = self.client.bound_pods_page(token, self.until)
+            yield pods
+            if not token:
+                self.version = version
+                return
+            if token in seen:
+                raise KubeError("the Kubernetes API repeated a continue token while listing pods: the list never ends")
+            seen.add(token)
 
 
 _EMPTY: Mapping[str, tuple[BoundPod, ...]] = {}
+_COLD = "the pods bound to nodes are not listed yet"
 
 
 class PodWatch:
-    """The index of bound pods of one API server, kept by LIST then WATCH as the module says; thread-safe."""
+    """The index of bound pods of one API server, kept by LIST then WATCH as the module says; thread-safe.
+
+    Locks: ``_lock`` guards the index and every field below it, and is held for in-memory work only (never across
+    network I/O: ``_connect`` calls the API holding nothing); ``_reading`` makes one request at a time the reader of
+    the stream, and nobody waits for it.
+    """
 
     def __init__(self, client: KubeClient, horizon: float) -> None:
         self.client = client
         self.horizon = horizon
+        self._lock = threading.Lock()
+        self._reading = threading.Lock()
+        # Each pod by uid; an own binding the watch has not shown yet by ``_key(uid, node)``.
         self._pods: dict[str, BoundPod] = {}
         self._by_node: dict[str, tuple[BoundPod, ...]] = {}
-        self.view = Bindings(_EMPTY, "the pods bound to nodes are not listed yet", known=False)
-        # A list succeeded (and no failure since made the index unknown).
+        # (bound_at, uid) of every pod put into the index, oldest first; entries of pods gone since are skipped.
+        self._ages: list[tuple[float, str]] = []
+        self.view = Bindings(_EMPTY, _COLD, known=False)
+        # A list succeeded (then the index is never emptied again).
         self._known = False
-        # One reader of the stream and writer of the index at a time.
-        self._reading = threading.Lock()
-        # What the function itself did, told by other threads (never waits for the reader).
-        self._notes = threading.Lock()
         self._demands: dict[str, PodDemand] = {}
-        self._expected: dict[str, float] = {}
-        # Expected bindings that did not come, in a row (reset when one arrives).
+        # Own bindings the watch has not shown yet: uid -> key in the index.
+        self._own: dict[str, str] = {}
+        # Pods answered with feasible nodes whose binding the watch has not shown -> when (monotonic).
+        self._answered: dict[str, float] = {}
         self._misses = 0
-        self._own: dict[str, BoundPod] = {}
+        # Pods the watch saw finish or go: a late note of their binding must not bring them back.
+        self._gone: dict[str, None] = {}
         self._version = ""
         self._stream: Stream | None = None
         self._partial = bytearray()
         self._heard_at = 0.0
-        self._listing: threading.Thread | None = None
-        self._listed: tuple[dict[str, BoundPod], str, bool] | KubeError | None = None
+        # The thread calling the API (list, open the watch); set when it first answered, well or not.
+        self._connecting: threading.Thread | None = None
+        self._first_list = threading.Event()
+        # The deadline cold requests wait for the first list until: the first request's.
+        self._cold_until: float | None = None
         self._retry_at = 0.0
-        self._pruned_at = 0.0
-        self._problem = self.view.problem
+        self._problem = _COLD
         # Stopped reading at a request's deadline with events still to read.
         self._behind = False
         self._changed = True
-        self._warned = ""
+        self._warned: dict[str, float] = {}
         _LIVE.add(self)
 
     # --- what the function tells (any thread) ---------------------------------------------------------------------
 
     def note_demand(self, uid: str, demand: PodDemand) -> None:
         """The pod's demand, noted when NodeLoad judges it: its own binding can then count at once."""
-        with self._notes:
+        with self._lock:
             if len(self._demands) >= MAX_NOTED:
                 self._demands.pop(next(iter(self._demands)))
             self._demands[uid] = demand
 
     def note_answer(self, uid: str, feasible: bool) -> None:
         """The function answered filter or prioritize for the pod: with feasible nodes, its binding is on its way."""
-        now = time.monotonic()
-        with self._notes:
+        with self._lock:
             if not feasible:
-                self._expected.pop(uid, None)
+                self._answered.pop(uid, None)
                 return
-            if len(self._expected) >= MAX_NOTED:
-                self._expected = {key: at for key, at in self._expected.items() if now - at < EXPECT_SECONDS}
-            self._expected[uid] = now
+            if len(self._answered) >= MAX_NOTED:
+                self._answered.pop(next(iter(self._answered)))
+            self._answered[uid] = time.monotonic()
 
     def note_binding(self, uid: str, node: str) -> None:
-        """The function bound the pod (the API accepted the Binding): it counts from now."""
-        with self._notes:
-            self._expected.pop(uid, None)
+        """The function bound the pod (the API accepted the Binding): it counts from now, until the watch shows it."""
+        with self._lock:
+            self._answered.pop(uid, None)
             demand = self._demands.get(uid)
-            if demand is not None:
-                self._own[uid] = BoundPod(uid, node, time.time(), demand)
-            else:  # judged by another instance: the watch brings it, and the next requests wait for it
-                self._expected[uid] = time.monotonic()
+            if demand is None or uid in self._gone or uid in self._pods:
+                return  # not judged here (the watch brings it), gone already, or the watch showed it
+            self._forget(uid)
+            self._own[uid] = _key(uid, node)
+            self._set(BoundPod(uid, node, time.time(), demand), self._own[uid])
+
+    def _forget(self, uid: str) -> None:
+        """The own binding's note leaves the index (the watch showed the pod, or it went)."""
+        key = self._own.pop(uid, None)
+        if key is not None:
+            self._remove(key)
 
     # --- reading (request threads) ---------------------------------------------------------------------------------
 
-    def bindings(self, now: float, until: float, exclude: str = "") -> tuple[Bindings, int]:
-        """The view to judge on at ``now`` (wall clock), caught up with what the API sent, reading until ``until``
-        (monotonic) at most; and how many bindings this instance expected (other pods than ``exclude``) did not come
-        in time. A request that finds another reading waits for it within ``until``, then takes the view it left."""
-        if not self._reading.acquire(timeout=max(0.0, until - time.monotonic())):
-            return self.view, 0
-        try:
-            self._advance(now, until)
-            late = self._wait_for_expected(now, until, exclude)
+    def bindings(self, now: float, until: float, exclude: str = "") -> tuple[Bindings, bool]:
+        """The view to judge on at ``now`` (wall clock), caught up with the events the API sent, reading until
+        ``until`` (monotonic) at most; and whether the pod ``exclude`` is among its bindings. Waits for the first
+        list only while the instance is cold, and then only until its first request's ``until``; the request that
+        reads the stream waits for the bindings on their way (``_await_answered``), nobody for another's reading."""
+        self.start(now)
+        if not self._first_list.is_set():
+            with self._lock:
+                if self._cold_until is None:
+                    self._cold_until = until
+                cold_until = min(until, self._cold_until)
+            self._first_list.wait(max(0.0, cold_until - time.monotonic()))
+        if self._reading.acquire(blocking=False):
+            try:
+                if self._stream is not None:
+                    self._read(until, now)
+                self._await_answered(until, now, exclude)
+            finally:
+                self._reading.release()
+            self.start(now)  # the stream ended or failed: opened again (or listed again) from now on
+        with self._lock:
             self._publish(now)
-            return self.view, late
-        finally:
-            self._reading.release()
+            return self.view, exclude in self._pods or exclude in self._own
 
     def start(self, now: float) -> None:
-        """Start the first list (or a list due again) without waiting for it, unless a request is reading."""
-        if not self._reading.acquire(blocking=False):
-            return
-        try:
-            if not self._version and self._listing is None and time.monotonic() >= self._retry_at:
-                self._start_list(now)
-        finally:
-            self._reading.release()
-
-    def _advance(self, now: float, until: float) -> None:
-        """One step of LIST then WATCH, then every event the stream holds (within ``until``). A cold index waits for
-        its first list within ``until``."""
-        listing = self._listing
-        if listing is not None and not self._version and not self._pods:
-            listing.join(max(0.0, until - time.monotonic()))
-        self._take_listed(now)
-        if self._stream is None and self._version and time.monotonic() >= self._retry_at:
-            self._open(until)
-        elif not self._version and self._listing is None and time.monotonic() >= self._retry_at:
-            self._start_list(now)
-            if not self._pods:  # nothing to judge on meanwhile: wait for it, within the deadline
-                self._advance(now, until)
+        """Call the API (list, or open the watch) on a thread of its own when it is due; never waits."""
+        with self._lock:
+            connecting = self._connecting
+            due = self._stream is None and time.monotonic() >= self._retry_at
+            if not due or (connecting is not None and connecting.is_alive()):
                 return
-        if self._stream is not None:
-            self._read(until, wait=False, now=now)
-
-    def _wait_for_expected(self, now: float, until: float, exclude: str) -> int:
-        """Read on until every binding expected has arrived, or ``EXPECT_SECONDS`` after its answer, or ``until``;
-        how many of those waited for did not arrive."""
-        awaited: set[str] = set()
-        while True:
-            with self._notes:
-                self._merge_own()
-                started = time.monotonic()
-                self._expected = {uid: at for uid, at in self._expected.items() if started - at < EXPECT_SECONDS}
-                waiting = {uid: at for uid, at in self._expected.items() if uid != exclude and uid not in self._pods}
-            awaited.update(waiting)
-            if not waiting or self._misses >= MISSES_TO_STOP:
-                break
-            limit = min(until, max(waiting.values()) + EXPECT_SECONDS)
-            if self._stream is None or started >= limit:
-                break
-            # In short slices: an own binding (another thread's bind) is taken between them.
-            self._read(min(limit, started + 0.02), wait=True, now=now)
-        missed = [uid for uid in awaited if uid not in self._pods]
-        if missed:
-            with self._notes:
-                self._misses += len(missed)
-                for uid in missed:  # each counts once
-                    self._expected.pop(uid, None)
-        return len(missed)
-
-    def _merge_own(self) -> None:
-        """Own bindings the watch has not delivered yet join the index (under ``_notes``)."""
-        for uid, pod in list(self._own.items()):
-            if uid not in self._pods:
-                self._set(pod)
-            del self._own[uid]
-
-    # --- LIST ------------------------------------------------------------------------------------------------------
-
-    def _start_list(self, now: float) -> None:
-        self._problem = "the pods bound to nodes are being listed" if not self._pods else self._problem
-        thread = threading.Thread(target=self._list, args=(now,), name="extender-bound-pods", daemon=True)
-        self._listing = thread
+            thread = self._connecting = threading.Thread(
+                target=self._connect, args=(now,), name="extender-bound-pods", daemon=True
+            )
         thread.start()
 
-    def _list(self, now: float) -> None:
-        pods: list[BoundPod] = []
-        try:
-            try:
-                for pod in _list_pages(self.client, time.monotonic() + LIST_SECONDS):
-                    pods.append(pod)
-            except _ListEnd as end:
-                kept, capped = collect(pods, now, self.horizon)
-                self._listed = (kept, end.version, capped)
-        except KubeError as exc:
-            self._listed = exc
-        except Exception as exc:  # a bug must cost the in-flight term, never a request  # noqa: BLE001
-            self._listed = KubeError(f"{type(exc).__name__}: {exc}")
-
-    def _take_listed(self, now: float) -> None:
-        listed, thread = self._listed, self._listing
-        if thread is None or thread.is_alive():
-            return
-        self._listing, self._listed = None, None
-        if isinstance(listed, KubeError) or listed is None:
-            why = listed.message if listed is not None else "the list ended without an answer"
-            self._fail(f"listing the pods bound to nodes failed: {why}", keep=False)
-            return
-        kept, version, capped = listed
-        self._known = True
-        self._pods = dict(kept)
-        self._by_node = by_node(self._pods)
-        self._version = version
-        self._problem = _capped(self.horizon) if capped else ""
-        self._retry_at = 0.0
-
-    # --- WATCH -----------------------------------------------------------------------------------------------------
-
-    def _open(self, until: float) -> None:
-        try:
-            self._stream = self.client.watch_bound_pods(self._version, until, WATCH_SECONDS)
-        except KubeError as exc:
-            if exc.code == 410:
-                self._relist("the watch's resourceVersion expired (410 Gone)")
-            else:
-                self._fail(f"watching the pods bound to nodes failed: {exc.message}", keep=True)
-            return
-        self._partial.clear()
-        self._heard_at = time.monotonic()
-        if self._problem.startswith(("watching", "the watch")):
-            self._problem = ""
-
-    def _read(self, until: float, wait: bool, now: float) -> None:
-        """Events the stream holds (waiting for the first until ``until`` when ``wait``), applied to the index; what
-        is still unread at ``until`` waits for the next request (the view says it is behind)."""
-        stream = self._stream
-        assert stream is not None
-        deadline = until if wait else time.monotonic()
+    def _await_answered(self, until: float, now: float, exclude: str) -> None:
+        """Read on (the reader only) until the watch shows the binding of every other pod this instance answered for
+        within ``EXPECT_SECONDS``, or ``until``: kube-scheduler binds a pod as the next pod's cycle begins. Stops
+        waiting after ``MISSES_TO_STOP`` bindings in a row did not come, until one does."""
         while True:
-            data = stream.read(deadline, _READ_BYTES)
+            with self._lock:
+                instant = time.monotonic()
+                answered = {
+                    uid: at
+                    for uid, at in self._answered.items()
+                    if instant - at < EXPECT_SECONDS and uid not in self._pods
+                }
+                missed = len(self._answered) - len(answered) - sum(uid in self._pods for uid in self._answered)
+                self._misses += max(0, missed)
+                self._answered = answered
+                waiting = [at for uid, at in answered.items() if uid != exclude]
+                stream = self._stream
+                if not waiting or self._misses >= MISSES_TO_STOP or stream is None:
+                    return
+            limit = min(until, max(waiting) + EXPECT_SECONDS)
+            if instant >= limit:
+                return
+            data = stream.read(min(limit, instant + 0.02), _READ_BYTES)
             if data:
                 self._heard_at = time.monotonic()
-                self._lines(data, now)
-                if self._stream is None:
+                with self._lock:
+                    self._lines(data, now)
+            if stream.ended and self._stream is stream:
+                self._ended(stream)
+                return
+
+    # --- calling the API (its own thread, holding no lock while it waits) -----------------------------------------
+
+    def _connect(self, now: float) -> None:
+        try:
+            if not self._version:
+                self._list(now)
+            if self._version:
+                self._open()
+        except Exception as exc:  # a bug must cost the in-flight term, never a request  # noqa: BLE001
+            with self._lock:
+                self._fail(f"following the pods bound to nodes failed: {type(exc).__name__}: {exc}", "bug")
+        finally:
+            self._first_list.set()
+
+    def _list(self, now: float) -> None:
+        collector = Collector(now, self.horizon)
+        try:
+            version = list_version(self.client, collector, time.monotonic() + LIST_SECONDS)
+        except KubeError as exc:
+            with self._lock:
+                self._fail(f"listing the pods bound to nodes failed: {exc.message}", "list")
+            return
+        with self._lock:
+            # Assumptions made while the list ran stay until the watch shows them (the list may predate them).
+            own = {uid: self._pods[key] for uid, key in self._own.items() if key in self._pods}
+            self._pods, self._by_node, self._ages = {}, {}, []
+            for pod in collector.kept.values():
+                self._set(pod, pod.uid)
+            for uid, pod in own.items():
+                if uid in collector.kept:
+                    del self._own[uid]
+                else:
+                    self._set(pod, self._own[uid])
+            self._known = True
+            self._version = version
+            self._problem = _capped(self.horizon) if collector.capped else ""
+            self._changed = True
+
+    def _open(self) -> None:
+        try:
+            stream = self.client.watch_bound_pods(self._version, time.monotonic() + self.client.timeout, WATCH_SECONDS)
+        except KubeError as exc:
+            with self._lock:
+                if exc.code == 410:
+                    self._relist("the watch's resourceVersion expired (410 Gone)")
+                else:
+                    self._fail(f"watching the pods bound to nodes failed: {exc.message}", "watch")
+            return
+        with self._lock:
+            self._partial.clear()
+            self._heard_at = time.monotonic()
+            self._stream = stream
+            self._retry_at = 0.0
+            if self._problem.startswith(("watching", "the watch", "following")):
+                self._problem = ""
+
+    # --- the stream (one request at a time: ``_reading``) ---------------------------------------------------------
+
+    def _read(self, until: float, now: float) -> None:
+        """Events the stream holds (never waiting for more), applied to the index; what is still unread at ``until``
+        waits for the next request (the view says it is behind)."""
+        stream = self._stream
+        assert stream is not None
+        while True:
+            data = stream.read(time.monotonic(), _READ_BYTES)
+            if data:
+                self._heard_at = time.monotonic()
+                with self._lock:
+                    self._lines(data, now)
+                if self._stream is not stream:
                     return
             if stream.ended:
                 self._ended(stream)
@@ -368,21 +432,27 @@ class PodWatch:
             if not data:
                 self._behind = False
                 if time.monotonic() - self._heard_at > STALL_SECONDS:
-                    stream.close()
-                    self._stream = None
-                    self._retry_at = 0.0
-                    self._warn(f"the watch of bound pods was silent for {STALL_SECONDS:g} s: it is opened again")
+                    with self._lock:
+                        self._closed(stream)
+                        self._warn(f"the watch of bound pods was silent for {STALL_SECONDS:g} s: it is opened again")
                 return
             if time.monotonic() >= until:
                 self._behind = True
                 return
-            deadline = time.monotonic()
 
     def _ended(self, stream: Stream) -> None:
+        """The server ended the watch (it does every ``WATCH_SECONDS``) or it broke: the reading request opens it
+        again at once, off the request path (``start``); meanwhile the view says so."""
+        with self._lock:
+            self._closed(stream)
+            if stream.broken:
+                self._fail(f"the watch of bound pods broke: {stream.broken}", "watch")
+
+    def _closed(self, stream: Stream) -> None:
         stream.close()
-        self._stream = None
-        if stream.broken:
-            self._fail(f"the watch of bound pods broke: {stream.broken}", keep=True)
+        if self._stream is stream:
+            self._stream = None
+            self._partial.clear()
 
     def _lines(self, data: bytes, now: float) -> None:
         partial = self._partial
@@ -408,120 +478,136 @@ class PodWatch:
             self._broken(f"an event of the watch cannot be read: {exc}")
             return False
         if event.kind == "ERROR":
-            assert self._stream is not None
-            self._stream.close()
-            self._stream = None
+            if self._stream is not None:
+                self._closed(self._stream)
             if event.code == 410:
                 self._relist(f"the watch expired (410 Gone: {event.message})")
             else:
-                self._fail(f"the watch of bound pods failed: {event.code} {event.message}", keep=True)
+                self._fail(f"the watch of bound pods failed: {event.code} {event.message}", "watch")
             return False
         if event.resource_version:
             self._version = event.resource_version
         pod = event.pod
         if event.kind == "DELETED":
             if pod is not None:
-                self._remove(pod.uid)
+                self._gone_now(pod.uid)
         elif pod is not None and event.kind in ("ADDED", "MODIFIED"):
             if pod.finished or pod.bound_at < now - self.horizon:
-                self._remove(pod.uid)
-            elif self._pods.get(pod.uid) != pod:
-                if pod.uid not in self._pods:
-                    self._arrived(pod.uid)
-                self._set(pod)
+                self._gone_now(pod.uid)
+            else:
+                self._forget(pod.uid)
+                if self._answered.pop(pod.uid, None) is not None:
+                    self._misses = 0
+                if self._pods.get(pod.uid) != pod:
+                    self._set(pod, pod.uid)
         return True
 
-    def _arrived(self, uid: str) -> None:
-        """A new binding: if this instance expected it, bindings are arriving, so requests wait for them again."""
-        with self._notes:
-            if uid in self._expected or uid in self._demands:
-                self._misses = 0
+    def _gone_now(self, uid: str) -> None:
+        self._forget(uid)
+        self._remove(uid)
+        if len(self._gone) >= MAX_NOTED:
+            self._gone.pop(next(iter(self._gone)))
+        self._gone[uid] = None
 
     def _broken(self, why: str) -> None:
         if self._stream is not None:
-            self._stream.close()
-        self._stream = None
-        self._partial.clear()
-        self._fail(why, keep=True)
+            self._closed(self._stream)
+        self._fail(why, "watch")
+
+    # --- problems (under ``_lock``) -------------------------------------------------------------------------------
 
     def _relist(self, why: str) -> None:
         """The resourceVersion is gone: list again (the pods counted so far stay counted meanwhile)."""
         self._version = ""
         self._retry_at = 0.0
         self._problem = f"{why}: listing the bound pods again"
-        self._warn(self._problem)
+        self._warn(self._problem, "410")
 
-    def _fail(self, why: str, keep: bool) -> None:
-        """An API failure: tried again after RETRY_SECONDS; ``keep`` the index (a watch fails: what it saw still
-        counts) or not (no list yet: nothing is known)."""
+    def _fail(self, why: str, kind: str) -> None:
+        """An API failure: tried again after RETRY_SECONDS; what the index counted stays counted."""
         self._retry_at = time.monotonic() + RETRY_SECONDS
-        counted = "counting the pods seen before" if keep and self._version else "no in-flight pods are counted"
+        counted = "counting the pods seen before" if self._known else "no in-flight pods are counted"
         self._problem = f"{why}; {counted}"
-        if not keep:
-            self._pods, self._by_node = {}, {}
-            self._known = False
-            self._changed = True
-        self._warn(self._problem)
+        self._warn(self._problem, kind)
 
-    def _warn(self, problem: str) -> None:
-        if problem != self._warned:
-            self._warned = problem
-            fields = {"event": "extender.nodeload", "problem": problem, "outcome": "in-flight pods may be missing"}
-            logger.warning("NodeLoad: %s (bursts are not fully accounted for)", problem, extra={"json_fields": fields})
+    def _warn(self, problem: str, kind: str = "") -> None:
+        """One WARNING per kind of problem per ``WARN_SECONDS``."""
+        kind = kind or problem
+        now = time.monotonic()
+        if now - self._warned.get(kind, -float("inf")) < WARN_SECONDS:
+            return
+        self._warned[kind] = now
+        fields = {
+            "event": "extender.nodeload",
+            "source": "kubernetes",
+            "problem": problem,
+            "outcome": "in-flight pods may be missing",
+        }
+        logger.warning("NodeLoad: %s (bursts are not fully accounted for)", problem, extra={"json_fields": fields})
 
-    # --- the index -------------------------------------------------------------------------------------------------
+    # --- the index (under ``_lock``) ------------------------------------------------------------------------------
 
-    def _set(self, pod: BoundPod) -> None:
-        previous = self._pods.get(pod.uid)
+    def _set(self, pod: BoundPod, key: str) -> None:
+        previous = self._pods.get(key)
         if previous is not None:
             self._drop_from_node(previous)
-        self._pods[pod.uid] = pod
-        self._by_node[pod.node] = tuple(
-            sorted((*self._by_node.get(pod.node, ()), pod), key=lambda item: (item.bound_at, item.uid))
-        )
+        self._pods[key] = pod
+        heapq.heappush(self._ages, (pod.bound_at, key))
+        self._by_node[pod.node] = tuple(sorted((*self._by_node.get(pod.node, ()), pod), key=_order))
         self._changed = True
 
-    def _remove(self, uid: str) -> None:
-        pod = self._pods.pop(uid, None)
+    def _remove(self, key: str) -> None:
+        pod = self._pods.pop(key, None)
         if pod is not None:
             self._drop_from_node(pod)
             self._changed = True
 
     def _drop_from_node(self, pod: BoundPod) -> None:
-        left = tuple(item for item in self._by_node.get(pod.node, ()) if item.uid != pod.uid)
+        left = tuple(item for item in self._by_node.get(pod.node, ()) if item is not pod)
         if left:
             self._by_node[pod.node] = left
         else:
             self._by_node.pop(pod.node, None)
 
     def _publish(self, now: float) -> None:
-        """A new view when the index or its problem changed; pods past the horizon dropped now and then."""
-        if time.monotonic() - self._pruned_at > _PRUNE_SECONDS:
-            self._pruned_at = time.monotonic()
-            for uid in [uid for uid, pod in self._pods.items() if pod.bound_at < now - self.horizon]:
-                self._remove(uid)
-            if len(self._pods) > MAX_PODS:
-                kept, _ = collect(self._pods.values(), now, self.horizon)
-                self._pods, self._by_node = kept, by_node(kept)
-                self._problem = _capped(self.horizon)
-                self._changed = True
+        """A new view when the index or its problem changed: pods past the horizon (oldest first, from ``_ages``),
+        past the cap, and assumptions forgotten first."""
+        ages, pods, since = self._ages, self._pods, now - self.horizon
+        while ages and (ages[0][0] < since or len(pods) > MAX_PODS):
+            bound_at, key = heapq.heappop(ages)
+            found = pods.get(key)
+            if found is not None and found.bound_at == bound_at:
+                if bound_at >= since:
+                    self._problem = self._problem or _capped(self.horizon)
+                if key != found.uid:
+                    self._forget(found.uid)
+                self._remove(key)
+        if len(ages) > 2 * len(pods) + 1024:  # entries of pods gone otherwise
+            self._ages = [(pod.bound_at, key) for key, pod in pods.items()]
+            heapq.heapify(self._ages)
         problem = self._problem
         if not problem and self._behind:
             problem = "the watch of bound pods is behind: the events left wait for the next request"
-        if self._changed or problem != self.view.problem or self._known != self.view.known:
+        if not problem and self._stream is None and self._known:
+            problem = "the watch of bound pods is being opened again"
+        view = self.view
+        if self._changed or problem != view.problem or self._known != view.known:
             self.view = Bindings(dict(self._by_node), problem, self._known)
             self._changed = False
 
     def _after_fork_in_child(self) -> None:
-        """The parent's stream and list thread are not this process's: start afresh."""
+        """The parent's stream and API thread are not this process's: start afresh."""
+        self._lock = threading.Lock()
         self._reading = threading.Lock()
-        self._notes = threading.Lock()
         self._stream = None
-        self._listing = None
-        self._listed = None
+        self._connecting = None
+        self._first_list = threading.Event()
+        self._cold_until = None
         self._version = ""
-        self._pods, self._by_node = {}, {}
+        self._pods, self._by_node, self._ages = {}, {}, []
+        self._own = {}
         self._known = False
+        self._problem = _COLD
         self._changed = True
 
 

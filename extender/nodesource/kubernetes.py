@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from extender.kube.lists import NodeFacts
 
 logger = logging.getLogger("extender")
+# A failing list's WARNING, with ``source`` and ``problem``: what the source_failures metric counts.
+EVENT = "extender.nodesource"
 
 # How many names a log line shows before "and N more".
 _SHOWN = 5
@@ -106,7 +108,9 @@ class KubernetesNodes:
             try:
                 listed = first.result(timeout=wait)
             except FutureTimeout:
-                logger.warning("the Kubernetes API did not list the nodes within %g s of start-up; listing on", wait)
+                problem = f"the Kubernetes API did not list the nodes within {wait:g} s of start-up"
+                fields = {"event": EVENT, "source": "kubernetes", "problem": problem, "outcome": "listing on"}
+                logger.warning("%s; listing on", problem, extra={"json_fields": fields})
             else:
                 if not listed.error:
                     seconds = time.perf_counter() - began
@@ -200,7 +204,8 @@ class KubernetesNodes:
                 if snapshot.listed_at
                 else "no list yet"
             )
-            logger.warning("%s; %s", snapshot.error, served)
+            fields = {"event": EVENT, "source": "kubernetes", "problem": snapshot.error, "outcome": served}
+            logger.warning("%s; %s", snapshot.error, served, extra={"json_fields": fields})
         finally:
             self._snapshot = snapshot
             with self._lock:

@@ -11,6 +11,12 @@ caller names in ``Connection``, no header line HTTP does not allow or the
 outgoing client cannot send (``extender.proxy.headers``), and no body whose
 length is in doubt (duplicate Content-Length, any Transfer-Encoding, a body
 shorter than declared).
+
+Its own failures never reach the function (Cloud Run sees no call, so none of
+its metrics counts them): each is an ERROR entry with ``event``
+``extender.proxy``, ``failure`` (what kind) and ``status``, which the
+``identity_proxy_failures`` log-based metric counts. ``READY_PATH`` answers
+the kubelet's readiness probe: 200 while an ID token can be had, else 503.
 """
 
 from __future__ import annotations
@@ -58,6 +64,11 @@ DROPPED = frozenset({"set-cookie", "set-cookie2"})
 _DOT_SEGMENT = re.compile(r"^\.{1,2}$")
 # Rounds of percent-decoding looked through: %252e%252e is ".." after two.
 _DECODING_ROUNDS = 4
+# Answered by the proxy itself (GET or HEAD), never forwarded: no scheduler call ends this way (they end in a verb).
+READY_PATH = "/identity-proxy/ready"
+# The ``event`` of the proxy's structured entries, and its kinds of ``failure``.
+EVENT = "extender.proxy"
+REQUEST, NO_ID_TOKEN, UNREACHABLE, TIMEOUT, REFUSED = "request", "no_id_token", "unreachable", "timeout", "refused"
 
 
 def check_target(target: str) -> str:
@@ -104,7 +115,7 @@ class Forwarder:
         try:
             token = self.tokens.token()
         except google.auth.exceptions.GoogleAuthError as exc:
-            return failure(502, f"no ID token for audience {self.tokens.audience}: {exc}")
+            return failure(502, f"no ID token for audience {self.tokens.audience}: {exc}", NO_ID_TOKEN)
         outgoing["Authorization"] = f"Bearer {token}"
         # Checked as it will be sent: requests normalises dot-segments away and drops what follows a "#".
         request = requests.Request(method, self.target + path, data=body, headers=outgoing)
@@ -118,18 +129,29 @@ class Forwarder:
                 # Bytes as sent, still compressed if the function compressed them: the caller asked for that.
                 content = response.raw.read(decode_content=False)
         except requests.Timeout:
-            return failure(504, f"{self._origin} did not answer within {self.timeout:g} s")
+            return failure(504, f"{self._origin} did not answer within {self.timeout:g} s", TIMEOUT)
         except requests.RequestException as exc:
-            return failure(502, f"cannot reach {self._origin}: {self._redact(failure_cause(exc), path)}")
+            return failure(502, f"cannot reach {self._origin}: {self._redact(failure_cause(exc), path)}", UNREACHABLE)
         if response.status_code in (401, 403):
-            logger.warning(
-                "%s refused the ID token (%d): does the proxy's service account have roles/run.invoker, "
-                "and is %s the function's URL or one of its custom audiences?",
-                self._origin, response.status_code, self.tokens.audience,
-            )  # fmt: skip
+            problem = (
+                f"{self._origin} refused the ID token ({response.status_code}): does the proxy's service account "
+                f"have roles/run.invoker, and is {self.tokens.audience} the function's URL or one of its custom "
+                "audiences?"
+            )
+            fields = {"event": EVENT, "failure": REFUSED, "status": response.status_code, "problem": problem}
+            logger.warning("%s", problem, extra={"json_fields": fields})
         answered = list(response.headers.items())
         kept = [(name, value) for name, value in answered if name.lower() not in _per_hop(answered) | DROPPED]
         return Reply(response.status_code, content, kept)
+
+    def ready(self) -> Reply:
+        """The readiness probe's answer: 503 while no ID token can be had (a cached one that is still valid counts),
+        so that the pod shows what every forwarded call would meet."""
+        try:
+            self.tokens.token()
+        except google.auth.exceptions.GoogleAuthError as exc:
+            return failure(503, f"not ready: no ID token for audience {self.tokens.audience}: {exc}", NO_ID_TOKEN)
+        return Reply(200, orjson.dumps({"status": "ok"}), [("Content-Type", "application/json")])
 
     def _inside(self, path: str) -> bool:
         """Whether ``path`` (as it will be sent) is the target's path or under it, with no dot-segment in any form."""
@@ -259,6 +281,8 @@ class _Handler(BaseHTTPRequestHandler):
         if leaves_prefix(self.path):
             self.close_connection = True
             return failure(400, "the path holds a dot-segment (. or .., maybe encoded): it would leave the target")
+        if self.path == READY_PATH and self.command in ("GET", "HEAD"):
+            return self.server.forwarder.ready()
         if self.headers.get_all("Transfer-Encoding"):
             self.close_connection = True
             return failure(411, "send a Content-Length: bodies with a Transfer-Encoding are not forwarded")
@@ -290,8 +314,10 @@ class ProxyServer(ThreadingHTTPServer):
         super().__init__((host, port), _Handler)
 
 
-def failure(status: int, problem: str) -> Reply:
-    """The proxy's own errors, shaped like the function's: JSON ``{"Error": ...}``."""
+def failure(status: int, problem: str, kind: str = REQUEST) -> Reply:
+    """The proxy's own errors, shaped like the function's: JSON ``{"Error": ...}``; each logged with its ``kind``
+    (``REQUEST``: the caller's request could not be forwarded as sent) for the identity_proxy_failures metric."""
     message = f"identity proxy: {problem}"
-    logger.error("%s", message)
+    fields = {"event": EVENT, "failure": kind, "status": status, "problem": message}
+    logger.error("%s", message, extra={"json_fields": fields})
     return Reply(status, orjson.dumps({"Error": message}), [("Content-Type", "application/json")])

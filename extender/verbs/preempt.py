@@ -93,12 +93,14 @@ def _with_victim_pods(
             detailed[node] = Victims(found, victims.num_pdb_violations)
     if unavailable:
         more = len(unavailable) - _NAMED_IN_LOG
-        logger.warning(
-            "victim pods unavailable on %s; each plugin's failurePolicy decides (policy default %s): %s",
-            ", ".join(unavailable[:_NAMED_IN_LOG]) + (f" and {more} more node(s)" if more > 0 else ""),
-            "Ignore" if fail_open else "Fail",
-            "Fail vetoes these candidates, Ignore skips the plugins that read victims there",
+        problem = "victim pods unavailable on " + ", ".join(unavailable[:_NAMED_IN_LOG])
+        problem += f" and {more} more node(s)" if more > 0 else ""
+        outcome = (
+            f"each plugin's failurePolicy decides (policy default {'Ignore' if fail_open else 'Fail'}): "
+            "Fail vetoes these candidates, Ignore skips the plugins that read victims there"
         )
+        fields = {"event": "extender.preempt", "source": "kubernetes", "problem": problem, "outcome": outcome}
+        logger.warning("%s; %s", problem, outcome, extra={"json_fields": fields})
     return detailed, stale
 
 

@@ -96,8 +96,19 @@ run "unknown_ingress_setting" {
 
 run "api_url_not_https" {
   command = plan
-  variables { kubernetes_api_url = "http://10.0.0.1" }
+  variables {
+    kubernetes_api_url              = "http://10.0.0.1"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
+}
+
+run "api_url_without_a_token" {
+  # The function's only API credential is the token: without it every node lookup is refused as anonymous.
+  command = plan
+  variables { kubernetes_api_url = "https://34.118.0.10" }
+  expect_failures = [var.kubernetes_token_secret_version]
 }
 
 run "ca_without_api_url" {
@@ -360,7 +371,7 @@ run "policy_kubernetes_source_without_a_token" {
     policy_file        = "policies/kubernetes-source.yaml"
     kubernetes_api_url = "https://203.0.113.10"
   }
-  expect_failures = [var.policy_file]
+  expect_failures = [var.policy_file, var.kubernetes_token_secret_version]
 }
 
 run "policy_kubernetes_source_with_the_api_and_a_token" {
@@ -476,7 +487,7 @@ run "bind_without_a_kubernetes_token" {
     verbs              = ["filter", "bind"]
     kubernetes_api_url = "https://34.118.0.10"
   }
-  expect_failures = [var.verbs]
+  expect_failures = [var.verbs, var.kubernetes_token_secret_version]
 }
 
 run "profile_unknown_to_the_embedded_policy" {
@@ -575,93 +586,149 @@ run "concurrency_above_one_on_half_a_cpu_in_millicores" {
 run "private_endpoint_over_the_vpc" {
   command = plan
   variables {
-    kubernetes_api_url    = "https://172.16.0.2"
-    direct_vpc_network    = "projects/acme/global/networks/prod"
-    direct_vpc_subnetwork = "projects/acme/regions/us-central1/subnetworks/functions"
+    kubernetes_api_url              = "https://172.16.0.2"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+    direct_vpc_network              = "projects/acme/global/networks/prod"
+    direct_vpc_subnetwork           = "projects/acme/regions/us-central1/subnetworks/functions"
   }
 }
 
 run "private_endpoint_without_vpc_egress" {
   command = plan
-  variables { kubernetes_api_url = "https://10.0.0.2" }
+  variables {
+    kubernetes_api_url              = "https://10.0.0.2"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
 }
 
 run "shared_address_space_endpoint_without_vpc_egress" {
   command = plan
-  variables { kubernetes_api_url = "https://100.64.0.2" }
+  variables {
+    kubernetes_api_url              = "https://100.64.0.2"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
 }
 
 run "shared_address_space_top_without_vpc_egress" {
   command = plan
-  variables { kubernetes_api_url = "https://100.127.255.254:443" }
+  variables {
+    kubernetes_api_url              = "https://100.127.255.254:443"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
 }
 
 run "rfc1918_172_endpoint_without_vpc_egress" {
   command = plan
-  variables { kubernetes_api_url = "https://172.31.0.2/" }
+  variables {
+    kubernetes_api_url              = "https://172.31.0.2/"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
 }
 
 run "ipv6_unique_local_endpoint_without_vpc_egress" {
   command = plan
-  variables { kubernetes_api_url = "https://[fd00::2]" }
+  variables {
+    kubernetes_api_url              = "https://[fd00::2]"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
 }
 
 run "ipv6_unique_local_fc_endpoint_without_vpc_egress" {
   command = plan
-  variables { kubernetes_api_url = "https://[fc12:3456::2]:6443" }
+  variables {
+    kubernetes_api_url              = "https://[fc12:3456::2]:6443"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
 }
 
 run "ipv6_link_local_endpoint_without_vpc_egress" {
   command = plan
-  variables { kubernetes_api_url = "https://[fe80::1]" }
+  variables {
+    kubernetes_api_url              = "https://[fe80::1]"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
 }
 
 run "link_local_endpoint_without_vpc_egress" {
   command = plan
-  variables { kubernetes_api_url = "https://169.254.20.10" }
+  variables {
+    kubernetes_api_url              = "https://169.254.20.10"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
 }
 
 run "class_e_endpoint_without_vpc_egress" {
   command = plan
-  variables { kubernetes_api_url = "https://240.0.0.10" }
+  variables {
+    kubernetes_api_url              = "https://240.0.0.10"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
   expect_failures = [var.kubernetes_api_url]
 }
 
 run "public_endpoint_next_to_shared_address_space" {
   command = plan
-  variables { kubernetes_api_url = "https://100.128.0.2" }
+  variables {
+    kubernetes_api_url              = "https://100.128.0.2"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
 }
 
 run "public_endpoint_next_to_rfc1918_172" {
   command = plan
-  variables { kubernetes_api_url = "https://172.32.0.2" }
+  variables {
+    kubernetes_api_url              = "https://172.32.0.2"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
 }
 
 run "public_ipv6_endpoint" {
   command = plan
-  variables { kubernetes_api_url = "https://[2001:4860:4860::8888]:443" }
+  variables {
+    kubernetes_api_url              = "https://[2001:4860:4860::8888]:443"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
 }
 
 run "hostname_endpoint" {
   command = plan
-  variables { kubernetes_api_url = "https://10.example.com" }
+  variables {
+    kubernetes_api_url              = "https://10.example.com"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+  }
 }
 
 run "authorized_networks_through_cloud_nat" {
   command = plan
   variables {
-    kubernetes_api_url      = "https://34.118.0.10"
-    direct_vpc_subnetwork   = "functions"
-    direct_vpc_egress       = "VPC_EGRESS_ALL_TRAFFIC"
-    direct_vpc_network_tags = ["scheduler-extender"]
+    kubernetes_api_url              = "https://34.118.0.10"
+    kubernetes_token_secret         = "scheduler-extender-kube-token"
+    kubernetes_token_secret_version = "1"
+    direct_vpc_subnetwork           = "functions"
+    direct_vpc_egress               = "VPC_EGRESS_ALL_TRAFFIC"
+    direct_vpc_network_tags         = ["scheduler-extender"]
   }
 }
 
@@ -816,4 +883,106 @@ run "four_cpus_need_2Gi" {
     available_cpu    = "4"
   }
   expect_failures = [var.available_memory]
+}
+
+# NodeLoad's Prometheus credentials: Secret Manager secrets as files or PROMETHEUS_* variables, every one the policy
+# names present.
+
+run "prometheus_credentials_the_policy_names_are_all_mounted" {
+  command = plan
+  variables {
+    policy_file = "policies/node-load-prometheus-auth.yaml"
+    prometheus_secret_files = {
+      "/etc/secrets/prometheus-token/token"  = { secret = "mimir-read-token" }
+      "/etc/secrets/prometheus-ca/ca.crt"    = { secret = "mimir-ca", version = "2" }
+      "/etc/secrets/prometheus-cert/tls.crt" = { secret = "mimir-client-cert" }
+      "/etc/secrets/prometheus-key/tls.key"  = { secret = "mimir-client-key" }
+    }
+    prometheus_secret_environment_variables = {
+      PROMETHEUS_PASSWORD = { secret = "prometheus-basic-password", version = "4" }
+    }
+  }
+  assert {
+    condition     = local.prometheus_secret_ids == toset(["mimir-read-token", "mimir-ca", "mimir-client-cert", "mimir-client-key", "prometheus-basic-password"])
+    error_message = "secrets granted: ${jsonencode(local.prometheus_secret_ids)}"
+  }
+}
+
+run "prometheus_file_the_policy_names_is_not_mounted" {
+  command = plan
+  variables {
+    policy_file = "policies/node-load-prometheus-auth.yaml"
+    prometheus_secret_files = {
+      "/etc/secrets/prometheus-token/token" = { secret = "mimir-read-token" }
+    }
+    prometheus_secret_environment_variables = {
+      PROMETHEUS_PASSWORD = { secret = "prometheus-basic-password", version = "4" }
+    }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_variable_the_policy_names_is_not_set" {
+  command = plan
+  variables {
+    policy_file = "policies/node-load-prometheus-auth.yaml"
+    prometheus_secret_files = {
+      "/etc/secrets/prometheus-token/token"  = { secret = "mimir-read-token" }
+      "/etc/secrets/prometheus-ca/ca.crt"    = { secret = "mimir-ca" }
+      "/etc/secrets/prometheus-cert/tls.crt" = { secret = "mimir-client-cert" }
+      "/etc/secrets/prometheus-key/tls.key"  = { secret = "mimir-client-key" }
+    }
+  }
+  expect_failures = [var.prometheus_secret_environment_variables]
+}
+
+run "prometheus_file_path_not_absolute" {
+  command = plan
+  variables {
+    prometheus_secret_files = { "secrets/token" = { secret = "mimir-read-token" } }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_file_over_the_function_code" {
+  command = plan
+  variables {
+    prometheus_secret_files = { "/workspace/token/token" = { secret = "mimir-read-token" } }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_files_sharing_a_directory" {
+  command = plan
+  variables {
+    prometheus_secret_files = {
+      "/etc/secrets/prometheus/tls.crt" = { secret = "mimir-client-cert" }
+      "/etc/secrets/prometheus/tls.key" = { secret = "mimir-client-key" }
+    }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_file_version_not_a_number" {
+  command = plan
+  variables {
+    prometheus_secret_files = { "/etc/secrets/prometheus-token/token" = { secret = "mimir-read-token", version = "newest" } }
+  }
+  expect_failures = [var.prometheus_secret_files]
+}
+
+run "prometheus_variable_without_the_prefix" {
+  command = plan
+  variables {
+    prometheus_secret_environment_variables = { GRAFANA_TOKEN = { secret = "grafana-cloud-token", version = "1" } }
+  }
+  expect_failures = [var.prometheus_secret_environment_variables]
+}
+
+run "prometheus_variable_at_latest" {
+  command = plan
+  variables {
+    prometheus_secret_environment_variables = { PROMETHEUS_TOKEN = { secret = "grafana-cloud-token", version = "latest" } }
+  }
+  expect_failures = [var.prometheus_secret_environment_variables]
 }

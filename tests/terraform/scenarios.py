@@ -12,6 +12,9 @@ FUNCTION_URL = "https://scheduler-extender-x7k2p9q4ra-uc.a.run.app"
 CALLER_TOKEN = "q8ZrT2vLw5NcY7bK1mXf4HsJ9dGp3aEu6QoVt0iRyB2nMcL"
 OUTPUTS = ("extenders_yaml", "kube_scheduler_configuration", "kubernetes_manifests")
 SCENARIOS = ("public", "ca_bundle", "mtls", "identity_proxy", "control_plane")
+# The scenarios that run a second scheduler from kubernetes_manifests; control_plane gives its configuration to the
+# cluster's own kube-scheduler (scheduler_deployment = "existing-scheduler"), so it renders none.
+SECOND_SCHEDULERS = tuple(scenario for scenario in SCENARIOS if scenario != "control_plane")
 
 
 def _b64(pem: bytes) -> str:
@@ -52,6 +55,7 @@ def module_arguments(pki: dict[str, Any]) -> dict[str, dict[str, Any]]:
         },
         "control_plane": {
             **common,
+            "scheduler_deployment": "existing-scheduler",
             "scheduler_name": "default-scheduler",
             "leader_election_lease_name": "kube-scheduler",
             "kubeconfig": "/etc/kubernetes/scheduler.conf",

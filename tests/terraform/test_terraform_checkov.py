@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.terraform.scenarios import SECOND_SCHEDULERS
 from tests.terraform.support import CACHE, REPO, ROOT_MODULE
 
 CHECKOV = "checkov==3.3.30"
@@ -94,10 +95,10 @@ def _justified() -> set[str]:
 def findings(
     checkov: Path, rendered: dict[str, dict[str, Path]], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, dict[str, list[str]]]:
-    """Failed checks of the Terraform tree and of the rendered manifests of every deployment shape."""
+    """Failed checks of the Terraform tree and of the rendered manifests of every deployment shape that has them."""
     manifests = tmp_path_factory.mktemp("manifests")
-    for scenario, files in rendered.items():
-        (manifests / f"{scenario}.yaml").write_text(files["kubernetes_manifests"].read_text())
+    for scenario in SECOND_SCHEDULERS:
+        (manifests / f"{scenario}.yaml").write_text(rendered[scenario]["kubernetes_manifests"].read_text())
     return {
         "terraform": _failed(checkov, ROOT_MODULE, "terraform"),
         "kubernetes": _failed(checkov, manifests, "kubernetes"),

@@ -15,7 +15,10 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
+import subprocess
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +35,9 @@ from tests.terraform.support import (
 
 DASHBOARD = ROOT_MODULE / "dashboard.tf"
 MONITORING = ROOT_MODULE / "monitoring.tf"
+MAIN = ROOT_MODULE / "main.tf"
+# Locals of main.tf the metrics read (the cluster's project, where the identity proxy logs).
+MAIN_LOCALS = {"cluster_project_id"}
 RESOURCES = resources(load_module(ROOT_MODULE))
 LOG_METRICS = {name: body for (kind, name), body in RESOURCES.items() if kind == "google_logging_metric"}
 HTTP_TIMEOUT_MS = {"5s": 5000, "2500ms": 2500}
@@ -72,6 +78,10 @@ CLOUD_RUN = {
 }
 # https://cloud.google.com/monitoring/api/resources#tag_cloud_run_revision
 CLOUD_RUN_REVISION = {"project_id", "service_name", "revision_name", "configuration_name", "location"}
+# The module's log-based metrics of what is logged in the cluster (the identity proxy's container), and that resource's
+# labels: https://cloud.google.com/monitoring/api/resources#tag_k8s_container
+CLUSTER_METRICS = {"identity_proxy_failures"}
+K8S_CONTAINER = {"project_id", "location", "cluster_name", "namespace_name", "pod_name", "container_name"}
 
 # The parts of the Dashboards API's objects the dashboard may use: {object: {field: the object it is, or None}}.
 SCHEMA: dict[str, dict[str, str | None]] = {
@@ -88,7 +98,7 @@ SCHEMA: dict[str, dict[str, str | None]] = {
         "minAlignmentPeriod": None,
         "targetAxis": None,
     },
-    "TimeSeriesQuery": {"timeSeriesFilter": "TimeSeriesFilter", "unitOverride": None},
+    "TimeSeriesQuery": {"timeSeriesFilter": "TimeSeriesFilter", "prometheusQuery": None, "unitOverride": None},
     "TimeSeriesFilter": {"filter": None, "aggregation": "Aggregation"},
     "Aggregation": {
         "alignmentPeriod": None,
@@ -162,7 +172,8 @@ def _locals_source(timeout_ms: int) -> str:
         if name in STAND_INS:
             found[name] = STAND_INS[name][1].format(timeout_ms=timeout_ms)
             continue
-        source = local_source(DASHBOARD if name.startswith("dashboard") else MONITORING, name)
+        path = DASHBOARD if name.startswith("dashboard") else MAIN if name in MAIN_LOCALS else MONITORING
+        source = local_source(path, name)
         assert "module." not in source, f"local {name} reads a module: give it a stand-in"
         found[name] = source
         wanted += _LOCAL.findall(source)
@@ -243,8 +254,23 @@ def charts(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def data_sets(dashboard: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(chart title, data set) of every chart."""
-    return [(chart["title"], data) for chart in charts(dashboard) for data in chart["xyChart"]["dataSets"]]
+    """(chart title, data set) of every chart's data set that reads a metric by filter."""
+    return [
+        (chart["title"], data)
+        for chart in charts(dashboard)
+        for data in chart["xyChart"]["dataSets"]
+        if "prometheusQuery" not in data["timeSeriesQuery"]
+    ]
+
+
+def prometheus_queries(dashboard: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(chart title, data set) of the data sets that read PromQL (kube state metrics, in the cluster's project)."""
+    return [
+        (chart["title"], data)
+        for chart in charts(dashboard)
+        for data in chart["xyChart"]["dataSets"]
+        if "prometheusQuery" in data["timeSeriesQuery"]
+    ]
 
 
 def shape_problems(value: Any, kind: str, path: str) -> list[str]:
@@ -315,14 +341,16 @@ def metric_problems(title: str, data: dict[str, Any], rendered: dict[str, Any]) 
         return [f"{title}: {found}"]
     kind, value_type, labels = found
     problems = []
-    resource = 'resource.type="cloud_run_revision"'
+    in_cluster = metric_type.endswith(tuple(f"/{name}" for name in CLUSTER_METRICS))
+    resource = 'resource.type="k8s_container"' if in_cluster else 'resource.type="cloud_run_revision"'
     if resource not in query["filter"] or (
         metric_type in CLOUD_RUN and f'resource.labels.service_name="{function}"' not in query["filter"]
     ):
-        problems.append(f"{title}: the function's Cloud Run service only")
+        problems.append(f"{title}: the function's Cloud Run service only (the identity proxy: its container)")
     named = set(_FILTER_LABEL.findall(query["filter"]))
-    if not {label for scope, label in named if scope == "resource"} <= CLOUD_RUN_REVISION:
-        problems.append(f"{title}: a resource label {CLOUD_RUN_REVISION} lacks")
+    resource_labels = K8S_CONTAINER if in_cluster else CLOUD_RUN_REVISION
+    if not {label for scope, label in named if scope == "resource"} <= resource_labels:
+        problems.append(f"{title}: a resource label {resource_labels} lacks")
     aggregation = query["aggregation"]
     fields = aggregation.get("groupByFields", [])
     grouped = set(_GROUP_BY.findall(" ".join(fields)))
@@ -462,7 +490,9 @@ def test_latency_charts_are_drawn_against_the_schedulers_http_timeout(rendered: 
     latency = [
         chart
         for chart in charts(rendered["dashboard"])
-        if chart["xyChart"]["dataSets"][0]["timeSeriesQuery"]["timeSeriesFilter"]["aggregation"]["perSeriesAligner"]
+        if chart["xyChart"]["dataSets"][0]["timeSeriesQuery"]
+        .get("timeSeriesFilter", {"aggregation": {}})["aggregation"]
+        .get("perSeriesAligner")
         == "ALIGN_DELTA"
     ]
     assert len(latency) == 3, [chart["title"] for chart in latency]  # the function's, Cloud Run's, cold starts
@@ -502,3 +532,38 @@ def test_the_console_url_names_the_dashboard() -> None:
         and 'split("/", dashboard.id), 3)' in url
     )
     assert "google_monitoring_dashboard.extender" in url
+
+
+def test_silent_degradations_are_charted(rendered: dict[str, Any]) -> None:
+    """Rules not evaluated and failing sources on every dashboard; the identity proxy's failures with IAM-only
+    invocation (its metric in the cluster's project, here the dashboard's)."""
+    read = " ".join(
+        data["timeSeriesQuery"]["timeSeriesFilter"]["filter"] for _, data in data_sets(rendered["dashboard"])
+    )
+    assert '/skipped"' in read and '/source_failures"' in read
+    assert ('/identity_proxy_failures"' in read) == (rendered["variables"]["invocation"] == "iam")
+
+
+# kube state metrics the PromQL charts may read, as GKE's package (Managed Service for Prometheus) exports them.
+KUBE_STATE_METRICS = {"kube_pod_status_unschedulable", "kube_deployment_status_replicas_available"}
+
+
+def test_pods_not_placed_are_charted_from_kube_state_metrics_in_valid_promql(
+    rendered: dict[str, Any], tmp_path: Path
+) -> None:
+    import yaml
+
+    queries = [data["timeSeriesQuery"]["prometheusQuery"] for _, data in prometheus_queries(rendered["dashboard"])]
+    assert len(queries) == 2  # the cluster's project is the dashboard's in every scenario here
+    for query in queries:
+        assert set(re.findall(r"\b(kube_\w+)", query)) <= KUBE_STATE_METRICS, query
+    assert 'deployment="extender-scheduler"' in queries[1]
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not on PATH (Debian's prometheus package)")
+    rules = {"groups": [{"name": "chart", "rules": [{"record": f"q{n}", "expr": q} for n, q in enumerate(queries)]}]}
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
+    checked = subprocess.run(
+        [promtool, "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -27,7 +27,7 @@ from extender.cli.scheduler_config.check import check
 from extender.cli.scheduler_config.findings import Severity
 from extender.cli.scheduler_config.versions import parse_kubernetes_version
 from testkit.certs import CertificateAuthority, Issued
-from tests.terraform.scenarios import CALLER_TOKEN, FUNCTION_URL, KUBERNETES_VERSION, SCENARIOS
+from tests.terraform.scenarios import CALLER_TOKEN, FUNCTION_URL, KUBERNETES_VERSION, SCENARIOS, SECOND_SCHEDULERS
 
 # Fields of KubeSchedulerConfiguration v1 and of the component-base structs it embeds
 # (k8s.io/kube-scheduler/config/v1/types.go, k8s.io/component-base/config/v1alpha1/types.go).
@@ -83,7 +83,7 @@ def test_configuration_is_a_kube_scheduler_configuration(rendered: dict[str, dic
     assert configuration["extenders"] == yaml.safe_load(rendered[scenario]["extenders_yaml"].read_text())["extenders"]
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", SECOND_SCHEDULERS)
 def test_manifests_are_valid_kubernetes_objects(rendered: dict[str, dict[str, Path]], scenario: str) -> None:
     version = ".".join(KUBERNETES_VERSION.split(".")[:2]) + ".0"
     documents = _documents(rendered[scenario]["kubernetes_manifests"])
@@ -94,8 +94,49 @@ def test_manifests_are_valid_kubernetes_objects(rendered: dict[str, dict[str, Pa
     assert (holder.get("data") or holder.get("stringData"))["config.yaml"] == configuration
 
 
+@pytest.mark.parametrize("scenario", SECOND_SCHEDULERS)
+def test_the_second_scheduler_s_pod_has_every_file_its_configuration_names(
+    rendered: dict[str, dict[str, Path]], scenario: str
+) -> None:
+    """kube-scheduler reads the files its configuration names as it starts, and exits without them: in the pod only
+    the mounted configuration exists, and the API server is reached with the ServiceAccount's in-cluster token."""
+    documents = _documents(rendered[scenario]["kubernetes_manifests"])
+    [deployment] = [document for document in documents if document["kind"] == "Deployment"]
+    [holder] = [document for document in documents if document["kind"] in ("ConfigMap", "Secret")]
+    configuration = yaml.safe_load((holder.get("data") or holder.get("stringData"))["config.yaml"])
+    pod = deployment["spec"]["template"]["spec"]
+    [scheduler] = [container for container in pod["containers"] if container["name"] == "kube-scheduler"]
+    mounted = [mount["mountPath"] for mount in scheduler["volumeMounts"]]
+    [flag] = [argument for argument in scheduler["command"] if argument.startswith("--config=")]
+    named = [flag.removeprefix("--config=")] + [
+        value
+        for extender in configuration["extenders"]
+        for key, value in extender.get("tlsConfig", {}).items()
+        if key.endswith("File")
+    ]
+    assert "kubeconfig" not in configuration.get("clientConnection", {})
+    assert all(any(path.startswith(f"{mount}/") for mount in mounted) for path in named), (named, mounted)
+    [account] = [document for document in documents if document["kind"] == "ServiceAccount"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"] and pod.get("automountServiceAccountToken", True)
+    subject = {"kind": "ServiceAccount", **{key: account["metadata"][key] for key in ("name", "namespace")}}
+    bound = {
+        document["roleRef"]["name"]
+        for document in documents
+        if document["kind"] in ("ClusterRoleBinding", "RoleBinding") and subject in document["subjects"]
+    }
+    assert {"system:kube-scheduler", "system:volume-scheduler"} <= bound
+
+
+def test_a_configuration_for_the_existing_scheduler_renders_no_second_scheduler(
+    rendered: dict[str, dict[str, Path]],
+) -> None:
+    configuration = yaml.safe_load(rendered["control_plane"]["kube_scheduler_configuration"].read_text())
+    assert configuration["clientConnection"] == {"kubeconfig": "/etc/kubernetes/scheduler.conf"}
+    assert "kubernetes_manifests" not in rendered["control_plane"]
+
+
 def test_caller_token_never_sits_in_a_config_map(rendered: dict[str, dict[str, Path]]) -> None:
-    for scenario in SCENARIOS:
+    for scenario in SECOND_SCHEDULERS:
         for document in _documents(rendered[scenario]["kubernetes_manifests"]):
             if document["kind"] == "ConfigMap":
                 assert CALLER_TOKEN not in json.dumps(document), scenario

@@ -135,6 +135,33 @@ def test_secrets_reach_the_function_as_secret_environment_variables() -> None:
     assert f"{CALLER_TOKEN_ENV} " in slots and f"{PREVIOUS_CALLER_TOKEN_ENV} " in slots
 
 
+def test_node_load_prometheus_credentials_are_secrets_mounted_as_files_or_secret_variables() -> None:
+    """Secret Manager secret ids go in, never a secret's value: files mounted one directory each at the path the
+    policy names, PROMETHEUS_* variables among the secret environment variables, each secret readable by the
+    function's account, and nothing of them in a plain variable or an output."""
+    volumes = _dynamic(SERVICE_CONFIG, "secret_volumes")
+    assert _expression(volumes["for_each"]) == _code("var.prometheus_secret_files")
+    content = _block(volumes, "content")
+    assert _expression(content["mount_path"]) == _code("dirname(secret_volumes.key)")
+    assert _expression(content["secret"]) == _code("secret_volumes.value.secret")
+    assert _expression(content["project_id"]) == _code("var.project_id")
+    versions = _block(content, "versions")
+    assert _expression(versions["path"]) == _code("basename(secret_volumes.key)")
+    assert _expression(versions["version"]) == _code("secret_volumes.value.version")
+    assert _code("var.prometheus_secret_environment_variables") in _expression(LOCALS["secret_environment_variables"])
+    assert "prometheus" not in _expression(LOCALS["environment_variables"]).lower()
+    grant = RESOURCES[("google_secret_manager_secret_iam_member", "prometheus")]
+    assert _expression(grant["for_each"]) == _code("local.prometheus_secret_ids")
+    assert grant["role"] == "roles/secretmanager.secretAccessor"
+    assert _expression(grant["member"]) == _code("local.function_service_account_member")
+    grants = RESOURCES[("time_sleep", "secret_access")]["triggers"]["grants"]
+    assert "google_secret_manager_secret_iam_member.prometheus" in grants
+    for name in ("prometheus_secret_files", "prometheus_secret_environment_variables"):
+        fields = VARIABLES[name]["type"]
+        assert "secret" in fields and "value" not in fields and "data" not in fields, fields
+    assert not any("prometheus" in json.dumps(output) for output in OUTPUTS.values())
+
+
 def test_secret_names_are_known_at_plan_time() -> None:
     """The function's secret references name the secret by a plan-time string, not by the secret resource (#22497)."""
     assert LOCALS["caller_token_secret_id"] == "${var.function_name}-caller-token"
@@ -503,7 +530,14 @@ def test_log_based_metrics_read_the_decision_log_entry() -> None:
 def test_per_rule_metrics_count_the_rejection_and_audit_entries_per_plugin_and_rule() -> None:
     """Enforced plugins' rejections and audited ones' held-back verdicts: one entry per plugin and rule, whose fields
     the extractors read; would_reject, once a resource of its own, keeps its state (moved)."""
-    from extender.decision_log import AUDIT_EVENT, REJECTION_EVENT, audit_entries, rejection_entries
+    from extender.decision_log import (
+        AUDIT_EVENT,
+        REJECTION_EVENT,
+        SKIPPED_EVENT,
+        audit_entries,
+        rejection_entries,
+        skipped_entries,
+    )
     from extender.framework import status
     from extender.framework.profile import FilterResult
 
@@ -521,6 +555,7 @@ def test_per_rule_metrics_count_the_rejection_and_audit_entries_per_plugin_and_r
     assert {name: (rule["event"], set(rule["labels"])) for name, rule in rules.items()} == {
         "rejections": (REJECTION_EVENT, {"plugin", "rule"}),
         "would_reject": (AUDIT_EVENT, {"plugin", "rule", "verdict"}),
+        "skipped": (SKIPPED_EVENT, {"plugin", "rule", "code"}),
     }
     moved = {(_raw(block["from"]), _raw(block["to"])) for block in ROOT["moved"]}
     assert ("google_logging_metric.would_reject[0]", 'google_logging_metric.by_rule["would_reject"]') in moved
@@ -538,6 +573,13 @@ def test_per_rule_metrics_count_the_rejection_and_audit_entries_per_plugin_and_r
         assert (entry["plugin"], entry["rule"], entry.get("verdict"), entry["count"]) == (
             "NodeLabelPolicy", "others-off-gpu-pool", verdict, 2
         )
+    # Nodes a plugin did not judge, per plugin, rule and code: the skipped metric's entries.
+    unjudged = status.Status(status.Code.SUCCESS, "not evaluated (failurePolicy Ignore): no answer", "NodeLoad")
+    skipping = FilterResult(feasible=["n-1", "n-2"], skipped={"n-1": (unjudged,), "n-2": (unjudged,)})
+    fields = decision_fields(route, Answer(body=None, result=skipping), 0.01, 5.0, method="POST", path="/filter")
+    [entry] = skipped_entries(fields, skipping)
+    assert {"verb", "profile", *rules["skipped"]["labels"]} <= set(entry)
+    assert (entry["plugin"], entry["rule"], entry["code"], entry["count"]) == ("NodeLoad", "", "Success", 2)
 
 
 def test_unauthenticated_requests_are_kept_apart_from_errors() -> None:
@@ -566,7 +608,9 @@ ALERTS = LOCALS["alert_definitions"]
 POLICY = RESOURCES[("google_monitoring_alert_policy", "extender")]
 THRESHOLD = _dynamic(_block(POLICY, "conditions"), "condition_threshold")
 PROMQL = _dynamic(_block(POLICY, "conditions"), "condition_prometheus_query_language")
-COUNT_ALERTS = ("errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed", "iam_refused")
+COUNT_ALERTS = (
+    "errors", "rejected_calls", "cloud_run_refused", "cloud_run_failed", "iam_refused", "skipped", "source_failures"
+)
 
 
 def test_every_alert_has_a_runbook_and_its_own_policy() -> None:

@@ -65,3 +65,19 @@ def test_readme_terraform_example_plans(
     env = {**terraform_env, "TF_DATA_DIR": str(module / ".terraform")}
     result = run_terraform(terraform, "plan", "-input=false", cwd=module, env=env, check=False)
     assert result.returncode == 0, f"{readme.name}'s example:\n{tfvars}\n{result.stdout}{result.stderr}"
+
+
+def test_an_api_url_without_a_token_is_refused_naming_the_fix(
+    terraform: str, terraform_env: dict[str, str], tmp_path: Path
+) -> None:
+    module = variables_module(tmp_path / "terraform", [])
+    (module / "terraform.tfvars").write_text(
+        'project_id = "acme"\nfunction_location = "us-central1"\ninvocation = "public"\n'
+        'kubernetes_version = "1.31.4"\nkubernetes_api_url = "https://34.118.0.10"\n'
+    )
+    env = {**terraform_env, "TF_DATA_DIR": str(module / ".terraform")}
+    result = run_terraform(terraform, "plan", "-input=false", "-no-color", cwd=module, env=env, check=False)
+    message = " ".join(re.sub(r"[│╷╵]", " ", result.stderr).split())
+    assert result.returncode != 0
+    assert "kubernetes_api_url needs kubernetes_token_secret (and kubernetes_token_secret_version)" in message
+    assert "calls the API server anonymously" in message and "or leave kubernetes_api_url null" in message

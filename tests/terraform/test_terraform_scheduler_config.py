@@ -6,6 +6,7 @@ Terraform's test framework needs no provider for this module, so it runs the rea
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from tests.terraform.support import (
     assert_run_passed,
     load_module,
     named,
+    run_terraform,
     terraform_test,
     tftest_runs,
     thin_validation_coverage,
@@ -49,3 +51,22 @@ def test_every_output_is_asserted() -> None:
 def test_every_validation_rule_has_a_failing_case() -> None:
     variables = named(load_module(SCHEDULER_CONFIG)["variable"])
     assert thin_validation_coverage(variables, TEST_FILES) == {}, "{variable: (rules, failing runs)}"
+
+
+def test_a_host_kubeconfig_for_the_second_scheduler_is_refused_naming_the_fix(
+    terraform: str, terraform_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The kubeadm newcomer's settings: a second scheduler given the control plane's kubeconfig."""
+    arguments = [
+        "-var=url=https://extender-abc123-uc.a.run.app",
+        "-var=kubernetes_version=1.31.4",
+        "-var=scheduler_name=load-aware",
+        "-var=kubeconfig=/etc/kubernetes/scheduler.conf",
+    ]
+    env = {**terraform_env, "TF_DATA_DIR": str(tmp_path / ".terraform")}
+    plan = ["plan", "-input=false", "-no-color", *arguments]
+    result = run_terraform(terraform, *plan, cwd=SCHEDULER_CONFIG, env=env, check=False)
+    message = " ".join(re.sub(r"[│╷╵]", " ", result.stderr).split())
+    assert result.returncode != 0
+    assert 'kubeconfig = "/etc/kubernetes/scheduler.conf" is a file on a control-plane host' in message
+    assert "set kubeconfig = null" in message and 'set scheduler_deployment = "existing-scheduler"' in message

@@ -100,6 +100,10 @@ invocation         = "public"
 kubernetes_version = "1.33.5-gke.1200"
 direct_vpc_network = "projects/my-project/global/networks/prod"
 """
+API_TOKEN = """
+kubernetes_token_secret         = "extender-kubernetes-token"
+kubernetes_token_secret_version = "1"
+"""
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +138,9 @@ def plan(terraform: str, env: dict[str, str], module: Path, tfvars: str) -> str:
 def test_a_private_api_address_with_the_default_registry_warns_naming_the_mirror_setting(
     terraform: str, terraform_env: dict[str, str], preflight: Path, settings: str, warned: bool
 ) -> None:
-    output = plan(terraform, terraform_env, preflight, PRIVATE_CLUSTER + settings + "\n")
+    # The function reads the API with a token (the plan refuses a URL without one).
+    token = API_TOKEN if "kubernetes_api_url" in settings else ""
+    output = plan(terraform, terraform_env, preflight, PRIVATE_CLUSTER + token + settings + "\n")
     warning = "Warning: Check block assertion failed"
     assert (warning in output) == warned, output
     assert ("Set scheduler_image_repository to a mirror" in output) == warned, output

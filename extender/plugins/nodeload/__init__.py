@@ -30,7 +30,7 @@ resource ``(1 − (μ + margin × σ^(1/sensitivity)) / 2) × 100`` from the mea
       args:
         prometheus:
           url: https://monitoring.googleapis.com/v1/projects/my-project/location/global/prometheus
-          auth: google          # the function's identity; none: no credentials
+          auth: google          # the function's identity; bearer, basic: credentials the policy names (``auth``)
         metrics:
         - {name: cpu, query: 'kubernetes_io:node_cpu_allocatable_utilization', nodeLabel: node_name, delay: 5m}
         refreshInterval: 30s    # how old a kept answer may be before it is asked again
@@ -57,7 +57,6 @@ from extender.framework.types import Node, Pod
 from extender.kube.demand import PodDemand, Resources, demand_of, owned_by_daemon_set
 from extender.plugins.nodeload.answers import parse_answer
 from extender.plugins.nodeload.args import (
-    GOOGLE,
     LEAST_LOADED,
     RISK_BALANCING,
     Metric,
@@ -65,10 +64,11 @@ from extender.plugins.nodeload.args import (
     NodeLoadConfig,
     Threshold,
 )
+from extender.plugins.nodeload.auth import BASIC, BEARER, GOOGLE, Credentials
 from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView
-from extender.plugins.nodeload.predicted import Prediction
-from extender.plugins.nodeload.prometheus import GoogleAuth, Prometheus, QueryError, source_name
+from extender.plugins.nodeload.predicted import KeptTerms, Prediction, identity
+from extender.plugins.nodeload.prometheus import Authorizer, GoogleAuth, Prometheus, QueryError, source_name
 from extender.plugins.nodeload.units import RATIO
 from extender.settings import PROJECT_ENV, Need
 
@@ -85,6 +85,27 @@ WATCH_SHARE = 0.25
 CLOCK_SKEW = 60.0
 
 
+# What each field of ``prometheus`` names, for check-policy and start-up.
+_SECRET_OF = {
+    "prometheus.tokenEnv": "bearer token",
+    "prometheus.tokenFile": "bearer token",
+    "prometheus.passwordEnv": "basic auth password",
+    "prometheus.passwordFile": "basic auth password",
+    "prometheus.tls.caFile": "CA bundle",
+    "prometheus.tls.certFile": "client certificate",
+    "prometheus.tls.keyFile": "client certificate's key",
+}
+
+
+def authorizer(config: NodeLoadConfig) -> Authorizer | None:
+    """What a query's Authorization header comes from, as ``prometheus.auth`` says; None: no header."""
+    if config.auth == GOOGLE:
+        return GoogleAuth()
+    if config.auth in (BEARER, BASIC):
+        return Credentials(config.credentials, config.secret_variables)
+    return None
+
+
 class NodeLoad(FilterPlugin, ScorePlugin):
     name: ClassVar[str] = "NodeLoad"
     args_schema = NodeLoadArgs
@@ -95,7 +116,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         self._clock = clock  # None: the request's instant (``extender.framework.clock``)
         self.loads = Loads(
             args.queried,
-            Prometheus(args.url, GoogleAuth() if args.auth == GOOGLE else None),
+            Prometheus(args.url, authorizer(args), args.credentials),
             refresh_interval=args.refresh_interval,
             query_seconds=args.query_seconds,
             keep=args.keep,
@@ -116,18 +137,27 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             self._scale: Callable[[float], int] = lambda load: least_loaded(share(load))
         else:
             self._scale = lambda load: target_load(share(load), target)
-        # The longest a binding can count against a sample still judged on.
+        # The longest a binding can count against a sample still judged on (RiskBalancing's mean: until its window
+        # has fully seen the pod).
         delays = [metric.delay for metric in args.metrics if metric.resource]
-        self.horizon = max(delays, default=0.0) + args.max_age + CLOCK_SKEW
+        window = args.score.window if args.score.strategy == RISK_BALANCING else 0.0
+        self.horizon = max(delays, default=0.0) + window + args.max_age + CLOCK_SKEW
         # What the Kubernetes API gives (in-flight pods, allocatable): made by the first request that needs it.
         self._kube: KubeClient | None = None
         self._making = threading.Lock()
         # Offline (``judge_offline``): the bindings and allocatable judged on instead of the API's.
         self._offline: tuple[Bindings | None, Mapping[str, Resources] | None] | None = None
+        # Each node's term kept across requests of one base (``predicted.KeptTerms``; the result cache on only).
+        self._kept_terms: KeptTerms | None = None
 
     def needs(self) -> Iterable[Need]:
         if self.config.in_function_project:
             yield Need((PROJECT_ENV,), "NodeLoad's preset queries Cloud Monitoring in the function's project")
+        credentials = self.config.credentials
+        for field, name in credentials.variables():
+            yield Need((name,), f"NodeLoad's Prometheus {_SECRET_OF[field]} ({field})")
+        for field, path in credentials.files():
+            yield Need((path,), f"NodeLoad's Prometheus {_SECRET_OF[field]} ({field})", check=credentials.problem)
 
     def notes(self) -> list[str]:
         notes = (self.config.in_flight_note, self.config.rules_note)
@@ -147,8 +177,14 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             if (rule.daemon_sets or not daemon) and rule.pods.matches(pod)
         )
         usage = self.estimator.usage(demand)
-        bindings, problem, late = self._in_flight(pod, demand, now)
+        bindings, problem, own = self._in_flight(pod, demand, now)
         allocatable, allocatable_problem, unknown = self._allocatable()
+        kept_terms = None
+        if self.config.keep and self._offline is None:
+            base = (identity(view.snapshot), usage, identity(allocatable), allocatable_problem)
+            kept_terms = self._kept_terms
+            if kept_terms is None or kept_terms.base != base:
+                kept_terms = self._kept_terms = KeptTerms(base)
         return Prediction(
             view,
             self.config,
@@ -158,10 +194,11 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             rules,
             bindings,
             problem,
-            late,
+            own,
             allocatable,
             allocatable_problem,
             unknown,
+            kept_terms,
         )
 
     def exemption(self, pod: Pod, view: Prediction) -> str | None:
@@ -175,7 +212,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
 
     def missing_facts(self, point: str, nodes: Sequence[Node], view: Prediction) -> Mapping[str, Status]:
         """Nodes without a fresh finite sample of a metric ``point`` reads (the applicable filter rules', the
-        score's)."""
+        score's). In filter the reason names the first rule that reads the metric (``rule 'cpu' not evaluated``), as
+        its rejections do, so that the skipped metric counts rules not evaluated per rule."""
         view.remember(nodes)
         metrics = self._read_at(point, view)
         if not metrics:
@@ -183,23 +221,29 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         names = [node.name for node in nodes]
         errors: dict[str, Status] = {}
         missing: dict[str, Status] = {}
-        for metric in metrics:
+        for metric, rule in metrics.items():
             unknown = view.loads.unknown(metric, names)
             if len(unknown) == len(names):
                 self.loads.none_matched(view.loads.snapshot, metric, names)
             for name, why in unknown.items():
                 if name not in missing:
-                    missing[name] = errors.get(why) or errors.setdefault(why, status.error(why))
+                    reason = why if rule is None else f"{why} (rule {rule!r} not evaluated)"
+                    missing[name] = errors.get(reason) or errors.setdefault(reason, status.error(reason))
         return missing
 
-    def _read_at(self, point: str, view: Prediction) -> tuple[str, ...]:
+    def _read_at(self, point: str, view: Prediction) -> dict[str, str | None]:
+        """The metrics ``point`` reads, each with the first applicable rule reading it (None: the score's)."""
         if point == "filter":
-            return tuple(dict.fromkeys(self._rules[index][0].name for index in view.rules))
+            read: dict[str, str | None] = {}
+            for index in view.rules:
+                read.setdefault(self._rules[index][0].name, self.config.rules[index].name)
+            return read
         if point == "score":
             if self.config.score.strategy == RISK_BALANCING:
-                return tuple(name for _, mean, deviation in self.config.risk for name in (mean.name, deviation.name))
-            return (self.config.score.metric,)
-        return ()
+                risk = [name for _, mean, deviation in self.config.risk for name in (mean.name, deviation.name)]
+                return dict.fromkeys(risk)
+            return {self.config.score.metric: None}
+        return {}
 
     def filter(self, pod: Pod, node: Node, view: Prediction | None = None) -> Status:
         view = view if view is not None else self.prepare(pod)
@@ -223,7 +267,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         worst = math.inf
         for metric, mean, deviation in self.config.risk:
             unit = metric.unit or RATIO
-            mu = unit.share(view.term(metric, node, sample=mean.name).predicted)
+            mu = unit.share(view.term(metric, node, sample=mean.name, window=score.window).predicted)
             sigma = answers[deviation.name].values[node] / unit.span
             worst = min(worst, risk_balancing(mu, sigma, score.margin, score.sensitivity))
         return _round(worst)
@@ -264,16 +308,20 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         except Exception:  # a bug here must cost nothing: the reads below report it
             logger.exception("NodeLoad: starting the Kubernetes API's lists failed")
 
-    def _in_flight(self, pod: Pod, demand: PodDemand, now: float) -> tuple[Bindings | None, str, int]:
-        """The bindings to count (None when unknown), why they may be incomplete, and how many bindings this instance
-        expected did not arrive in time. Never raises: a failure costs the in-flight term, said."""
+    def _in_flight(self, pod: Pod, demand: PodDemand, now: float) -> tuple[Bindings | None, str, bool]:
+        """The bindings to count (None when unknown), why they may be incomplete, and whether the pod itself is among
+        them. Never raises: a failure costs the in-flight term, said. Waits on the API only while the instance is
+        cold (``PodWatch.bindings``), or, with the result cache off, for its list within the share of httpTimeout."""
         if self._offline is not None:
             bindings = self._offline[0]
-            return bindings, "" if bindings is not None else "no --in-flight file: no in-flight pods counted", 0
+            if bindings is None:
+                return None, "no --in-flight file: no in-flight pods counted", False
+            return bindings, "", pod.uid in bindings.uids
         try:
             client = self._client()
             if client is None:
-                return None, "no Kubernetes API (KUBERNETES_API_URL): the pods bound since the sample are not known", 0
+                unknown = "no Kubernetes API (KUBERNETES_API_URL): the pods bound since the sample are not known"
+                return None, unknown, False
             until = time.monotonic() + WATCH_SHARE * self.config.http_timeout
             from extender import kube
 
@@ -281,14 +329,14 @@ class NodeLoad(FilterPlugin, ScorePlugin):
                 from extender.kube.bound_pods import list_bindings
 
                 bindings = list_bindings(client, self.horizon, now, until)
-                return (bindings if bindings.known else None), bindings.problem, 0
+                return (bindings if bindings.known else None), bindings.problem, pod.uid in bindings.uids
             watch = kube.shared_watch(client, self.horizon)
             watch.note_demand(pod.uid, demand)
-            bindings, late = watch.bindings(now, until, exclude=pod.uid)
-            return (bindings if bindings.known else None), bindings.problem, late
+            bindings, own = watch.bindings(now, until, exclude=pod.uid)
+            return (bindings if bindings.known else None), bindings.problem, own
         except Exception as exc:  # a bug must cost the in-flight term, never the request
             logger.exception("NodeLoad: reading the pods bound to nodes failed")
-            return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", 0
+            return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", False
 
     def _allocatable(self) -> tuple[Mapping[str, Resources] | None, str, Callable[[], None] | None]:
         """The nodes' allocatable the API lists, why it may lack nodes, and what to tell when it lacks one."""

@@ -39,13 +39,13 @@ from extender.framework.args import Number, failed_fields, instance_settings
 from extender.framework.selectors import PodSelector, PodSelectorSchema
 from extender.kube.quantity import parse_quantity
 from extender.kube.variables import API_URL_ENV
+from extender.plugins.nodeload.auth import BASIC, BEARER, GOOGLE, NONE, PrometheusArgs, PrometheusAuth, with_kind
 from extender.plugins.nodeload.estimates import DEFAULTS, ResourceEstimate
 from extender.plugins.nodeload.units import PERCENT, RATIO, Unit
 from extender.settings import PROJECT_ENV, Settings
 from extender.urls import credential_base_url
 
 LEAST_LOADED, TARGET_LOAD, RISK_BALANCING = "LeastLoaded", "TargetLoad", "RiskBalancing"
-GOOGLE, NONE = "google", "none"
 CPU, MEMORY = "cpu", "memory"
 RESOURCES = (CPU, MEMORY)
 # A metric of your own: how long after a binding it may not show the pod, unless it says (``delay``).
@@ -113,6 +113,8 @@ _ON_NODE = (
     "on (namespace, pod) group_left (node) topk by (namespace, pod) "
     '(1, max by (node, namespace, pod) (kube_pod_info{node!=""}))'
 )
+_ALLOCATABLE_CPU = 'max by (node) (kube_node_status_allocatable{resource="cpu"})'
+_ALLOCATABLE_MEMORY = 'max by (node) (kube_node_status_allocatable{resource="memory"})'
 PRESETS: dict[str, Preset] = {
     # Cloud Monitoring's GKE system metrics in PromQL (kubernetes.io/node/cpu/allocatable_utilization and
     # kubernetes.io/node/memory/allocatable_utilization): the fraction of the node's allocatable CPU and memory in
@@ -140,25 +142,29 @@ PRESETS: dict[str, Preset] = {
         url=GMP_URL,
         auth=GOOGLE,
     ),
-    # A self-run Prometheus scraping node-exporter and kube-state-metrics: the busy share of the node's CPUs over
-    # 5 minutes, and the share of its memory not available.
+    # A self-run Prometheus scraping node-exporter and kube-state-metrics: the cores busy over 5 minutes, and the
+    # bytes of memory not available, as shares of the node's allocatable (kube-state-metrics'), as GKE's metrics and
+    # the pods' estimates are: node-exporter measures the whole machine, whose capacity the kubelet's and the
+    # system's reservations make larger than what pods may use.
     "node-exporter": Preset(
         (
             Metric(
                 "cpu",
-                f'1 - avg by (node) (rate(node_cpu_seconds_total{{mode="idle"}}[5m]) * {_ON_NODE})',
+                f'sum by (node) ((1 - rate(node_cpu_seconds_total{{mode="idle"}}[5m])) * {_ON_NODE}) '
+                f"/ on (node) {_ALLOCATABLE_CPU}",
                 "node",
                 CPU,
                 RATE_WINDOW_DELAY,
-                'max by (node) (kube_node_status_allocatable{resource="cpu"})',
+                _ALLOCATABLE_CPU,
             ),
             Metric(
                 "memory",
-                f"1 - max by (node) ((node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes) * {_ON_NODE})",
+                f"max by (node) ((node_memory_MemTotal_bytes - node_memory_MemAvailable_bytes) * {_ON_NODE}) "
+                f"/ on (node) {_ALLOCATABLE_MEMORY}",
                 "node",
                 MEMORY,
                 DEFAULT_DELAY,
-                'max by (node) (kube_node_status_allocatable{resource="memory"})',
+                _ALLOCATABLE_MEMORY,
             ),
         ),
     ),
@@ -241,6 +247,7 @@ class NodeLoadConfig:
 
     __slots__ = (
         "auth",
+        "credentials",
         "estimates",
         "http_timeout",
         "in_function_project",
@@ -253,6 +260,7 @@ class NodeLoadConfig:
         "risk",
         "rules",
         "score",
+        "secret_variables",
         "url",
     )
 
@@ -270,11 +278,14 @@ class NodeLoadConfig:
         estimates: dict[str, ResourceEstimate] | None = None,
         settings: Settings | None = None,
         in_function_project: bool = False,
+        credentials: PrometheusAuth | None = None,
     ) -> None:
         self.url = url
         # The URL is the preset's in the function's project (GOOGLE_CLOUD_PROJECT), which start-up needs set.
         self.in_function_project = in_function_project
         self.auth = auth
+        # Where the credentials, client certificate and CA bundle are, and the extra headers (``auth``).
+        self.credentials = with_kind(credentials or PrometheusAuth(), auth)
         # The metrics queried: those the rules and the score name, in the order the args list them.
         self.metrics = metrics
         self.rules = rules
@@ -289,6 +300,8 @@ class NodeLoadConfig:
         settings = settings or Settings()
         # The Kubernetes API the in-flight pods and the nodes' allocatable come from (KUBERNETES_*), if any.
         self.kubernetes = settings if settings.kubernetes.get(API_URL_ENV) else None
+        # The PROMETHEUS_* variables the credentials may name (tokenEnv, passwordEnv): the instance's, as it started.
+        self.secret_variables = settings.prometheus
         self.http_timeout = settings.http_timeout
         # RiskBalancing: per resource metric, its mean and standard deviation over the score's window.
         self.risk: tuple[tuple[Metric, Metric, Metric], ...] = ()
@@ -297,11 +310,10 @@ class NodeLoadConfig:
 
     @property
     def queried(self) -> tuple[Metric, ...]:
-        """Every query a refresh asks: the metrics, their capacity where the API cannot list allocatable, and
-        RiskBalancing's means and deviations."""
+        """Every query a refresh asks: the metrics, their capacity (what allocatable is when the API cannot list it:
+        none configured, or its list failing), and RiskBalancing's means and deviations."""
         queries = list(self.metrics)
-        if self.kubernetes is None:
-            queries += [capacity_query(metric) for metric in self.metrics if metric.resource and metric.capacity]
+        queries += [capacity_query(metric) for metric in self.metrics if metric.resource and metric.capacity]
         for _, mean, deviation in self.risk:
             queries += [mean, deviation]
         return tuple(queries)
@@ -348,11 +360,6 @@ def _risk_queries(metric: Metric, window: float) -> tuple[Metric, Metric, Metric
     mean = metric.derived("mean", f"avg_over_time(({metric.query})[{span}:{step}])", metric.unit)
     deviation = metric.derived("stddev", f"stddev_over_time(({metric.query})[{span}:{step}])")
     return metric, mean, deviation
-
-
-class PrometheusArgs(Schema):
-    url = fields.String(validate=Length(min=1, error="must not be empty"))
-    auth = fields.String(validate=OneOf([GOOGLE, NONE]))
 
 
 class MetricArgs(Schema):
@@ -583,6 +590,7 @@ class NodeLoadArgs(Schema):
             estimates=estimates,
             settings=settings,
             in_function_project="url" not in data["prometheus"],
+            credentials=data["prometheus"].get("credentials"),
         )
 
 
@@ -630,14 +638,20 @@ def _url_problem(data: Mapping[str, Any], preset: Preset | None) -> str:
             "required: the Prometheus API's base URL, such as http://prometheus.example.internal:9090 "
             "(or preset: gke, which queries Cloud Monitoring)"
         )
-    google = _auth(data, preset) == GOOGLE
+    credential = _CREDENTIALS.get(_auth(data, preset))
     try:
-        credential_base_url(
-            url,
-            what="prometheus.url",
-            example=GMP_URL.format(project="my-project"),
-            credential="the function's Google access token" if google else None,
-        )
+        example = GMP_URL.format(project="my-project")
+        credential_base_url(url, what="prometheus.url", example=example, credential=credential)
     except ConfigError as exc:
         return str(exc).removeprefix("prometheus.url ")
+    given: PrometheusAuth | None = data["prometheus"].get("credentials")
+    if given is not None and (given.ca_file or given.cert_file) and not url.startswith("https:"):
+        return "must be an https:// URL: tls (caFile, certFile, keyFile) applies to https only"
     return ""
+
+
+_CREDENTIALS = {
+    GOOGLE: "the function's Google access token",
+    BEARER: "the bearer token",
+    BASIC: "the basic auth password",
+}

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import filterfalse
 from typing import Any
+from urllib.parse import urlsplit
 
 from extender.errors import bounded
 from extender.plugins.nodeload.answers import AnswerError, MetricAnswer, label_problem, parse_answer, quoted
@@ -35,6 +36,8 @@ from extender.plugins.nodeload.prometheus import Querier, QueryError
 
 logger = logging.getLogger("extender.nodeload")
 EVENT = "extender.nodeload"
+# The source a refresh's warnings name (their ``source`` field, which the source_failures metric counts).
+CLOUD_MONITORING_HOST = "monitoring.googleapis.com"
 Clock = Callable[[], float]
 USED = "answer used"
 # An odd answer (empty, series without the node label, values far outside the unit) is warned about once a minute.
@@ -150,6 +153,7 @@ class Loads:
         self.refresh_interval = refresh_interval
         self.query_seconds = query_seconds
         self.keep = keep
+        self.source = source_of(querier)
         self._current = NOT_ASKED
         # When the last refresh began (the clock's time), None before the first.
         self._asked_at: float | None = None
@@ -191,7 +195,7 @@ class Loads:
                 answers[metric.name] = outcome
             else:
                 failures[metric.name] = outcome
-                _warn(metric, outcome, answers.get(metric.name))
+                _warn(self.source, metric, outcome, answers.get(metric.name))
         return Snapshot(answers, failures, self._by_name)
 
     def _ask_all(self) -> dict[str, MetricAnswer | str]:
@@ -220,14 +224,16 @@ class Loads:
             logger.exception("NodeLoad: querying metric %s failed", metric.name)
             return f"{type(exc).__name__}: {exc}"
         for oddity in oddities:
-            _warn(metric, oddity, None, USED)
+            _warn(self.source, metric, oddity, None, USED)
         problem = label_problem(answer, metric.query, metric.node_label)
         if problem and self._due(metric.name, "labels"):
             named = answer.unlabelled < answer.series
-            _warn(metric, problem, None, "answer used for the nodes it names" if named else "no node has facts")
+            used = "answer used for the nodes it names" if named else "no node has facts"
+            _warn(self.source, metric, problem, None, used)
         far, node, value = metric.unit.far_outside(answer.values) if metric.unit is not None else (0, "", 0.0)
         if far and metric.unit is not None and self._due(metric.name, "unit"):
             _warn(
+                self.source,
                 metric,
                 f"query {quoted(metric.query)} answers values far outside the metric's unit, {metric.unit.described}, "
                 f"such as node {node}: {value:g} ({far} of {len(answer.values)} nodes); is it answering another unit "
@@ -252,7 +258,7 @@ class Loads:
                 f"of the {len(names)} nodes asked about (such as {bounded(names[0], 256)}): is the node's name in "
                 "another label? (check-policy --probe shows which)"
             )
-            _warn(asked, problem, None, "those nodes have no facts")
+            _warn(self.source, asked, problem, None, "those nodes have no facts")
 
     def _due(self, metric: str, problem: str) -> bool:
         """Whether a WARNING about this kind of ``problem`` of ``metric`` is due: once per WARN_EVERY seconds, not
@@ -266,6 +272,13 @@ class Loads:
             return True
 
 
+def source_of(querier: Querier) -> str:
+    """``cloud-monitoring`` for Google Cloud Managed Service for Prometheus' query API, else ``prometheus``."""
+    url = getattr(querier, "url", "")
+    google = isinstance(url, str) and urlsplit(url).hostname == CLOUD_MONITORING_HOST
+    return "cloud-monitoring" if google else "prometheus"
+
+
 def _others(answer: MetricAnswer) -> str:
     """``3 nodes, such as 10.0.0.4:9100``: what an answer names on its node label."""
     named = len(answer.values) + len(answer.not_finite)
@@ -273,9 +286,9 @@ def _others(answer: MetricAnswer) -> str:
     return f"{named} {'node' if named == 1 else 'nodes'}, such as {bounded(first, 256)}"
 
 
-def _warn(metric: Metric, problem: str, kept: MetricAnswer | None, used: str = "") -> None:
+def _warn(source: str, metric: Metric, problem: str, kept: MetricAnswer | None, used: str = "") -> None:
     """One WARNING: an answer not used (the previous one is kept, if any), or one used with something odd in it
-    (``used`` says what follows)."""
+    (``used`` says what follows). ``source`` and ``outcome`` are what the source_failures metric counts by."""
     if used:
         what = used
     elif kept is None:
@@ -284,6 +297,7 @@ def _warn(metric: Metric, problem: str, kept: MetricAnswer | None, used: str = "
         what = "no new answer: the previous one is used until its samples are older than maxAge"
     fields = {
         "event": EVENT,
+        "source": source,
         "metric": metric.name,
         "query": metric.query,
         "nodeLabel": metric.node_label,

@@ -10,12 +10,23 @@ the shares below are multiplied by 100 for a percent, here and nowhere else):
 
 A pod bound at ``t`` counts until the node's sample is newer than ``t + delay`` (the metric's ``delay``): a sample
 taken before the binding cannot show the pod, and one taken within ``delay`` of it may not (sampling, ingest, a rate
-window). The sample's time is the one the answer gives per node. A metric that measures no resource is judged as
-measured. A node whose allocatable is unknown is judged as measured too, and its facts say why; so is a request
-whose in-flight pods are unknown (no Kubernetes API, the API failing): never an error, always said.
+window). A mean over a ``window`` (RiskBalancing's ``avg_over_time``) averages the metric's points evenly over the
+window's span, and the metric shows the pod from ``t + delay`` at the latest: a mean taken at ``s`` holds at least the
+share ``(s − t − delay) / window`` of the pod (0 to 1), so the rest of its estimate counts, falling linearly to nothing
+once the window has fully seen it (``t + delay + window``). Counting the pod whole until then would count it nearly
+twice near the window's end; dropping it at ``t + delay`` would count the little the window has seen instead.
+
+The sample's time is the one the answer gives per node. A metric that measures no resource is judged as measured.
+A node whose allocatable is unknown is judged as measured too, and its facts say why; so is a request whose
+in-flight pods are unknown (no Kubernetes API, the API failing): never an error, always said.
 
 A ``Prediction`` is one request's: built once by NodeLoad's ``prepare`` and dropped with the request; what it works
-out per node is memoized on it, never on the plugin.
+out per node is memoized on it. With the result cache on, node-name requests also share ``KeptTerms`` across
+requests (a cache): each node's term, kept with the node's bound pods it counted, for one base (the answers, the
+allocatable list and its problem, by identity, and the pod's estimate). A term is taken from it only while the
+node's pods are the same tuple (``Bindings`` shares an unchanged node's tuple from view to view), and only for a pod
+that is not itself among the bindings: so a kept term is the term worked out afresh. A burst's new bindings change
+a few nodes' tuples: only those nodes are worked out again. Bounded by the answers' nodes; one base at a time.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from extender.plugins.nodeload.units import RATIO
 
 if TYPE_CHECKING:
     from extender.kube.bound_pods import Bindings
+    from extender.kube.lists import BoundPod
 
 
 class Term(NamedTuple):
@@ -44,6 +56,17 @@ class Term(NamedTuple):
     pod_share: float | None = None
     in_flight: tuple[int, float] | None = None
     why: str = ""
+
+
+class KeptTerms:
+    """Terms shared by the requests of one base (module docstring): (answer, node) -> (the node's pods, term).
+    Entries are replaced whole, never changed: concurrent requests at worst work one out twice."""
+
+    __slots__ = ("base", "terms")
+
+    def __init__(self, base: tuple[Hashable, ...]) -> None:
+        self.base = base
+        self.terms: dict[tuple[str, str], tuple[tuple[BoundPod, ...], Term]] = {}
 
 
 class Prediction:
@@ -59,8 +82,9 @@ class Prediction:
         "config",
         "estimator",
         "in_flight_problem",
-        "late",
+        "kept_terms",
         "loads",
+        "own",
         "pod_uid",
         "rules",
         "usage",
@@ -76,10 +100,11 @@ class Prediction:
         rules: tuple[int, ...],
         bindings: Bindings | None,
         in_flight_problem: str,
-        late: int = 0,
+        own: bool = False,
         allocatable: Mapping[str, Resources] | None = None,
         allocatable_problem: str = "",
         allocatable_unknown: Callable[[], None] | None = None,
+        kept_terms: KeptTerms | None = None,
     ) -> None:
         self.loads = loads
         self.config = config
@@ -91,13 +116,15 @@ class Prediction:
         # The pods bound lately (None: not known, ``in_flight_problem`` says why; else it says why some may lack).
         self.bindings = bindings
         self.in_flight_problem = in_flight_problem
-        # Bindings this instance expected that did not arrive in time.
-        self.late = late
+        # Whether the pod itself is among the bindings (it is then not counted twice).
+        self.own = own
         # The nodes' allocatable from the Kubernetes API, and why it may lack nodes.
         self.allocatable = allocatable
         self.allocatable_problem = allocatable_problem
         # Told when the list lacks a node asked about (it lists again).
         self.allocatable_unknown = allocatable_unknown
+        # Terms kept across requests (None: the result cache is off, or the pod is among the bindings).
+        self.kept_terms = kept_terms if bindings is not None and not own else None
         self._given: dict[str, Resources] = {}
         self._terms: dict[tuple[str, str], Term] = {}
 
@@ -108,14 +135,14 @@ class Prediction:
         identity: a new binding or expiry makes a new one), the pod's estimate and rules, whether the pod itself is
         among the bindings (it is then not counted twice) and the allocatable list (by identity)."""
         bindings = self.bindings
-        own = bindings is not None and self.pod_uid in bindings.uids
+        own = bindings is not None and self.own
         return (
             *self.loads.key(),
             bindings if bindings is not None else self.in_flight_problem,
             self.usage,
             self.rules,
             self.pod_uid if own else None,
-            _Identity(self.allocatable),
+            identity(self.allocatable),
         )
 
     def remember(self, nodes: Sequence[Node]) -> None:
@@ -129,13 +156,21 @@ class Prediction:
     def predicted(self, metric: Metric, node: str) -> float:
         return self.term(metric, node).predicted
 
-    def term(self, metric: Metric, node: str, sample: str | None = None) -> Term:
+    def term(self, metric: Metric, node: str, sample: str | None = None, window: float = 0.0) -> Term:
         """The node's prediction for ``metric``, its measured value read from the answer ``sample`` (the metric's
-        own unless given: RiskBalancing reads its mean); only asked for nodes that have a value."""
+        own unless given: RiskBalancing reads its mean, averaged over ``window`` seconds); only asked for nodes that
+        have a value."""
         answer_name = sample or metric.name
         found = self._terms.get((answer_name, node))
         if found is not None:
             return found
+        kept = self.kept_terms if not self._given else None  # full-node requests' allocatable is their own
+        pods = self.bindings.on(node) if kept is not None and self.bindings is not None else ()
+        if kept is not None:
+            hit = kept.terms.get((answer_name, node))
+            if hit is not None and hit[0] is pods:
+                self._terms[(answer_name, node)] = hit[1]
+                return hit[1]
         answer = self.loads.snapshot.answers[answer_name]
         measured = answer.values[node]
         term = Term(measured, measured)
@@ -143,29 +178,34 @@ class Prediction:
         if resource is not None:
             capacity = self._allocatable(metric, node, resource)
             if capacity is None or capacity <= 0:
-                term = term._replace(why="the node's allocatable is unknown: judged as measured")
+                known = f" ({self.allocatable_problem})" if self.allocatable_problem else ""
+                term = term._replace(why=f"the node's allocatable is unknown{known}: judged as measured")
             else:
                 # Shares of the node's allocatable, in the metric's unit (a percent metric's whole node is 100).
                 scale = (metric.unit or RATIO).span
                 own = self.usage.of(resource) / capacity * scale
-                in_flight = self._in_flight(metric, node, resource, answer.times[node], capacity / scale)
+                in_flight = self._in_flight(metric, node, resource, answer.times[node], capacity / scale, window)
                 extra = own + (in_flight[1] if in_flight is not None else 0.0)
                 why = "" if self.bindings is not None else self.in_flight_problem
                 term = Term(measured, measured + extra, own, in_flight, why)
         self._terms[(answer_name, node)] = term
+        if kept is not None and (self.allocatable is None or node in self.allocatable):
+            kept.terms[(answer_name, node)] = (pods, term)
         return term
 
     def _in_flight(
-        self, metric: Metric, node: str, resource: str, sampled_at: float, capacity: float
+        self, metric: Metric, node: str, resource: str, sampled_at: float, capacity: float, window: float
     ) -> tuple[int, float] | None:
         bindings = self.bindings
         if bindings is None:
             return None
         count, used = 0, 0.0
         for pod in bindings.on(node):
-            if pod.uid != self.pod_uid and sampled_at < pod.bound_at + metric.delay:
+            unseen = sampled_at - pod.bound_at - metric.delay  # how long the metric has shown the pod, if positive
+            if pod.uid != self.pod_uid and unseen < window:
                 count += 1
-                used += self.estimator.usage(pod.demand).of(resource)
+                shown = unseen / window if unseen > 0 else 0.0
+                used += self.estimator.usage(pod.demand).of(resource) * (1.0 - shown)
         return count, used / capacity
 
     def _allocatable(self, metric: Metric, node: str, resource: str) -> float | None:
@@ -203,9 +243,8 @@ class Prediction:
                 pods, share = term.in_flight
                 fact["inFlight"] = {"pods": pods, "share": _rounded(share)}
                 problem = self.bindings.problem if self.bindings is not None else ""
-                late = f"{self.late} binding(s) expected by this instance had not arrived" if self.late else ""
-                if problem or late:
-                    fact["inFlight"]["incomplete"] = "; ".join(part for part in (problem, late) if part)
+                if problem:
+                    fact["inFlight"]["incomplete"] = problem
             else:
                 fact["inFlight"] = {"unknown": term.why or self.in_flight_problem}
         return shown
@@ -213,6 +252,11 @@ class Prediction:
 
 def _rounded(value: float) -> float:
     return round(value, 4)
+
+
+def identity(held: object) -> _Identity:
+    """``held`` compared and hashed by identity (an object replaced whole, never changed)."""
+    return _Identity(held)
 
 
 class _Identity:

@@ -1,12 +1,16 @@
-"""Instant queries over the Prometheus HTTP API (``GET <url>/api/v1/query``): a self-run Prometheus, or Cloud
-Monitoring's (Google Cloud Managed Service for Prometheus) with the function's own Google identity.
+"""Instant queries over the Prometheus HTTP API (``GET <url>/api/v1/query``): a self-run Prometheus with the
+credentials the policy names (``extender.plugins.nodeload.auth``: a bearer token, basic auth, a client certificate,
+a CA bundle, extra headers), or Cloud Monitoring's (Google Cloud Managed Service for Prometheus) with the function's
+own Google identity.
 
 Prometheus is trusted with the load figures, not with this process: every query is one ``extender.outbound``
 call, whose deadline covers the whole exchange (connect, TLS handshake, status line, headers, body) and whose answer
 is capped, so a server that drips or floods holds a refresh no longer than its deadline. Redirects are not followed:
-they would carry the bearer token elsewhere. No message quotes the token, even where the server echoes it. TLS
-trusts what requests does (its CA bundle, or the one ``REQUESTS_CA_BUNDLE`` names), as google-auth's token requests
-do: ``requests`` and ``google.auth`` are imported with the first query.
+they would carry the credentials elsewhere. No message quotes a secret (the token, the password, the encoded
+credentials), even where the server echoes it; a refusal (401, 403) names the auth kind and where its secret comes
+from, and has it read afresh. TLS trusts the policy's CA bundle (``tls.caFile``), else what requests does (its CA
+bundle, or the one ``REQUESTS_CA_BUNDLE`` names), as google-auth's token requests do: ``requests`` and
+``google.auth`` are imported with the first query.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import orjson
 from extender import __version__
 from extender.errors import bounded, redacted, secret_forms
 from extender.plugins.nodeload.answers import error_text
+from extender.plugins.nodeload.auth import Credential, PrometheusAuth, TlsFiles, tls_context
+from extender.plugins.nodeload.auth import QueryError as QueryError  # where the transport's callers look for it
 
 if TYPE_CHECKING:
     import ssl
@@ -35,12 +41,28 @@ if TYPE_CHECKING:
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 # Read-only access to Cloud Monitoring, what roles/monitoring.viewer grants.
 MONITORING_READ = "https://www.googleapis.com/auth/monitoring.read"
+# Secrets shorter than this are not looked for in an answer's body: a short password may well be a label's value.
+_QUOTED_MIN = 8
 # Connections kept open between refreshes (a refresh asks its metrics at once, on as many connections).
 _KEPT_CONNECTIONS = 4
 
 
-class QueryError(Exception):
-    """The query got no usable answer; the message says why, for the refresh's WARNING (never a token)."""
+class Authorizer(Protocol):
+    """Where a query's ``Authorization`` header comes from: the function's Google identity (``GoogleAuth``), a bearer
+    token or basic auth (``extender.plugins.nodeload.auth.Credentials``)."""
+
+    @property
+    def described(self) -> str:
+        """What the credential is and where it comes from, for the message of a refusal (never the secret)."""
+        ...
+
+    def authorization(self, seconds: float) -> Credential:
+        """The header's value within ``seconds``; QueryError when there is none."""
+        ...
+
+    def refused(self) -> None:
+        """Prometheus refused the credential (401, 403): the next query gets it afresh."""
+        ...
 
 
 class Querier(Protocol):
@@ -55,61 +77,96 @@ def source_name(url: str) -> str:
 
 
 class Prometheus:
-    """The Prometheus HTTP API at ``url`` (its base, without ``/api/v1``), with ``auth`` if any.
+    """The Prometheus HTTP API at ``url`` (its base, without ``/api/v1``), with ``auth`` if any, the TLS files and
+    extra headers of ``spec``.
 
     Thread-safe: one endpoint, and its kept connections, serves the queries of every refresh. It is made with the
-    first query, in the serving process (gunicorn forks its worker before any); a process forked after that leaves
-    the kept connections to its parent.
+    first query, in the serving process (gunicorn forks its worker before any), and made again when the client
+    certificate, its key or the CA bundle change; a process forked after that leaves the kept connections to its
+    parent.
     """
 
-    def __init__(self, url: str, auth: GoogleAuth | None = None) -> None:
+    def __init__(self, url: str, auth: Authorizer | None = None, spec: PrometheusAuth | None = None) -> None:
         self.url = url
         self.auth = auth
+        self.spec = spec or PrometheusAuth()
+        self._tls = TlsFiles(self.spec) if self.spec.ca_file or self.spec.cert_file else None
+        self._made_from: tuple[bytes, ...] = ()
         self._endpoint: Endpoint | None = None
         self._making = threading.Lock()
         _LIVE.add(self)
 
     def __repr__(self) -> str:
-        return f"Prometheus({self.url!r}, auth={'google' if self.auth else 'none'})"
+        return f"Prometheus({self.url!r}, auth={self.spec.kind!r})"
 
     def query(self, promql: str, seconds: float) -> bytes:
         from extender import outbound
 
         until = time.monotonic() + seconds
-        headers = {"Accept": "application/json"}
-        token = None
+        headers = {**self.spec.headers, "Accept": "application/json"}
+        secrets: tuple[str, ...] = ()
         if self.auth is not None:
-            headers["Authorization"] = self.auth.authorization(seconds)
-            token = headers["Authorization"].removeprefix("Bearer ")
+            credential = self.auth.authorization(seconds)
+            headers["Authorization"] = credential.header
+            secrets = credential.secrets
         target = "/api/v1/query?" + urlencode({"query": promql, "timeout": f"{max(seconds, 0.001):.3f}"})
+        endpoint = self._endpoint_made(until - time.monotonic())
         try:
-            answer = self._endpoint_made().call("GET", target, until=until, max_bytes=MAX_ANSWER_BYTES, headers=headers)
+            answer = endpoint.call("GET", target, until=until, max_bytes=MAX_ANSWER_BYTES, headers=headers)
         except outbound.TimedOut:
             raise QueryError(f"no answer within {seconds:.1f} s") from None
         except outbound.TooLarge:
             raise QueryError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes: not read") from None
         except outbound.Unreachable as exc:
-            raise QueryError(redacted(f"cannot reach {self.url}: {exc}", token)) from None
+            self._tls_refused()
+            raise QueryError(_redacted(f"cannot reach {self.url}: {exc}{self._presented()}", secrets)) from None
         except outbound.BrokenAnswer as exc:
-            raise QueryError(redacted(f"{self.url} gave a broken HTTP answer: {exc}", token)) from None
+            # With TLS 1.3 a server refuses a client certificate after the client's handshake: an alert, or the
+            # connection's end, where the answer should be.
+            self._tls_refused()
+            what = "refused the TLS connection" if "[SSL" in str(exc) else "gave a broken HTTP answer"
+            raise QueryError(_redacted(f"{self.url} {what}: {exc}{self._presented()}", secrets)) from None
         if answer.status != 200:
             why = f"{self.url} answered {answer.status} {bounded(answer.reason, 200)}: {_why(answer.body)}"
-            raise QueryError(redacted(why, token))
-        if token and _quotes(answer.body, token):
+            if answer.status in (401, 403):
+                why += f" ({self._refused()})"
+            raise QueryError(_redacted(why, secrets))
+        if any(_quotes(answer.body, secret) for secret in secrets if len(secret) >= _QUOTED_MIN):
             # Whatever is read from it may end up in a message: its values, Prometheus' warnings.
-            raise QueryError(f"{self.url} answered with the request's bearer token in its body: not used")
+            what = "basic auth credentials" if headers["Authorization"].startswith("Basic ") else "bearer token"
+            raise QueryError(f"{self.url} answered with the request's {what} in its body: not used")
         return bytes(answer.body)
 
-    def _endpoint_made(self) -> Endpoint:
-        """The endpoint, made with the first query: a failure to make it (an unreadable CA bundle) fails the query,
-        and the next one tries again."""
+    def _refused(self) -> str:
+        """What was refused, for the message; the credentials are read afresh for the next query."""
+        if self.auth is None:
+            presented = self._presented()
+            return f"no credentials were sent: prometheus.auth is none{presented}"
+        self.auth.refused()
+        return f"{self.auth.described} was refused{self._presented()}"
+
+    def _tls_refused(self) -> None:
+        """A TLS failure: the certificate, key and CA bundle are read again before the next query (a rotation)."""
+        if self._tls is not None:
+            self._tls.refused()
+
+    def _presented(self) -> str:
+        if self.spec.cert_file:
+            return f"; client certificate prometheus.tls.certFile {self.spec.cert_file}"
+        return ""
+
+    def _endpoint_made(self, seconds: float) -> Endpoint:
+        """The endpoint, made with the first query and again when the TLS files change: a failure to make it (an
+        unreadable CA bundle) fails the query, and the next one tries again."""
+        made_from = self._tls.current(seconds) if self._tls is not None else ()
         with self._making:
-            if self._endpoint is None:
+            if self._endpoint is None or made_from != self._made_from:
                 from extender import outbound
 
-                context = _trusted(self.url) if self.url.startswith("https:") else None
+                context = _trusted(self.url, self.spec) if self.url.startswith("https:") else None
                 user_agent = {"User-Agent": f"gcf-scheduler-extender/{__version__}"}
                 self._endpoint = outbound.Endpoint(self.url, context, user_agent, idle=_KEPT_CONNECTIONS)
+                self._made_from = made_from
             return self._endpoint
 
     def _after_fork_in_child(self) -> None:
@@ -118,25 +175,24 @@ class Prometheus:
             self._endpoint.forget_connections()
 
 
-def _trusted(url: str) -> ssl.SSLContext:
-    """What requests trusts for ``url``: the bundle ``REQUESTS_CA_BUNDLE`` (else ``CURL_CA_BUNDLE``) names, else its own
-    (certifi's). google-auth's token requests, made with requests, trust the same."""
-    import ssl
-
+def _trusted(url: str, spec: PrometheusAuth) -> ssl.SSLContext:
+    """The policy's CA bundle (``tls.caFile``), else what requests trusts for ``url``: the bundle
+    ``REQUESTS_CA_BUNDLE`` (else ``CURL_CA_BUNDLE``) names, else its own (certifi's), as google-auth's token requests
+    do; with the policy's client certificate, if any."""
+    if spec.ca_file:
+        return tls_context(spec)
     import certifi
     import requests
 
     verify = requests.Session().merge_environment_settings(url, {}, None, True, None)["verify"]
     # A path the environment names, else requests' own bundle (certifi's).
-    bundle: str = verify if isinstance(verify, str) else certifi.where()
-    try:
-        if os.path.isdir(bundle):
-            return ssl.create_default_context(capath=bundle)
-        return ssl.create_default_context(cafile=bundle)
-    except OSError as exc:  # ssl.SSLError included
-        raise QueryError(
-            f"the CA bundle {bundle} (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE) cannot be loaded: {exc}"
-        ) from None
+    return tls_context(spec, verify if isinstance(verify, str) else certifi.where())
+
+
+def _redacted(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        text = redacted(text, secret)
+    return text
 
 
 def _quotes(body: bytearray, token: str) -> bool:
@@ -159,7 +215,12 @@ class GoogleAuth:
         self._finding: threading.Thread | None = None
         self._found: Credentials | Exception | None = None
 
-    def authorization(self, seconds: float) -> str:
+    described = "the function's Google access token (prometheus.auth: google)"
+
+    def refused(self) -> None:
+        """Cloud Monitoring refused a valid token (a missing role): google-auth refreshes it when it expires."""
+
+    def authorization(self, seconds: float) -> Credential:
         """``Bearer <token>``; QueryError when no token can be had within ``seconds``."""
         import google.auth.exceptions
 
@@ -171,7 +232,8 @@ class GoogleAuth:
             if not credentials.valid:
                 # google-auth's credentials are untyped.
                 cast(Any, credentials).refresh(_token_request(max(0.001, deadline - time.monotonic())))
-            return f"Bearer {credentials.token}"
+            token = str(credentials.token)
+            return Credential(f"Bearer {token}", (token,))
         except google.auth.exceptions.GoogleAuthError as exc:
             raise QueryError(f"no Google access token: {type(exc).__name__}: {exc}") from None
         finally:

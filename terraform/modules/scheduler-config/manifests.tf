@@ -56,15 +56,22 @@ locals {
       "--host", "127.0.0.1",
       "--port", tostring(var.identity_proxy.port),
     ]
-    # Kubelet probes reach the pod IP, not loopback: the probe connects from inside the container.
+    # Kubelet probes reach the pod IP, not loopback: the probes run inside the container. Alive while it listens
+    # (a restart mints no token); ready while it can mint an ID token (the proxy answers 503 on its ready path).
     livenessProbe   = merge(local.identity_proxy_probe, { periodSeconds = 20 })
-    readinessProbe  = local.identity_proxy_probe
+    readinessProbe  = local.identity_proxy_ready_probe
     resources       = { requests = { cpu = "50m", memory = "64Mi" }, limits = { memory = "256Mi" } }
     securityContext = local.container_security_context
   }]
   identity_proxy_probe = var.identity_proxy == null ? null : {
     exec = {
       command = ["python", "-c", "import socket; socket.create_connection(('127.0.0.1', ${var.identity_proxy.port}), 2).close()"]
+    }
+    timeoutSeconds = 5
+  }
+  identity_proxy_ready_probe = var.identity_proxy == null ? null : {
+    exec = {
+      command = ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:${var.identity_proxy.port}/identity-proxy/ready', timeout=4).close()"]
     }
     timeoutSeconds = 5
   }
@@ -171,6 +178,8 @@ locals {
                 }
               }
               containers = concat([local.scheduler_container], local.identity_proxy_containers)
+              # The configuration is the only file mounted: the variables refuse a kubeconfig or TLS file path with the
+              # second scheduler, so it authenticates with the ServiceAccount (in-cluster credentials).
               volumes = [{ for key, value in {
                 name      = "config"
                 secret    = local.config_in_secret ? { secretName = local.config_name } : null

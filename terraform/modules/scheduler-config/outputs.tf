@@ -23,8 +23,8 @@ output "kube_scheduler_configuration" {
 }
 
 output "kubernetes_manifests" {
-  description = "Multi-document YAML for `kubectl apply -f`: ServiceAccount, RBAC, the configuration (a Secret when it holds the caller token, else a ConfigMap) and the second scheduler's Deployment."
-  value       = local.kubernetes_manifests_yaml
+  description = "Multi-document YAML for `kubectl apply -f`: ServiceAccount, RBAC, the configuration (a Secret when it holds the caller token, else a ConfigMap) and the second scheduler's Deployment, which authenticates with in-cluster credentials. null with scheduler_deployment = \"existing-scheduler\"."
+  value       = var.scheduler_deployment == "second-scheduler" ? local.kubernetes_manifests_yaml : null
   sensitive   = true
 }
 

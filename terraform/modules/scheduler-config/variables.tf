@@ -169,6 +169,10 @@ variable "tls" {
     condition     = alltrue([for v in [var.tls.ca_file, var.tls.cert_file, var.tls.key_file] : v == null || startswith(coalesce(v, "-"), "/")])
     error_message = "tls file paths must be absolute paths on the scheduler's host or container."
   }
+  validation {
+    condition     = var.scheduler_deployment == "existing-scheduler" || alltrue([for v in [var.tls.ca_file, var.tls.cert_file, var.tls.key_file] : v == null])
+    error_message = "tls.ca_file, tls.cert_file and tls.key_file are files on a host, which the second scheduler's pod (kubernetes_manifests) does not mount: kube-scheduler would exit at start. Give them as data: tls.ca_data, tls.cert_data and tls_key_data (filebase64(\"ca.pem\")), or set scheduler_deployment = \"existing-scheduler\" for a kube-scheduler you start with --config on that host."
+  }
 }
 
 variable "tls_key_data" {
@@ -184,7 +188,7 @@ variable "tls_key_data" {
 }
 
 variable "scheduler_name" {
-  description = "schedulerName of the profile; pods opt in with spec.schedulerName. Also names the second scheduler's Kubernetes objects. Use \"default-scheduler\" to put the extender on the cluster's existing scheduler."
+  description = "schedulerName of the profile; pods opt in with spec.schedulerName. Also names the second scheduler's Kubernetes objects. Use \"default-scheduler\" (with scheduler_deployment = \"existing-scheduler\") to put the extender on the cluster's existing scheduler."
   type        = string
   default     = "extender-scheduler"
   nullable    = false
@@ -192,6 +196,10 @@ variable "scheduler_name" {
   validation {
     condition     = can(regex("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", var.scheduler_name)) && length(var.scheduler_name) <= 40
     error_message = "scheduler_name must be a lowercase DNS label of at most 40 characters (object names append suffixes to it)."
+  }
+  validation {
+    condition     = var.scheduler_name != "default-scheduler" || var.scheduler_deployment == "existing-scheduler"
+    error_message = "scheduler_name = \"default-scheduler\" would make the second scheduler (kubernetes_manifests) race the cluster's own scheduler for every pod that names none: keep a name of its own (pods opt in with spec.schedulerName), or set scheduler_deployment = \"existing-scheduler\" to give the configuration to the cluster's scheduler with --config."
   }
 }
 
@@ -223,7 +231,7 @@ variable "namespace" {
 }
 
 variable "leader_election_lease_name" {
-  description = "Name of the leader-election Lease. null uses scheduler_name, so the second scheduler never contends for the default scheduler's \"kube-scheduler\" lock. Set \"kube-scheduler\" when the config goes to the existing scheduler."
+  description = "Name of the leader-election Lease. null uses scheduler_name, so the second scheduler never contends for the default scheduler's \"kube-scheduler\" lock. Set \"kube-scheduler\" when the config goes to the existing scheduler (scheduler_deployment = \"existing-scheduler\")."
   type        = string
   default     = null
 
@@ -231,16 +239,36 @@ variable "leader_election_lease_name" {
     condition     = var.leader_election_lease_name == null || can(regex("^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", var.leader_election_lease_name))
     error_message = "leader_election_lease_name must be a DNS subdomain name."
   }
+  validation {
+    condition     = var.scheduler_deployment == "existing-scheduler" || var.namespace != "kube-system" || var.leader_election_lease_name != "kube-scheduler"
+    error_message = "leader_election_lease_name = \"kube-scheduler\" in kube-system is the cluster's own scheduler's lock: the second scheduler (kubernetes_manifests) would take turns with it. Leave it null (the lock is then named after scheduler_name), or set scheduler_deployment = \"existing-scheduler\" when the configuration goes to that scheduler."
+  }
+}
+
+variable "scheduler_deployment" {
+  description = "Which kube-scheduler runs the configuration. \"second-scheduler\": a Deployment of its own (the kubernetes_manifests output), with in-cluster credentials; pods opt in with spec.schedulerName. \"existing-scheduler\": a kube-scheduler you run and start with --config (the kube_scheduler_configuration output), such as a self-managed control plane's; kubernetes_manifests is null then."
+  type        = string
+  default     = "second-scheduler"
+  nullable    = false
+
+  validation {
+    condition     = contains(["second-scheduler", "existing-scheduler"], var.scheduler_deployment)
+    error_message = "scheduler_deployment must be \"second-scheduler\" (a Deployment from kubernetes_manifests) or \"existing-scheduler\" (kube_scheduler_configuration for a kube-scheduler you start with --config)."
+  }
 }
 
 variable "kubeconfig" {
-  description = "clientConnection.kubeconfig: with --config, kube-scheduler ignores its --kubeconfig flag, so a control-plane scheduler needs it here (kubeadm: /etc/kubernetes/scheduler.conf). null: in-cluster credentials (the second scheduler)."
+  description = "clientConnection.kubeconfig, with scheduler_deployment = \"existing-scheduler\" only: with --config, kube-scheduler ignores its --kubeconfig flag, so a control-plane scheduler needs it here (kubeadm: /etc/kubernetes/scheduler.conf). null: in-cluster credentials, which the second scheduler always uses."
   type        = string
   default     = null
 
   validation {
     condition     = var.kubeconfig == null || startswith(coalesce(var.kubeconfig, "-"), "/")
     error_message = "kubeconfig must be an absolute path."
+  }
+  validation {
+    condition     = var.kubeconfig == null || var.scheduler_deployment == "existing-scheduler"
+    error_message = "kubeconfig = \"${coalesce(var.kubeconfig, "-")}\" is a file on a control-plane host, which the second scheduler's pod (kubernetes_manifests) does not mount: kube-scheduler would exit at start. The pod authenticates with its ServiceAccount (in-cluster credentials): set kubeconfig = null. To give the configuration to a kube-scheduler you start with --config instead, set scheduler_deployment = \"existing-scheduler\" and use kube_scheduler_configuration."
   }
 }
 

@@ -101,6 +101,12 @@ run "second_scheduler_manifests" {
     error_message = "The ConfigMap must carry exactly the kube_scheduler_configuration output."
   }
   assert {
+    condition = !contains(keys(yamldecode(yamldecode(one([
+      for doc in split("---\n", output.kubernetes_manifests) : doc if yamldecode(doc).kind == "ConfigMap"
+    ])).data["config.yaml"])), "clientConnection")
+    error_message = "The second scheduler's configuration must use in-cluster credentials (its ServiceAccount), never a kubeconfig file."
+  }
+  assert {
     condition = [
       for container in one([
         for doc in split("---\n", output.kubernetes_manifests) : yamldecode(doc) if yamldecode(doc).kind == "Deployment"
@@ -167,8 +173,10 @@ run "client_certificate_for_mtls" {
   command = plan
 
   variables {
-    tls          = { ca_file = "/etc/kubernetes/pki/extender-ca.pem", cert_data = base64encode(var.test_cert_pem) }
-    tls_key_data = base64encode(var.test_key_pem)
+    # A CA file on the host of a kube-scheduler started with --config (the second scheduler's pod mounts no host file).
+    scheduler_deployment = "existing-scheduler"
+    tls                  = { ca_file = "/etc/kubernetes/pki/extender-ca.pem", cert_data = base64encode(var.test_cert_pem) }
+    tls_key_data         = base64encode(var.test_key_pem)
   }
 
   assert {
@@ -235,7 +243,7 @@ run "identity_proxy_sidecar" {
         periodSeconds  = 20
       }
       readinessProbe = {
-        exec           = { command = ["python", "-c", "import socket; socket.create_connection(('127.0.0.1', 8001), 2).close()"] }
+        exec           = { command = ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8001/identity-proxy/ready', timeout=4).close()"] }
         timeoutSeconds = 5
       }
       resources = { requests = { cpu = "50m", memory = "64Mi" }, limits = { memory = "256Mi" } }
@@ -318,11 +326,17 @@ run "existing_control_plane_scheduler" {
   command = plan
 
   variables {
+    scheduler_deployment         = "existing-scheduler"
     scheduler_name               = "default-scheduler"
     leader_election_lease_name   = "kube-scheduler"
     kubeconfig                   = "/etc/kubernetes/scheduler.conf"
     percentage_of_nodes_to_score = null
     http_timeout                 = ".5s"
+  }
+
+  assert {
+    condition     = output.kubernetes_manifests == null
+    error_message = "The configuration goes to a scheduler the user runs: no second scheduler's manifests to apply."
   }
 
   assert {

@@ -172,7 +172,10 @@ run "tls_ca_data_base64_but_not_pem" {
 
 run "tls_ca_data_and_ca_file" {
   command = plan
-  variables { tls = { ca_data = base64encode(var.test_cert_pem), ca_file = "/etc/ssl/ca.pem" } }
+  variables {
+    scheduler_deployment = "existing-scheduler"
+    tls                  = { ca_data = base64encode(var.test_cert_pem), ca_file = "/etc/ssl/ca.pem" }
+  }
   expect_failures = [var.tls]
 }
 
@@ -190,22 +193,29 @@ run "tls_client_certificate_without_key" {
 
 run "tls_client_key_without_certificate" {
   command = plan
-  variables { tls = { key_file = "/etc/ssl/client.key" } }
+  variables {
+    scheduler_deployment = "existing-scheduler"
+    tls                  = { key_file = "/etc/ssl/client.key" }
+  }
   expect_failures = [var.tls]
 }
 
 run "tls_client_certificate_as_data_and_file" {
   command = plan
   variables {
-    tls          = { cert_data = base64encode(var.test_cert_pem), cert_file = "/etc/ssl/client.pem" }
-    tls_key_data = base64encode(var.test_key_pem)
+    scheduler_deployment = "existing-scheduler"
+    tls                  = { cert_data = base64encode(var.test_cert_pem), cert_file = "/etc/ssl/client.pem" }
+    tls_key_data         = base64encode(var.test_key_pem)
   }
   expect_failures = [var.tls]
 }
 
 run "tls_relative_file_path" {
   command = plan
-  variables { tls = { ca_file = "ca.pem" } }
+  variables {
+    scheduler_deployment = "existing-scheduler"
+    tls                  = { ca_file = "ca.pem" }
+  }
   expect_failures = [var.tls]
 }
 
@@ -223,6 +233,15 @@ run "tls_with_identity_proxy" {
   variables {
     tls            = { ca_data = base64encode(var.test_cert_pem) }
     identity_proxy = { image = "europe-docker.pkg.dev/acme/tools/extender:0.1.0" }
+  }
+  expect_failures = [var.tls]
+}
+
+run "tls_files_with_the_second_scheduler" {
+  command = plan
+  variables {
+    tls          = { ca_file = "/etc/kubernetes/pki/extender-ca.pem", cert_data = base64encode(var.test_cert_pem) }
+    tls_key_data = base64encode(var.test_key_pem)
   }
   expect_failures = [var.tls]
 }
@@ -294,8 +313,56 @@ run "lease_name_not_a_dns_subdomain" {
 
 run "kubeconfig_relative" {
   command = plan
-  variables { kubeconfig = "scheduler.conf" }
+  variables {
+    scheduler_deployment = "existing-scheduler"
+    kubeconfig           = "scheduler.conf"
+  }
   expect_failures = [var.kubeconfig]
+}
+
+# --- scheduler_deployment: what the second scheduler's pod cannot use -------------------------------------------------
+
+run "scheduler_deployment_unknown" {
+  command = plan
+  variables { scheduler_deployment = "control-plane" }
+  expect_failures = [var.scheduler_deployment]
+}
+
+run "kubeconfig_with_the_second_scheduler" {
+  # kubeadm's host file for a second scheduler: its pod mounts only its configuration, so kube-scheduler would exit.
+  command = plan
+  variables {
+    scheduler_name = "load-aware"
+    kubeconfig     = "/etc/kubernetes/scheduler.conf"
+  }
+  expect_failures = [var.kubeconfig]
+}
+
+run "second_scheduler_named_default_scheduler" {
+  command = plan
+  variables {
+    scheduler_name               = "default-scheduler"
+    percentage_of_nodes_to_score = null
+  }
+  expect_failures = [var.scheduler_name]
+}
+
+run "second_scheduler_on_the_control_planes_lease" {
+  command = plan
+  variables { leader_election_lease_name = "kube-scheduler" }
+  expect_failures = [var.leader_election_lease_name]
+}
+
+run "second_scheduler_lease_named_kube_scheduler_elsewhere" {
+  command = plan
+  variables {
+    namespace                  = "scheduling"
+    leader_election_lease_name = "kube-scheduler"
+  }
+  assert {
+    condition     = yamldecode(output.kube_scheduler_configuration).leaderElection.resourceName == "kube-scheduler"
+    error_message = "A lease named kube-scheduler outside kube-system is no one else's lock."
+  }
 }
 
 run "kubernetes_version_before_v1_config" {
@@ -373,6 +440,7 @@ run "identity_proxy_to_plain_http" {
 run "percentage_of_nodes_to_score_on_the_default_scheduler" {
   command = plan
   variables {
+    scheduler_deployment         = "existing-scheduler"
     scheduler_name               = "default-scheduler"
     percentage_of_nodes_to_score = 100
   }
