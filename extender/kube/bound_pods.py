@@ -27,9 +27,10 @@ Invariants of the index (``Bindings``, a cache):
   that kept verdicts and scores are judged again on those nodes only.
 - **Own bindings count at once** (``note_binding``, the bind verb: exact) until the watch's event replaces them; one
   the watch saw finish or go never comes back.
-- **Bindings on their way.** The reading request waits (``EXPECT_SECONDS`` at most, within its deadline) for the
-  binding of every other pod this instance answered with feasible nodes within that time; after ``MISSES_TO_STOP``
-  such bindings in a row did not come (a dry run), requests stop waiting until one arrives again.
+- **Bindings on their way.** A prioritize request (``expect``; filter never) that reads the stream waits
+  (``EXPECT_SECONDS`` at most, within its deadline) for the binding of every other pod this instance answered with
+  feasible nodes within that time; after ``MISSES_TO_STOP`` such bindings in a row did not come (a dry run),
+  requests stop waiting until one arrives again.
 - **Bounded.** At most ``MAX_PODS`` pods (the oldest go first, and views say they are incomplete), during a LIST too
   (only what the horizon needs is kept while the pages arrive); one event line at most ``MAX_LINE`` bytes; an API
   failure is retried at most every ``RETRY_SECONDS``; a LIST takes at most ``LIST_SECONDS``. A failure never empties
@@ -320,7 +321,7 @@ class PodWatch:
 
     # --- reading (request threads) ---------------------------------------------------------------------------------
 
-    def bindings(self, now: float, until: float, exclude: str = "") -> tuple[Bindings, bool]:
+    def bindings(self, now: float, until: float, exclude: str = "", expect: bool = True) -> tuple[Bindings, bool]:
         """The view to judge on at ``now`` (wall clock), caught up with the events the API sent, reading until
         ``until`` (monotonic) at most; and whether the pod ``exclude`` is among its bindings. Waits for the first
         list only while the instance is cold, and then only until its first request's ``until``; the request that
@@ -336,7 +337,8 @@ class PodWatch:
             try:
                 if self._stream is not None:
                     self._read(until, now)
-                self._await_answered(until, now, exclude)
+                if expect:
+                    self._await_answered(until, now, exclude)
             finally:
                 self._reading.release()
             self.start(now)  # the stream ended or failed: opened again (or listed again) from now on

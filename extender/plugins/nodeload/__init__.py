@@ -311,7 +311,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
                 return (bindings if bindings.known else None), bindings.problem, pod.uid in bindings.uids
             watch = kube.shared_watch(client, self.horizon)
             watch.note_demand(pod.uid, demand)
-            bindings, own = watch.bindings(now, until, exclude=pod.uid)
+            bindings, own = watch.bindings(now, until, exclude=pod.uid, expect=kube.expects_bindings())
             return (bindings if bindings.known else None), bindings.problem, own
         except Exception as exc:  # a bug must cost the in-flight term, never the request
             logger.exception("NodeLoad: reading the pods bound to nodes failed")
