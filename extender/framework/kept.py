@@ -310,6 +310,7 @@ class KeptProfile:
         rescored = [name for name in changed if name in old.names]
         kept = old
         observed = None
+        derived_from = None
         if rescored:
             nodes = source.lookup(rescored)
             result = plain.prioritize(pod, nodes, cycle)
@@ -331,6 +332,7 @@ class KeptProfile:
             kept = KeptScores(old.names, by_plugin, {**old.scores, **priorities}, old.audited)
             seconds.update(result.seconds_by_plugin)
             observed = result.observed
+            derived_from = (old.scores, tuple(rescored))
         if source.generation() is not generation:
             return None
         _store(kept_now.scores, keys, kept)
@@ -343,6 +345,7 @@ class KeptProfile:
             kept=True,
             audited=list(kept.audited),
             observed=observed,
+            derived_from=derived_from,
         )
 
     def _current(self, generation: object) -> _Generation:

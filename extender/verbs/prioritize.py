@@ -61,6 +61,14 @@ def _answer(result: ScoreResult, names: Sequence[str]) -> orjson.Fragment:
     """One entry per node, in the request's order, joined from entries encoded once per kept scores object."""
     scores = result.scores
     encoded = _encoded.get(scores) if result.kept else None
+    if encoded is None and result.kept and result.derived_from is not None:
+        # Derived from kept scores whose entries are encoded: only the names whose scores may differ are encoded.
+        base, changed = result.derived_from
+        before = _encoded.get(base)
+        if before is not None:
+            entries = _result.dump([{"Host": name, "Score": scores[name]} for name in changed])
+            encoded = {**before, **dict(zip(changed, map(orjson.dumps, entries), strict=True))}
+            _encoded.put(scores, encoded)
     if encoded is None:
         entries = _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])
         encoded = dict(zip(scores, map(orjson.dumps, entries), strict=True))
