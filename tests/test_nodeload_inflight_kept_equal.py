@@ -107,3 +107,42 @@ def test_eight_threads_against_a_cached_index_answer_as_lists_on_every_request(
             assert any(b"NodeLoad rule 'cpu': load above 0.8" in body for _, body in expected)
             for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
                 assert answer == expected[index], requests_[index]
+
+
+STEPS = 5
+
+
+def test_bindings_on_unchanged_loads_re_judge_only_their_nodes_and_answer_as_lists_on_every_request(
+    apiserver, prometheus, exporter, tmp_path
+):
+    """The loads stay (one snapshot throughout) while pods are bound between batches of requests: the cached
+    function derives each new view's verdicts and scores from the last one's (only the nodes whose pods changed are
+    judged again, ``Plugin.changed_nodes``), and answers 8 threads at once exactly as the uncached one."""
+    rng = random.Random(38)
+    markers = [f"marker-{step}" for step in range(STEPS)]
+    args = {**ARGS, "refreshInterval": "5m", "maxAge": "10m"}
+    path = tmp_path / "policy.json"
+    path.write_text(policy(prometheus.url, args))
+    apiserver.set_nodes([node(name) for name in [*NODES, *markers]])
+    loads = {name: rng.choice([0.05, 0.2, 0.4, 0.55, 0.7, 0.79]) for name in NODES}
+    loads.update(dict.fromkeys(markers, 0.0))
+    exporter.set(loads)
+    prometheus.wait_until(METRIC, lambda values: values == loads)
+    env = {"EXTENDER_POLICY": str(path), "EXTENDER_HTTP_TIMEOUT": "1s", **apiserver.environment()}
+    with serving(EXTENDER_RESULT_CACHE="on", **env) as cached, serving(EXTENDER_RESULT_CACHE="off", **env) as plain:
+        for step, marker in enumerate(markers):
+            for index in range(rng.randint(1, 3)):
+                name = f"s{step}-{index}"
+                apiserver.add_pod(pod(name, f"u-{name}", "", cpu=rng.choice(["400m", "800m", "1500m"])))
+                apiserver.bind("default", name, rng.choice(NODES))
+            apiserver.add_pod(pod(marker, f"u-{marker}", "", cpu="3300m"))
+            apiserver.bind("default", marker, marker)
+            deadline = time.monotonic() + 20
+            for url in (cached, plain):
+                while not judges(url, marker):
+                    assert time.monotonic() < deadline, f"{url} never counted {marker}'s pod"
+                    time.sleep(0.2)
+            requests_ = [request(rng, apiserver) for _ in range(REQUESTS_PER_PHASE)]
+            expected = [post(plain, verb, data) for verb, data in requests_]
+            for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
+                assert answer == expected[index], requests_[index]

@@ -27,8 +27,8 @@ def watch_on(apiserver: FakeApiServer) -> PodWatch:
     return PodWatch(client, HORIZON)
 
 
-def view(watch: PodWatch, seconds: float = 2.0, exclude: str = ""):
-    bindings, own = watch.bindings(time.time(), time.monotonic() + seconds, exclude)
+def view(watch: PodWatch, seconds: float = 2.0, exclude: str = "", expect: bool = True):
+    bindings, own = watch.bindings(time.time(), time.monotonic() + seconds, exclude, expect)
     return bindings, own
 
 
@@ -251,6 +251,21 @@ def test_a_binding_on_its_way_is_waited_for_and_one_that_never_comes_only_up_to_
     started = time.monotonic()
     assert "u-mine" in uids(view(watch, seconds=10.0, exclude="u-self")[0])
     assert time.monotonic() - started < module.EXPECT_SECONDS - 1.0 and watch._misses == 1
+
+
+def test_filter_never_waits_for_a_binding_on_its_way(apiserver, monkeypatch):
+    """Only prioritize waits for the bindings on their way (``expecting_bindings``): a filter request answers at once
+    from what the instance knows, and the binding counts from the request after the watch shows it."""
+    monkeypatch.setattr(module, "EXPECT_SECONDS", 30.0)  # were it waited for, the request would take this long
+    apiserver.set_pods([pod("later", "u-later", "", cpu="200m")])
+    watch = watch_on(apiserver)
+    view(watch)
+    watch.note_answer("u-later", feasible=True)
+    started = time.monotonic()
+    assert "u-later" not in uids(view(watch, seconds=20.0, exclude="u-next", expect=False)[0])
+    assert time.monotonic() - started < 10.0
+    apiserver.bind("default", "later", "node-a")
+    assert "u-later" in uids(settled(watch, lambda found: "u-later" in found))
 
 
 def test_waiting_stops_while_expected_bindings_do_not_come_and_resumes_when_one_does(apiserver, monkeypatch):

@@ -30,19 +30,38 @@ request then touches only the names it carries. Invariants:
   reports them as the plain profile does.
 - Kept values are never changed, only replaced in one assignment: concurrent
   requests at worst work a value out twice.
+- A request whose keys differ from a kept entry's of this generation only
+  where the plugins name the nodes that changed (``Plugin.changed_nodes``,
+  e.g. NodeLoad's in-flight pods after a binding) derives its entry from that
+  one: verdicts of the named nodes are dropped and judged again through the
+  whole chain; scores of the same candidate set are worked out again for the
+  named nodes by every plugin, taken only from the plugins whose keys changed
+  (their scores are per node, as the hook promises) and combined with the kept
+  ones of the others. The derived entry is the one worked out afresh, since
+  every other node's result is the same under both keys; a node the new
+  judging skips or fails on makes it worked out whole, as above.
 
 ``EXTENDER_RESULT_CACHE=off`` (``extender.settings``) serves the plain profile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from itertools import compress, filterfalse
 from operator import attrgetter, not_
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from extender.framework.cycle import CycleState
-from extender.framework.profile import FilterResult, Notes, PreemptResult, Profile, ScoreResult, judged_or_error
+from extender.framework.plugin import Plugin
+from extender.framework.profile import (
+    FilterResult,
+    Notes,
+    PreemptResult,
+    Profile,
+    ScoreResult,
+    _to_extender_priorities,
+    judged_or_error,
+)
 from extender.framework.status import Status
 from extender.framework.types import Facts, Node, Pod, Victims
 
@@ -72,7 +91,21 @@ class KeptVerdicts:
         # Rejections audited plugins held back (the node passed), by name.
         self.would_reject = would_reject
         # Each name's verdict in one map, for one lookup per name a request brings: None (it passes) or its rejection.
-        self.verdicts = {name: rejected.get(name) for name in nodes}
+        verdicts: dict[str, Status | None] = dict.fromkeys(nodes)
+        verdicts.update(rejected)
+        self.verdicts = verdicts
+
+    def without(self, names: Collection[str]) -> KeptVerdicts:
+        """The verdicts of every node but ``names`` (whose inputs changed)."""
+        gone = [name for name in names if name in self.nodes]
+        if not gone:
+            return self
+        nodes, rejected, would_reject = dict(self.nodes), dict(self.rejected), dict(self.would_reject)
+        for name in gone:
+            del nodes[name]
+            rejected.pop(name, None)
+            would_reject.pop(name, None)
+        return KeptVerdicts(nodes, rejected, would_reject)
 
     def adding(
         self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, unjudged: Collection[str]
@@ -160,6 +193,10 @@ class KeptProfile:
         generation = source.generation()
         kept_now = self._current(generation)
         kept = kept_now.verdicts.get(keys)
+        if kept is None:  # verdicts kept under keys that differ only on nodes the plugins name: all but those
+            found = _derivable(kept_now.verdicts, keys, plain.filters)
+            if found is not None:
+                kept = found[0].without(found[1])
         seconds = dict.fromkeys((plugin.name for plugin in plain.filters), 0.0)
         # Each name's verdict: None (it passes) or its rejection.
         verdicts: list[Status | None] | None = None
@@ -231,6 +268,9 @@ class KeptProfile:
                 audited=list(kept.audited),
                 observed=observed,
             )
+        derived = self._derived_scores(pod, names, source, cycle, kept_now, keys)
+        if derived is not None:
+            return derived
         nodes = source.lookup(names)
         result = plain.prioritize(pod, nodes, cycle)
         # Scores some plugin could not work out for every node (``skipped``) are never kept, as verdicts are not.
@@ -243,6 +283,71 @@ class KeptProfile:
             )
             _store(kept_now.scores, keys, kept_scores)
         return result
+
+    def _derived_scores(
+        self,
+        pod: Pod,
+        names: Sequence[str],
+        source: NodeSource,
+        cycle: CycleState,
+        kept_now: _Generation,
+        keys: tuple[Hashable, ...],
+    ) -> ScoreResult | None:
+        """The scores of a kept entry for the same candidates under keys that differ only on nodes the plugins name,
+        with those nodes scored again (module docstring); None when there is none, or the new scoring skipped or
+        failed somewhere (the request is then scored whole)."""
+        plain = self.plain
+        found = _derivable(
+            kept_now.scores,
+            keys,
+            [entry.plugin for entry in plain.scores],
+            lambda kept: len(kept.names) == len(names) and kept.names.issuperset(names),
+        )
+        if found is None:
+            return None
+        old, changed, plugins = found
+        generation = kept_now.generation
+        seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
+        rescored = [name for name in changed if name in old.names]
+        kept = old
+        observed = None
+        derived_from = None
+        if rescored:
+            nodes = source.lookup(rescored)
+            result = plain.prioritize(pod, nodes, cycle)
+            if result.error is not None or result.skipped or result.audit_failed or not self._described(nodes):
+                return None
+            by_plugin = dict(old.by_plugin)
+            for name in plugins:
+                if name not in by_plugin or name not in result.by_plugin:
+                    return None
+                by_plugin[name] = {**by_plugin[name], **result.by_plugin[name]}
+            weighted = [
+                (entry.weight, by_plugin[entry.plugin.name])
+                for entry in plain.scores
+                if entry.plugin.name in by_plugin and entry.plugin.name not in old.audited
+            ]
+            totals = {name: sum(weight * scores[name] for weight, scores in weighted) for name in rescored}
+            priorities = _to_extender_priorities(totals, sum(weight for weight, _ in weighted), {})
+            # The kept entry's name objects stay the keys (an update keeps a key that is there).
+            kept = KeptScores(old.names, by_plugin, {**old.scores, **priorities}, old.audited)
+            seconds.update(result.seconds_by_plugin)
+            observed = result.observed
+            derived_from = (old.scores, tuple(rescored))
+        if source.generation() is not generation:
+            return None
+        _store(kept_now.scores, keys, kept)
+        if observed is None:
+            observed = plain.observations(cycle, (entry.plugin for entry in plain.scores))
+        return ScoreResult(
+            kept.scores,
+            dict(kept.by_plugin),
+            seconds_by_plugin=seconds,
+            kept=True,
+            audited=list(kept.audited),
+            observed=observed,
+            derived_from=derived_from,
+        )
 
     def _current(self, generation: object) -> _Generation:
         """What is kept for ``generation``: a new generation drops every older one's values."""
@@ -280,6 +385,44 @@ class Derived(Generic[T]):
         values = dict(self._values) if len(self._values) < MAX_KEYS else {}
         values[id(kept)] = (kept, value)
         self._values = values
+
+
+def _derivable(
+    kept: Mapping[Hashable, T],
+    keys: tuple[Hashable, ...],
+    plugins: Sequence[Plugin],
+    fits: Callable[[T], bool] | None = None,
+) -> tuple[T, set[str], list[str]] | None:
+    """The newest kept value (that ``fits``) whose keys differ from ``keys`` only where ``plugins`` (one per key)
+    name the nodes that changed: with those nodes, and the names of the plugins whose keys differ."""
+    for old_keys, value in reversed(tuple(kept.items())):
+        if not isinstance(old_keys, tuple) or len(old_keys) != len(keys):
+            continue
+        found = _changed_between(plugins, old_keys, keys)
+        if found is not None and (fits is None or fits(value)):
+            return value, *found
+    return None
+
+
+def _changed_between(
+    plugins: Sequence[Plugin], old_keys: tuple[Hashable, ...], keys: tuple[Hashable, ...]
+) -> tuple[set[str], list[str]] | None:
+    """The nodes whose results may differ between two tuples of keys, and the plugins whose keys differ; None when
+    a plugin cannot tell (or none differ: that entry is found by its keys)."""
+    changed: set[str] = set()
+    differ: list[str] = []
+    for plugin, old, new in zip(plugins, old_keys, keys, strict=True):
+        if old is new or old == new:
+            continue
+        try:
+            names = plugin.changed_nodes(old, new)
+        except Exception:  # noqa: BLE001 — plugin code (custom plugins too): it cannot tell, so nothing is derived
+            names = None
+        if names is None:
+            return None
+        changed.update(names)
+        differ.append(plugin.name)
+    return (changed, differ) if differ else None
 
 
 def _store(kept: dict[Hashable, T], keys: Hashable, value: T) -> None:

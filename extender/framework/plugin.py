@@ -13,7 +13,7 @@ the plugin's other calls for that request (only to plugins that override
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from marshmallow import Schema
@@ -93,6 +93,15 @@ class Plugin:
         (``extender.framework.kept``) may then answer for the same Node object in a later request with an equal key.
         A score plugin's ``normalize_scores`` must then also depend on the request only through the key. None (the
         default) works the result out on every request.
+        """
+        return None
+
+    def changed_nodes(self, old: Hashable, new: Hashable) -> Collection[str] | None:
+        """Optional: the names of the nodes whose result may differ between two of its reuse keys, or None when it
+        cannot tell (the default). A collection promises that every other node's result (filter status, score) is
+        the same under both keys; a score plugin that names nodes also promises that ``normalize_scores`` rescales
+        each node's score on its own. Kept results (``extender.framework.kept``) then judge only the nodes named
+        when a request's key differs from a kept one's only where its plugins can name the nodes.
         """
         return None
 

@@ -160,6 +160,7 @@ class ScoreResult:
         "audit_failed",
         "audited",
         "by_plugin",
+        "derived_from",
         "error",
         "kept",
         "observed",
@@ -179,6 +180,7 @@ class ScoreResult:
         audited: list[str] | None = None,
         audit_failed: Notes | None = None,
         observed: dict[str, Observed] | None = None,
+        derived_from: tuple[dict[str, int], tuple[str, ...]] | None = None,
     ) -> None:
         # Final extender scores (0..10) per node name; empty when ``error`` is set.
         self.scores = scores
@@ -196,6 +198,9 @@ class ScoreResult:
         self.audit_failed = _or_empty(audit_failed)
         # What the score plugins that measure something measured in this request, by plugin.
         self.observed = _or_empty(observed)
+        # Kept scores derived from kept ones (``extender.framework.kept``): those, and the only names whose scores
+        # may differ, so that what was derived from them is updated for those names only.
+        self.derived_from = derived_from
 
 
 class PreemptResult:

@@ -13,7 +13,10 @@ nothing while there is none.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from extender.kube.variables import API_URL_ENV, CREDENTIAL_ENVS
@@ -70,6 +73,25 @@ def shared_allocatable(client: KubeClient) -> NodeAllocatable:
 
             found = _ALLOCATABLE[client.config] = NodeAllocatable(client)
         return found
+
+
+# Whether the request running (on this thread) waits for the bindings on their way: prioritize only.
+_EXPECTING: ContextVar[bool] = ContextVar("expecting_bindings", default=False)
+
+
+@contextlib.contextmanager
+def expecting_bindings() -> Iterator[None]:
+    """What runs inside (a prioritize request) waits for the bindings of the pods this instance answered for before
+    (``PodWatch.bindings``); filter never does."""
+    token = _EXPECTING.set(True)
+    try:
+        yield
+    finally:
+        _EXPECTING.reset(token)
+
+
+def expects_bindings() -> bool:
+    return _EXPECTING.get()
 
 
 def note_answer(uid: str, feasible: bool) -> None:

@@ -22,12 +22,15 @@ Invariants of the index (``Bindings``, a cache):
   (a pod added or removed replaces its node's tuple only), never rebuilt per request; old pods leave it oldest first.
 - **Identity is the generation.** A published ``Bindings`` is never changed; every change publishes a new one in one
   assignment, sharing the unchanged nodes' tuples. A verdict kept under a view's identity therefore never outlives
-  the bindings it counted, and a node's tuple is the same object as long as that node's pods are the same.
+  the bindings it counted, and a node's tuple is the same object as long as that node's pods are the same. Each
+  view names the nodes whose tuples it changed from the one published before it (``Bindings.changed_since``), so
+  that kept verdicts and scores are judged again on those nodes only.
 - **Own bindings count at once** (``note_binding``, the bind verb: exact) until the watch's event replaces them; one
   the watch saw finish or go never comes back.
-- **Bindings on their way.** The reading request waits (``EXPECT_SECONDS`` at most, within its deadline) for the
-  binding of every other pod this instance answered with feasible nodes within that time; after ``MISSES_TO_STOP``
-  such bindings in a row did not come (a dry run), requests stop waiting until one arrives again.
+- **Bindings on their way.** A prioritize request (``expect``; filter never) that reads the stream waits
+  (``EXPECT_SECONDS`` at most, within its deadline) for the binding of every other pod this instance answered with
+  feasible nodes within that time; after ``MISSES_TO_STOP`` such bindings in a row did not come (a dry run),
+  requests stop waiting until one arrives again.
 - **Bounded.** At most ``MAX_PODS`` pods (the oldest go first, and views say they are incomplete), during a LIST too
   (only what the horizon needs is kept while the pages arrive); one event line at most ``MAX_LINE`` bytes; an API
   failure is retried at most every ``RETRY_SECONDS``; a LIST takes at most ``LIST_SECONDS``. A failure never empties
@@ -83,10 +86,20 @@ _READ_BYTES = 4 * 1024 * 1024
 class Bindings:
     """The pods bound within the horizon, by node; never changed (its identity is its generation)."""
 
-    __slots__ = ("_uids", "by_node", "known", "problem")
+    __slots__ = ("__weakref__", "_changed", "_parent", "_uids", "by_node", "known", "problem")
 
-    def __init__(self, by_node: Mapping[str, tuple[BoundPod, ...]], problem: str = "", known: bool = True) -> None:
+    def __init__(
+        self,
+        by_node: Mapping[str, tuple[BoundPod, ...]],
+        problem: str = "",
+        known: bool = True,
+        parent: Bindings | None = None,
+        changed: frozenset[str] | None = None,
+    ) -> None:
         self.by_node = by_node
+        # The view this one was published after (held weakly), and the nodes whose pods differ from it.
+        self._parent = weakref.ref(parent) if parent is not None and changed is not None else None
+        self._changed = changed
         # Why pods may be missing ("": every binding the API reported is here).
         self.problem = problem
         # False until a list succeeded: then nothing is known of the bindings, not even that there are none.
@@ -102,6 +115,22 @@ class Bindings:
 
     def on(self, node: str) -> tuple[BoundPod, ...]:
         return self.by_node.get(node, ())
+
+    def changed_since(self, other: Bindings) -> frozenset[str]:
+        """The nodes whose pods differ between ``other`` and this view: along the chain of views published since
+        (each knows what it changed), or else by comparing each node's tuple (an unchanged node keeps its tuple, so
+        a node reported is at worst one whose pods are the same)."""
+        changed: set[str] = set()
+        view: Bindings | None = self
+        for _ in range(_CHAIN):
+            if view is other:
+                return frozenset(changed)
+            if view is None or view._changed is None or view._parent is None:
+                break
+            changed |= view._changed
+            view = view._parent()
+        mine, theirs = self.by_node, other.by_node
+        return frozenset(node for node in mine.keys() | theirs.keys() if mine.get(node) is not theirs.get(node))
 
     def __len__(self) -> int:
         return sum(map(len, self.by_node.values()))
@@ -201,6 +230,8 @@ class _Pages:
 
 
 _EMPTY: Mapping[str, tuple[BoundPod, ...]] = {}
+# Views a chain of changes is followed back at most before the nodes' tuples are compared instead.
+_CHAIN = 64
 _COLD = "the pods bound to nodes are not listed yet"
 
 
@@ -247,6 +278,8 @@ class PodWatch:
         # Stopped reading at a request's deadline with events still to read.
         self._behind = False
         self._changed = True
+        # The nodes whose tuples changed since the view was published (None: any may have).
+        self._touched: set[str] | None = None
         self._warned: dict[str, float] = {}
         _LIVE.add(self)
 
@@ -288,7 +321,7 @@ class PodWatch:
 
     # --- reading (request threads) ---------------------------------------------------------------------------------
 
-    def bindings(self, now: float, until: float, exclude: str = "") -> tuple[Bindings, bool]:
+    def bindings(self, now: float, until: float, exclude: str = "", expect: bool = True) -> tuple[Bindings, bool]:
         """The view to judge on at ``now`` (wall clock), caught up with the events the API sent, reading until
         ``until`` (monotonic) at most; and whether the pod ``exclude`` is among its bindings. Waits for the first
         list only while the instance is cold, and then only until its first request's ``until``; the request that
@@ -304,7 +337,8 @@ class PodWatch:
             try:
                 if self._stream is not None:
                     self._read(until, now)
-                self._await_answered(until, now, exclude)
+                if expect:
+                    self._await_answered(until, now, exclude)
             finally:
                 self._reading.release()
             self.start(now)  # the stream ended or failed: opened again (or listed again) from now on
@@ -381,6 +415,7 @@ class PodWatch:
             # Assumptions made while the list ran stay until the watch shows them (the list may predate them).
             own = {uid: self._pods[key] for uid, key in self._own.items() if key in self._pods}
             self._pods, self._by_node, self._ages = {}, {}, []
+            self._touched = None
             for pod in collector.kept.values():
                 self._set(pod, pod.uid)
             for uid, pod in own.items():
@@ -554,6 +589,8 @@ class PodWatch:
         self._pods[key] = pod
         heapq.heappush(self._ages, (pod.bound_at, key))
         self._by_node[pod.node] = tuple(sorted((*self._by_node.get(pod.node, ()), pod), key=_order))
+        if self._touched is not None:
+            self._touched.add(pod.node)
         self._changed = True
 
     def _remove(self, key: str) -> None:
@@ -564,6 +601,8 @@ class PodWatch:
 
     def _drop_from_node(self, pod: BoundPod) -> None:
         left = tuple(item for item in self._by_node.get(pod.node, ()) if item is not pod)
+        if self._touched is not None:
+            self._touched.add(pod.node)
         if left:
             self._by_node[pod.node] = left
         else:
@@ -592,7 +631,11 @@ class PodWatch:
             problem = "the watch of bound pods is being opened again"
         view = self.view
         if self._changed or problem != view.problem or self._known != view.known:
-            self.view = Bindings(dict(self._by_node), problem, self._known)
+            touched = self._touched
+            self.view = Bindings(
+                dict(self._by_node), problem, self._known, view, None if touched is None else frozenset(touched)
+            )
+            self._touched = set()
             self._changed = False
 
     def _after_fork_in_child(self) -> None:
@@ -605,6 +648,7 @@ class PodWatch:
         self._cold_until = None
         self._version = ""
         self._pods, self._by_node, self._ages = {}, {}, []
+        self._touched = None
         self._own = {}
         self._known = False
         self._problem = _COLD

@@ -14,7 +14,7 @@ import orjson
 
 from extender.framework.kept import Derived, ServedProfile
 from extender.framework.profile import MIN_EXTENDER_PRIORITY, ScoreResult
-from extender.kube import note_answer
+from extender.kube import expecting_bindings, note_answer
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
 from extender.verbs.filtering import names_source
@@ -32,7 +32,8 @@ _encoded: Derived[dict[str, bytes]] = Derived()
 def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     names = [node.name for node in args.nodes] if args.nodes is not None else args.node_names or []
-    result = _prioritize(args, profile, source)
+    with expecting_bindings():
+        result = _prioritize(args, profile, source)
     note_answer(args.pod.uid, bool(names))
     if result.error is not None:
         zeros = [{"Host": name, "Score": MIN_EXTENDER_PRIORITY} for name in names]
@@ -60,6 +61,14 @@ def _answer(result: ScoreResult, names: Sequence[str]) -> orjson.Fragment:
     """One entry per node, in the request's order, joined from entries encoded once per kept scores object."""
     scores = result.scores
     encoded = _encoded.get(scores) if result.kept else None
+    if encoded is None and result.kept and result.derived_from is not None:
+        # Derived from kept scores whose entries are encoded: only the names whose scores may differ are encoded.
+        base, changed = result.derived_from
+        before = _encoded.get(base)
+        if before is not None:
+            entries = _result.dump([{"Host": name, "Score": scores[name]} for name in changed])
+            encoded = {**before, **dict(zip(changed, map(orjson.dumps, entries), strict=True))}
+            _encoded.put(scores, encoded)
     if encoded is None:
         entries = _result.dump([{"Host": name, "Score": score} for name, score in scores.items()])
         encoded = dict(zip(scores, map(orjson.dumps, entries), strict=True))

@@ -46,7 +46,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from extender.framework import clock as request_clock
@@ -210,6 +210,20 @@ class NodeLoad(FilterPlugin, ScorePlugin):
     def reuse_key(self, pod: Pod, view: Prediction) -> Hashable:
         return view.key()
 
+    def changed_nodes(self, old: Hashable, new: Hashable) -> Collection[str] | None:
+        """Between two keys (``Prediction.key``) with the same shared part: the nodes whose bound pods differ (a node's
+        term reads only its own pods, and scores are per node). None when anything else differs."""
+        if not (isinstance(old, tuple) and isinstance(new, tuple)) or len(old) != 2 or len(new) != 2:
+            return None
+        if old[0] != new[0]:
+            return None
+        before, after = old[1], new[1]
+        since = getattr(after, "changed_since", None)  # a Bindings (bound_pods is imported only with an API)
+        if since is None or type(before) is not type(after):
+            return None
+        changed: Collection[str] | None = since(before)
+        return changed
+
     def missing_facts(self, point: str, nodes: Sequence[Node], view: Prediction) -> Mapping[str, Status]:
         """Nodes without a fresh finite sample of a metric ``point`` reads (the applicable filter rules', the
         score's). In filter the reason names the first rule that reads the metric (``rule 'cpu' not evaluated``), as
@@ -332,7 +346,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
                 return (bindings if bindings.known else None), bindings.problem, pod.uid in bindings.uids
             watch = kube.shared_watch(client, self.horizon)
             watch.note_demand(pod.uid, demand)
-            bindings, own = watch.bindings(now, until, exclude=pod.uid)
+            bindings, own = watch.bindings(now, until, exclude=pod.uid, expect=kube.expects_bindings())
             return (bindings if bindings.known else None), bindings.problem, own
         except Exception as exc:  # a bug must cost the in-flight term, never the request
             logger.exception("NodeLoad: reading the pods bound to nodes failed")

@@ -130,20 +130,15 @@ class Prediction:
 
     # --- what a verdict depends on ---------------------------------------------------------------------------------
 
-    def key(self) -> tuple[Hashable, ...]:
-        """Every input of a node's verdict besides the node: the answers and their freshness, the bindings (by
-        identity: a new binding or expiry makes a new one), the pod's estimate and rules, whether the pod itself is
-        among the bindings (it is then not counted twice) and the allocatable list (by identity)."""
+    def key(self) -> tuple[tuple[Hashable, ...], Hashable]:
+        """Every input of a node's verdict besides the node, in two parts: what every node shares (the answers and
+        their freshness, the pod's estimate and rules, whether the pod itself is among the bindings, as it is then
+        not counted twice, and the allocatable list by identity), and the bindings (by identity: a new binding or
+        expiry makes a new one; ``changed_nodes`` names the nodes whose pods differ between two)."""
         bindings = self.bindings
         own = bindings is not None and self.own
-        return (
-            *self.loads.key(),
-            bindings if bindings is not None else self.in_flight_problem,
-            self.usage,
-            self.rules,
-            self.pod_uid if own else None,
-            identity(self.allocatable),
-        )
+        shared = (*self.loads.key(), self.usage, self.rules, self.pod_uid if own else None, identity(self.allocatable))
+        return shared, bindings if bindings is not None else self.in_flight_problem
 
     def remember(self, nodes: Sequence[Node]) -> None:
         """The allocatable of full-node requests' Node objects: it wins over any other source."""

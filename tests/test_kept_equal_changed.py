@@ -1,0 +1,175 @@
+"""Kept results derived across keys that differ only on the nodes a plugin names (``Plugin.changed_nodes``) answer
+exactly as the plain profile: a plugin whose per-node input changes a few nodes at a time (as NodeLoad's in-flight
+pods do with each binding), beside plugins whose keys stay and one that normalizes over every candidate, enforced
+and audited, from one thread and from eight at once."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Collection, Hashable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from extender.framework import status
+from extender.framework.kept import KeptProfile
+from extender.framework.plugin import FilterPlugin, ScorePlugin
+from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
+from extender.framework.status import Status
+from extender.framework.types import Node, Pod
+from tests.plugin_helpers import ListedNodes
+
+NODES = [Node(f"node-{index}", labels={"zone": "ab"[index % 2]}) for index in range(40)]
+
+
+class State:
+    """Per-node values, never changed (a new one per change), by identity as NodeLoad's bindings are."""
+
+    def __init__(self, values: dict[str, int], mode: int) -> None:
+        self.values = values
+        self.mode = mode
+
+
+# The state each request judges on, by pod uid (requests run on several threads at once).
+STATES: dict[str, State] = {}
+_lock = threading.Lock()
+
+
+class Shifting(FilterPlugin, ScorePlugin):
+    """Rejects a node whose value is above 70 (60 in mode 1), scores its value; names the nodes whose value differs."""
+
+    name = "Shifting"
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.asked = 0
+
+    def prepare(self, pod: Pod) -> State:
+        return STATES[pod.uid]
+
+    def reuse_key(self, pod: Pod, state: State) -> Hashable:
+        return (state.mode, _Same(state))
+
+    def changed_nodes(self, old: Hashable, new: Hashable) -> Collection[str] | None:
+        assert isinstance(old, tuple) and isinstance(new, tuple)
+        if old[0] != new[0]:
+            return None
+        before, after = old[1].state.values, new[1].state.values
+        return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+
+    def filter(self, pod: Pod, node: Node, state: State) -> Status:
+        with _lock:
+            self.asked += 1
+        limit = 60 if state.mode else 70
+        return status.unschedulable("too high") if state.values.get(node.name, 0) > limit else status.SUCCESS
+
+    def score(self, pod: Pod, node: Node, state: State) -> int:
+        return min(100, state.values.get(node.name, 0))
+
+
+class _Same:
+    __slots__ = ("state",)
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.state is self.state
+
+    def __hash__(self) -> int:
+        return id(self.state)
+
+
+class Zone(FilterPlugin, ScorePlugin):
+    """Its key never changes: zone b is rejected for pods of namespace 'a-only'; scores relative to the longest name
+    (normalized over every candidate)."""
+
+    name = "Zone"
+
+    def __init__(self) -> None:
+        super().__init__({})
+
+    def reuse_key(self, pod: Pod) -> Hashable:
+        return pod.namespace
+
+    def filter(self, pod: Pod, node: Node) -> Status:
+        rejected = pod.namespace == "a-only" and (node.labels or {}).get("zone") == "b"
+        return status.unschedulable("zone") if rejected else status.SUCCESS
+
+    def score(self, pod: Pod, node: Node) -> int:
+        return int(node.name.split("-")[1]) + 1
+
+    def normalize_scores(self, pod: Pod, scores: dict[str, int]) -> None:
+        top = max(scores.values())
+        scores.update({name: score * 100 // top for name, score in scores.items()})
+
+
+def profile(audit: bool) -> Profile:
+    shifting, zone = Shifting(), Zone()
+    entries = {("filter", "Shifting"): EntryPolicy(audit=True), ("score", "Shifting"): EntryPolicy(audit=True)}
+    return Profile(
+        "p",
+        [zone, shifting],
+        [ScorePluginEntry(shifting, 3), ScorePluginEntry(zone, 1)],
+        entries=entries if audit else None,
+    )
+
+
+def requests(seed: int, count: int) -> list[tuple[Pod, list[str]]]:
+    """A burst: each step changes a few nodes' values (now and then the mode, which names nothing), then a pod
+    asks about some candidates (often the same set, as a burst's pods do)."""
+    rng = random.Random(seed)
+    values = {node.name: rng.randrange(100) for node in NODES}
+    mode = 0
+    same = [node.name for node in NODES if rng.random() < 0.8]
+    made: list[tuple[Pod, list[str]]] = []
+    for index in range(count):
+        if rng.random() < 0.7:
+            values = dict(values)
+            for name in rng.sample(list(values), rng.randint(1, 3)):
+                values[name] = rng.randrange(100)
+        if rng.random() < 0.05:
+            mode = 1 - mode
+        uid = f"{seed}-{index}"
+        STATES[uid] = State(values, mode)
+        names = same if rng.random() < 0.7 else rng.sample([node.name for node in NODES], rng.randint(1, len(NODES)))
+        namespace = rng.choice(["default", "default", "a-only"])
+        made.append((Pod(uid=uid, name=uid, namespace=namespace), names))
+    return made
+
+
+def answer(served: Profile | KeptProfile, pod: Pod, names: list[str], source: ListedNodes) -> tuple[object, ...]:
+    if isinstance(served, KeptProfile):
+        filtered = served.filter_names(pod, names, source)
+        scored = served.prioritize_names(pod, filtered.feasible, source) if filtered.feasible else None
+    else:
+        filtered = served.filter(pod, source.lookup(names))
+        scored = served.prioritize(pod, source.lookup(filtered.feasible)) if filtered.feasible else None
+    verdicts = (filtered.feasible, dict(filtered.rejected), dict(filtered.would_reject), filtered.error)
+    scores = None if scored is None else (dict(scored.scores), scored.by_plugin, scored.error, scored.audited)
+    return verdicts, scores
+
+
+@pytest.mark.parametrize("audit", [False, True])
+def test_derived_results_equal_plain_ones_through_a_burst(audit):
+    source = ListedNodes(NODES)
+    kept, plain = KeptProfile(profile(audit)), profile(audit)
+    burst = requests(1, 300)
+    for pod, names in burst:
+        assert answer(kept, pod, names, source) == answer(plain, pod, names, source), pod.uid
+    # Derived, not worked out whole: the kept profile's filter judged far fewer nodes than the plain one.
+    kept_shifting, plain_shifting = kept.plain.filters[1], plain.filters[1]
+    assert isinstance(kept_shifting, Shifting) and isinstance(plain_shifting, Shifting)
+    assert kept_shifting.asked * 4 < plain_shifting.asked
+
+
+def test_derived_results_equal_plain_ones_from_eight_threads_at_once():
+    source = ListedNodes(NODES)
+    kept, plain = KeptProfile(profile(False)), profile(False)
+    burst = requests(2, 400)
+    expected = [answer(plain, pod, names, source) for pod, names in burst]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda request: answer(kept, *request, source), burst))
+    for index, (pod, _) in enumerate(burst):
+        assert got[index] == expected[index], pod.uid
