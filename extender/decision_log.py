@@ -178,6 +178,9 @@ def decision_fields(
         fields["rejected"] = _rejections(result.rejected, by_rule=True)
     if isinstance(result, FilterResult) and result.exempt:
         fields["exempt"] = dict(result.exempt)  # plugin -> why the pod passed it unjudged ("DaemonSet")
+    if isinstance(result, FilterResult | ScoreResult) and result.incomplete:
+        # plugin -> why what it judged on may be incomplete (NodeLoad: the API failing, in-flight pods may be missing)
+        fields["incomplete"] = {plugin: bounded(why) for plugin, why in result.incomplete.items()}
     if result.skipped:
         fields["skipped"] = _noted_groups(result.skipped)
     if result.audit_failed:

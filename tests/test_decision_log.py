@@ -230,3 +230,45 @@ def test_the_entry_stays_small_however_long_the_names(client, caplog):
     for entry in (record.json_fields for record in decisions(caplog)):
         assert len(orjson.dumps(entry)) < 4_000
         assert entry["pod"]["name"].startswith("xxx") and entry["pod"]["name"].endswith("more characters)")
+
+
+
+def test_a_plugin_that_says_its_view_is_incomplete_marks_the_entry_and_others_cost_nothing(monkeypatch):
+    from typing import ClassVar
+
+    from extender.decision_log import decision_fields
+    from extender.framework import plugin as plugin_module
+    from extender.framework import status
+    from extender.framework.profile import Profile, ScorePluginEntry
+    from extender.framework.types import Node, Pod
+    from extender.protocol import Route
+    from extender.verbs import Answer
+    from tests.test_framework import FixedScore, RejectByName
+
+    class Partial(FixedScore):
+        name: ClassVar[str] = "Partial"
+        problem: ClassVar[str | None] = "the Kubernetes API hung: in-flight pods may be missing"
+
+        def filter(self, pod, node):
+            return status.SUCCESS
+
+        def incomplete(self, *prepared):
+            return self.problem
+
+    def fields_of(verb, result):
+        answer = Answer(body=None, result=result)
+        return decision_fields(Route(verb, "p"), answer, 0.001, 5.0, method="POST", path=f"/{verb}")
+
+    asked: list[str] = []
+    default = plugin_module.Plugin.incomplete
+    monkeypatch.setattr(plugin_module.Plugin, "incomplete", lambda self, *p: asked.append(self.name) or default(self))
+    nodes = [Node("a"), Node("b")]
+    partial = Partial({"a": 10, "b": 20})
+    profile = Profile("p", filters=[RejectByName({}), partial], scores=[ScorePluginEntry(partial, 1)])
+    marked = {"Partial": Partial.problem}
+    assert fields_of("filter", profile.filter(Pod(uid="u"), nodes))["incomplete"] == marked
+    assert fields_of("prioritize", profile.prioritize(Pod(uid="u"), nodes))["incomplete"] == marked
+    assert asked == []  # a plugin that does not override the hook is never asked
+    Partial.problem = None  # complete, as far as it knows: no mark
+    assert "incomplete" not in fields_of("filter", profile.filter(Pod(uid="u"), nodes))
+    assert "incomplete" not in fields_of("prioritize", profile.prioritize(Pod(uid="u"), nodes))

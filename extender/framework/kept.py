@@ -233,6 +233,7 @@ class KeptProfile:
             audit_failed=fresh_result.audit_failed,
             observed=fresh_result.observed if fresh else plain.observations(cycle, plain.judging_filters(cycle)),
             exempt=plain.exemptions(cycle, plain.judging_filters(cycle)),
+            incomplete=plain.incompletes(cycle, plain.judging_filters(cycle)),
         )
         if would_reject:
             result.would_reject = {name: would_reject[name] for name in names if name in would_reject}
@@ -267,6 +268,7 @@ class KeptProfile:
                 kept=True,
                 audited=list(kept.audited),
                 observed=observed,
+                incomplete=plain.incompletes(cycle, (entry.plugin for entry in plain.scores)),
             )
         derived = self._derived_scores(pod, names, source, cycle, kept_now, keys)
         if derived is not None:
@@ -347,6 +349,7 @@ class KeptProfile:
             audited=list(kept.audited),
             observed=observed,
             derived_from=derived_from,
+            incomplete=plain.incompletes(cycle, (entry.plugin for entry in plain.scores)),
         )
 
     def _current(self, generation: object) -> _Generation:

@@ -132,6 +132,12 @@ class Plugin:
         pass would otherwise read as judged; None (the default): nothing is exempt."""
         return None
 
+    def incomplete(self, *prepared: Any) -> str | None:
+        """Optional: why what this request judged on may be incomplete (NodeLoad: the Kubernetes API hung or refused,
+        so in-flight pods may be missing), for the decision log's ``incomplete``; asked once per request, never kept
+        across requests. None (the default): complete, as far as the plugin knows."""
+        return None
+
     def observations(self, *prepared: Any) -> Observed | None:
         """Optional: what this request measured about each node it judged, by node name (``Observed``), for the
         decision log and ``explain``; None (the default) when the plugin measures nothing."""
@@ -151,6 +157,11 @@ def has_own_facts(plugin: Plugin) -> bool:
 def exempts(plugin: Plugin) -> bool:
     """Whether ``plugin`` may exempt a pod from its rules (it overrides ``exemption``)."""
     return type(plugin).exemption is not Plugin.exemption
+
+
+def tells_incomplete(plugin: Plugin) -> bool:
+    """Whether ``plugin`` may say that what a request judged on is incomplete (it overrides ``incomplete``)."""
+    return type(plugin).incomplete is not Plugin.incomplete
 
 
 def observes(plugin: Plugin) -> bool:

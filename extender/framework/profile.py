@@ -47,6 +47,7 @@ from extender.framework.plugin import (
     exempts,
     has_own_facts,
     observes,
+    tells_incomplete,
 )
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts, Node, Pod, VictimFacts, Victims
@@ -117,6 +118,7 @@ class FilterResult:
         "error",
         "exempt",
         "feasible",
+        "incomplete",
         "observed",
         "rejected",
         "seconds_by_plugin",
@@ -137,6 +139,7 @@ class FilterResult:
         audit_failed: Notes | None = None,
         observed: dict[str, Observed] | None = None,
         exempt: dict[str, str] | None = None,
+        incomplete: dict[str, str] | None = None,
     ) -> None:
         # The names of the nodes every filter accepts, in input order.
         self.feasible = feasible
@@ -153,6 +156,8 @@ class FilterResult:
         self.observed = _or_empty(observed)
         # The filters whose rules the pod is exempt from, with why (``Plugin.exemption``): it passed them unjudged.
         self.exempt = _or_empty(exempt)
+        # The filters that said what this request judged on may be incomplete, with why (``Plugin.incomplete``).
+        self.incomplete = _or_empty(incomplete)
 
 
 class ScoreResult:
@@ -162,6 +167,7 @@ class ScoreResult:
         "by_plugin",
         "derived_from",
         "error",
+        "incomplete",
         "kept",
         "observed",
         "scores",
@@ -181,6 +187,7 @@ class ScoreResult:
         audit_failed: Notes | None = None,
         observed: dict[str, Observed] | None = None,
         derived_from: tuple[dict[str, int], tuple[str, ...]] | None = None,
+        incomplete: dict[str, str] | None = None,
     ) -> None:
         # Final extender scores (0..10) per node name; empty when ``error`` is set.
         self.scores = scores
@@ -198,6 +205,8 @@ class ScoreResult:
         self.audit_failed = _or_empty(audit_failed)
         # What the score plugins that measure something measured in this request, by plugin.
         self.observed = _or_empty(observed)
+        # The score plugins that said what this request judged on may be incomplete, with why (never kept).
+        self.incomplete = _or_empty(incomplete)
         # Kept scores derived from kept ones (``extender.framework.kept``): those, and the only names whose scores
         # may differ, so that what was derived from them is updated for those names only.
         self.derived_from = derived_from
@@ -293,13 +302,20 @@ class Profile:
             audit_failed=judging.failed,
             observed=self.observations(cycle, self.judging_filters(cycle)),
             exempt=self.exemptions(cycle, self.judging_filters(cycle)),
+            incomplete=self.incompletes(cycle, self.judging_filters(cycle)),
         )
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
         if False in passed:
             for name, verdict in compress(zip(names, verdicts, strict=True), map(not_, passed)):
                 if verdict.code is Code.ERROR:
-                    return FilterResult(feasible=[], error=verdict, seconds_by_plugin=seconds, observed=result.observed)
+                    return FilterResult(
+                        feasible=[],
+                        error=verdict,
+                        seconds_by_plugin=seconds,
+                        observed=result.observed,
+                        incomplete=result.incomplete,
+                    )
                 result.rejected[name] = verdict
             result.feasible = list(compress(names, passed))
         return result
@@ -342,6 +358,20 @@ class Profile:
                 if why:
                     exempt[plugin.name] = why
         return exempt
+
+    def incompletes(self, cycle: CycleState, plugins: Iterable[Plugin]) -> dict[str, str]:
+        """Those of ``plugins`` that say what this request judged on may be incomplete, each with why
+        (``Plugin.incomplete``); asked per request: it describes this request's view."""
+        incomplete: dict[str, str] = {}
+        for plugin in plugins:
+            if tells_incomplete(plugin):
+                try:
+                    why = plugin.incomplete(*cycle.extra(plugin))
+                except Exception:  # noqa: BLE001 — plugin code (custom plugins too): its verdicts report its failures
+                    why = None
+                if why:
+                    incomplete[plugin.name] = why
+        return incomplete
 
     def _verdicts_of(
         self, cycle: CycleState, nodes: Sequence[Node], seconds: dict[str, float], judging: Judging
@@ -403,6 +433,7 @@ class Profile:
                 weighted[name] += entry.weight * score
         result.scores = _to_extender_priorities(weighted, total_weight, left_out_weight)
         result.observed = self.observations(cycle, (entry.plugin for entry in self.scores))
+        result.incomplete = self.incompletes(cycle, (entry.plugin for entry in self.scores))
         return result
 
     def prioritize_names(
@@ -577,6 +608,7 @@ def judged_or_error(result: FilterResult, count: int) -> FilterResult:
         audit_failed=result.audit_failed,
         observed=result.observed,
         exempt=result.exempt,
+        incomplete=result.incomplete,
     )
 
 

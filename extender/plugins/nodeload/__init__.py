@@ -207,6 +207,17 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             return None
         return "DaemonSet" if any(rule.pods.matches(pod) for rule in self.config.rules) else None
 
+    def incomplete(self, view: Prediction) -> str | None:
+        """What the Kubernetes API's failing kept from this request's view: the in-flight pods (some or all may be
+        missing: the API hung, refused, 403, a 410 relist failing, the watch behind) and the nodes' allocatable. None
+        when the API answers, and when there is no API at all (a configuration, said by ``check-policy``)."""
+        if self.config.kubernetes is None or self._offline is not None:
+            return None
+        problems = [view.bindings.problem if view.bindings is not None else view.in_flight_problem]
+        problems.append(view.allocatable_problem)
+        said = "; ".join(problem for problem in problems if problem)
+        return said or None
+
     def reuse_key(self, pod: Pod, view: Prediction) -> Hashable:
         return view.key()
 
