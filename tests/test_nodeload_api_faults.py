@@ -5,6 +5,7 @@ problem. Bounds on time are generous upper bounds on a promised deadline, never 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -193,3 +194,90 @@ def test_a_cold_instance_with_a_hung_api_waits_for_the_allocatable_once(apiserve
     started = time.monotonic()
     assert source.current(time.monotonic() + BUDGET)[0] is None and time.monotonic() - started < AT_ONCE
     apiserver.hang = False
+
+
+# --- served: the decision entry says the view was incomplete --------------------------------------------------------
+
+
+def served_policy(directory, url: str) -> str:
+    from tests.prometheus import METRIC
+
+    args = {
+        "prometheus": {"url": url, "auth": "none"},
+        "metrics": [{"name": "cpu", "query": METRIC, "nodeLabel": "node"}],
+        "filter": [{"metric": "cpu", "above": 0.9}],
+        "score": {"metric": "cpu", "strategy": "LeastLoaded"},
+    }
+    document = {
+        "nodeCacheCapable": True,
+        "profiles": [
+            {
+                "name": "default",
+                "plugins": {
+                    "filter": {"enabled": [{"name": "NodeLoad"}]},
+                    "score": {"enabled": [{"name": "NodeLoad", "weight": 1}]},
+                },
+                "pluginConfig": [{"name": "NodeLoad", "args": args}],
+            }
+        ],
+    }
+    path = directory / "policy.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+@pytest.fixture
+def measured(prometheus, exporter):
+    from tests.prometheus import METRIC
+
+    loads = {"node-a": 0.2, "node-b": 0.4}
+    exporter.set(loads)
+    prometheus.wait_until(METRIC, lambda values: values == loads)
+    return prometheus
+
+
+def decision_entries(client, caplog, pod_name: str) -> list[dict]:
+    """Filter then prioritize one pod by node names; the two decision entries."""
+    body = {"Pod": pod(pod_name, f"u-{pod_name}", "", cpu="100m"), "Nodes": None, "NodeNames": ["node-a", "node-b"]}
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="extender.decision"):
+        for verb in ("filter", "prioritize"):
+            answer = client.post(f"/{verb}", json=body)
+            assert answer.status_code == 200, answer.get_data(as_text=True)
+    entries = [getattr(record, "json_fields", {}) for record in caplog.records]
+    return [entry for entry in entries if entry.get("event") == "extender.decision"]
+
+
+@pytest.mark.parametrize("fault", ["hung", "403"])
+def test_a_served_request_on_a_failing_api_marks_its_decision_entry_incomplete(
+    measured, apiserver, client_factory, tmp_path, caplog, monkeypatch, fault
+):
+    monkeypatch.setattr(module, "RETRY_SECONDS", 0.0)
+    apiserver.set_nodes([node("node-a"), node("node-b")])
+    if fault == "hung":
+        apiserver.hang = True
+    else:
+        apiserver.forbidden |= {("list", "pods"), ("list", "nodes")}
+    client = client_factory(served_policy(tmp_path, measured.url), **apiserver.environment())
+    try:
+        for name in ("first", "second"):  # the cold instance's first request, then one answered from what it knows
+            entries = decision_entries(client, caplog, name)
+            assert [entry["verb"] for entry in entries] == ["filter", "prioritize"]
+            for entry in entries:
+                why = entry["incomplete"]["NodeLoad"]
+                assert set(entry["incomplete"]) == {"NodeLoad"} and why, entry
+                assert ("not listed yet" if fault == "hung" else "403 Forbidden") in why
+                assert entry["nodesOut"] == 2  # judged on what the instance knows: measured load plus the pod's share
+    finally:
+        apiserver.hang = False
+
+
+def test_a_served_request_on_a_healthy_api_carries_no_incomplete_mark(
+    measured, apiserver, client_factory, tmp_path, caplog
+):
+    apiserver.set_nodes([node("node-a"), node("node-b")])
+    client = client_factory(served_policy(tmp_path, measured.url), **apiserver.environment())
+    for name in ("first", "second"):
+        entries = decision_entries(client, caplog, name)
+        assert [entry["verb"] for entry in entries] == ["filter", "prioritize"]
+        assert all("incomplete" not in entry for entry in entries), entries
