@@ -447,3 +447,14 @@ def test_with_nodes_nodeload_asks_no_capacity_answer_and_adds_the_pod_s_share_of
     assert busy["measured"]["NodeLoad"]["cpu"]["podShare"] > 0
     assert busy["measured"]["NodeLoad"]["cpu"]["predicted"] > 0.95 and busy["answer"] == "FailedNodes"
     assert idle["answer"] == "kept"
+
+
+def test_explain_json_says_what_a_call_judged_on_may_be_incomplete_as_the_decision_entry_does():
+    from extender.cli.explain import _call_json
+    from extender.framework.profile import FilterResult, ScoreResult
+    from extender.verbs import Answer
+
+    why = {"NodeLoad": "the pods bound to nodes are not listed yet"}
+    assert _call_json(Answer(body=None, result=FilterResult(["a"], incomplete=why)))["incomplete"] == why
+    assert _call_json(Answer(body=None, result=ScoreResult({"a": 5}, incomplete=why)))["incomplete"] == why
+    assert "incomplete" not in _call_json(Answer(body=None, result=ScoreResult({"a": 5})))

@@ -724,6 +724,8 @@ def _call_json(answer: Answer) -> dict[str, Any]:
         call_json["pluginMs"] = plugin_ms(answer.result)
     if isinstance(answer.result, FilterResult) and answer.result.exempt:
         call_json["exempt"] = answer.result.exempt
+    if isinstance(answer.result, FilterResult | ScoreResult) and answer.result.incomplete:
+        call_json["incomplete"] = answer.result.incomplete  # as the decision entry's: plugin -> why
     return call_json
 
 
