@@ -197,6 +197,11 @@ def unmet(needs: Iterable[Need], settings: Settings) -> ConfigError | None:
     return ConfigError("\n".join(parts)) if parts else None
 
 
+def in_a_pod(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process runs in a Kubernetes pod: the kubelet sets KUBERNETES_SERVICE_HOST in every container."""
+    return bool((os.environ if environ is None else environ).get("KUBERNETES_SERVICE_HOST"))
+
+
 def _choice(environ: Mapping[str, str], name: str, words: Mapping[str, bool], default: str) -> bool:
     raw = environ.get(name, "")
     word = raw.strip().lower() or default

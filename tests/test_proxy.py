@@ -344,9 +344,10 @@ def test_the_rendered_readiness_probe_fails_exactly_while_no_token_can_be_had(fu
 
 def test_logs_are_json_lines_in_a_pod_and_readable_lines_elsewhere():
     from extender.proxy.logs import default_format
+    from extender.settings import in_a_pod
 
-    assert default_format({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "json"
-    assert default_format({}) == "text"
+    assert default_format(in_a_pod({"KUBERNETES_SERVICE_HOST": "10.0.0.1"})) == "json"
+    assert default_format(in_a_pod({})) == "text"
 
 
 def test_an_unreachable_function_is_a_502_that_names_the_host_only(fake_google):

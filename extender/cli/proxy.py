@@ -44,9 +44,11 @@ def run(args: argparse.Namespace) -> int:
     from extender.proxy.logs import JSON, JsonLineFormatter, default_format
     from extender.proxy.server import Forwarder, ProxyServer, check_target, default_audience
     from extender.proxy.tokens import IdTokenSource
+    from extender.settings import in_a_pod
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLineFormatter() if (args.log_format or default_format()) == JSON else PlainFormatter())
+    log_format = args.log_format or default_format(in_a_pod())
+    handler.setFormatter(JsonLineFormatter() if log_format == JSON else PlainFormatter())
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     log = logging.getLogger("extender.proxy")
     try:

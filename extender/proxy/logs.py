@@ -10,17 +10,15 @@ A plain line would only be ``textPayload``.
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Mapping
 
 import orjson
 
 JSON, TEXT = "json", "text"
 
 
-def default_format(environ: Mapping[str, str] = os.environ) -> str:
-    """JSON in a Kubernetes pod (the kubelet sets KUBERNETES_SERVICE_HOST in every container), else text."""
-    return JSON if environ.get("KUBERNETES_SERVICE_HOST") else TEXT
+def default_format(in_a_pod: bool) -> str:
+    """JSON in a Kubernetes pod (``extender.settings.in_a_pod``), where the logging agent reads it, else text."""
+    return JSON if in_a_pod else TEXT
 
 
 class JsonLineFormatter(logging.Formatter):
