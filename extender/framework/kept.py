@@ -52,7 +52,7 @@ from operator import attrgetter, not_
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from extender.framework.cycle import CycleState
-from extender.framework.plugin import Plugin
+from extender.framework.plugin import Observed, Plugin
 from extender.framework.profile import (
     FilterResult,
     Notes,
@@ -260,16 +260,7 @@ class KeptProfile:
         kept = kept_now.scores.get(keys)
         if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
             seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
-            observed = plain.observations(cycle, (entry.plugin for entry in plain.scores))
-            return ScoreResult(
-                kept.scores,
-                dict(kept.by_plugin),
-                seconds_by_plugin=seconds,
-                kept=True,
-                audited=list(kept.audited),
-                observed=observed,
-                incomplete=plain.incompletes(cycle, (entry.plugin for entry in plain.scores)),
-            )
+            return _kept_scores(plain, cycle, kept, seconds, None, None)
         derived = self._derived_scores(pod, names, source, cycle, kept_now, keys)
         if derived is not None:
             return derived
@@ -339,18 +330,7 @@ class KeptProfile:
         if source.generation() is not generation:
             return None
         _store(kept_now.scores, keys, kept)
-        if observed is None:
-            observed = plain.observations(cycle, (entry.plugin for entry in plain.scores))
-        return ScoreResult(
-            kept.scores,
-            dict(kept.by_plugin),
-            seconds_by_plugin=seconds,
-            kept=True,
-            audited=list(kept.audited),
-            observed=observed,
-            derived_from=derived_from,
-            incomplete=plain.incompletes(cycle, (entry.plugin for entry in plain.scores)),
-        )
+        return _kept_scores(plain, cycle, kept, seconds, observed, derived_from)
 
     def _current(self, generation: object) -> _Generation:
         """What is kept for ``generation``: a new generation drops every older one's values."""
@@ -426,6 +406,28 @@ def _changed_between(
         changed.update(names)
         differ.append(plugin.name)
     return (changed, differ) if differ else None
+
+
+def _kept_scores(
+    plain: Profile,
+    cycle: CycleState,
+    kept: KeptScores,
+    seconds: dict[str, float],
+    observed: dict[str, Observed] | None,
+    derived_from: tuple[dict[str, int], tuple[str, ...]] | None,
+) -> ScoreResult:
+    """A result of kept (or derived) scores: what this request observed and found incomplete is its own, never kept."""
+    plugins = [entry.plugin for entry in plain.scores]
+    return ScoreResult(
+        kept.scores,
+        dict(kept.by_plugin),
+        seconds_by_plugin=seconds,
+        kept=True,
+        audited=list(kept.audited),
+        observed=plain.observations(cycle, plugins) if observed is None else observed,
+        derived_from=derived_from,
+        incomplete=plain.incompletes(cycle, plugins),
+    )
 
 
 def _store(kept: dict[Hashable, T], keys: Hashable, value: T) -> None:
