@@ -187,3 +187,25 @@ def variables_module(directory: Path, test_files: list[Path], extra: dict[str, s
     for path in test_files:
         shutil.copy(path, directory / "tests" / path.name)
     return directory
+
+
+def monitoring_locals(
+    terraform: str, env: dict[str, str], directory: Path, names: list[str], prelude: str = ""
+) -> dict[str, str]:
+    """monitoring.tf's locals ``names`` as Terraform renders them for a public deployment (with ``prelude``, locals
+    they read that other files define), applied in a provider-free module of the root module's variables."""
+    expressions = "".join(f"  {name} = {local_source(ROOT_MODULE / 'monitoring.tf', name)}\n" for name in names)
+    probe = f"locals {{\n{prelude}{expressions}}}\n" + "".join(
+        f'output "{name}" {{\n  value = local.{name}\n}}\n' for name in names
+    )
+    module = variables_module(directory, [], {"probe.tf": probe})
+    env = {**env, "TF_DATA_DIR": str(module / ".terraform")}
+    variables = [
+        "-var=project_id=acme",
+        "-var=function_location=us-central1",
+        "-var=invocation=public",
+        "-var=kubernetes_version=1.31.4",
+    ]
+    run_terraform(terraform, "apply", "-auto-approve", "-input=false", *variables, cwd=module, env=env)
+    outputs = json.loads(run_terraform(terraform, "output", "-json", cwd=module, env=env).stdout)
+    return {name: outputs[name]["value"] for name in names}

@@ -9,7 +9,6 @@ module, is fixed to 4000 ms: 80% of the default 5 s httpTimeout).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.terraform.support import ROOT_MODULE, local_source, run_terraform, variables_module
+from tests.terraform.support import monitoring_locals
 
 QUERIES = ["latency_query", "cloud_run_latency_query"]
 LOCALS = ["promql_window", "promql_latency", "promql_function", "promql_cloud_run", *QUERIES]
@@ -47,23 +46,10 @@ def promtool() -> str:
 @pytest.fixture(scope="module")
 def queries(terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """monitoring.tf's latency queries for the default function name, window (5 min) and minimum of calls."""
-    monitoring = ROOT_MODULE / "monitoring.tf"
-    expressions = "".join(f"  {name} = {local_source(monitoring, name)}\n" for name in LOCALS)
-    probe = (
-        f"locals {{\n  latency_threshold_ms = {THRESHOLD_MS}\n{expressions}}}\n"
-        + "".join(f'output "{name}" {{\n  value = local.{name}\n}}\n' for name in QUERIES)
-    )
-    module = variables_module(tmp_path_factory.mktemp("alert-queries") / "module", [], {"probe.tf": probe})
-    env = {**terraform_env, "TF_DATA_DIR": str(module / ".terraform")}
-    variables = [
-        "-var=project_id=acme",
-        "-var=function_location=us-central1",
-        "-var=invocation=public",
-        "-var=kubernetes_version=1.31.4",
-    ]
-    run_terraform(terraform, "apply", "-auto-approve", "-input=false", *variables, cwd=module, env=env)
-    outputs = json.loads(run_terraform(terraform, "output", "-json", cwd=module, env=env).stdout)
-    return {name: outputs[name]["value"] for name in QUERIES}
+    directory = tmp_path_factory.mktemp("alert-queries") / "module"
+    prelude = f"  latency_threshold_ms = {THRESHOLD_MS}\n"
+    rendered = monitoring_locals(terraform, terraform_env, directory, LOCALS, prelude)
+    return {name: rendered[name] for name in QUERIES}
 
 
 def _histogram(series: str, fast: list[int], slow: list[int]) -> list[dict[str, str]]:

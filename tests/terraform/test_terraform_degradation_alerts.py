@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from testkit.ports import free_port
-from tests.terraform.support import ROOT_MODULE, load_module, local_source, resources, run_terraform, variables_module
+from tests.terraform.support import ROOT_MODULE, load_module, monitoring_locals, resources
 from tests.terraform.test_terraform_alert_queries import promtool  # noqa: F401  (fixture)
 
 MONITORING = ROOT_MODULE / "monitoring.tf"
@@ -37,21 +37,7 @@ LOCALS = [
 @pytest.fixture(scope="module")
 def rendered(terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The locals above for the default function name, namespace and scheduler name."""
-    expressions = "".join(f"  {name} = {local_source(MONITORING, name)}\n" for name in LOCALS)
-    probe = f"locals {{\n{expressions}}}\n" + "".join(
-        f'output "{name}" {{\n  value = local.{name}\n}}\n' for name in LOCALS
-    )
-    module = variables_module(tmp_path_factory.mktemp("degradation") / "module", [], {"probe.tf": probe})
-    env = {**terraform_env, "TF_DATA_DIR": str(module / ".terraform")}
-    variables = [
-        "-var=project_id=acme",
-        "-var=function_location=us-central1",
-        "-var=invocation=public",
-        "-var=kubernetes_version=1.31.4",
-    ]
-    run_terraform(terraform, "apply", "-auto-approve", "-input=false", *variables, cwd=module, env=env)
-    outputs = json.loads(run_terraform(terraform, "output", "-json", cwd=module, env=env).stdout)
-    return {name: outputs[name]["value"] for name in LOCALS}
+    return monitoring_locals(terraform, terraform_env, tmp_path_factory.mktemp("degradation") / "module", LOCALS)
 
 
 # --- Cloud Logging's query language, the part the filters use --------------------------------------------------------
