@@ -11,6 +11,7 @@ stand-in in its place.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -162,3 +163,19 @@ def _number(value: float) -> str:
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
     return repr(float(value))
+
+
+def write_nodeload_policy(directory: Path, args: dict[str, Any]) -> Path:
+    """A policy whose one profile filters with NodeLoad on ``args``, as a file in ``directory``."""
+    document = {
+        "profiles": [
+            {
+                "name": "default",
+                "plugins": {"filter": {"enabled": [{"name": "NodeLoad"}]}},
+                "pluginConfig": [{"name": "NodeLoad", "args": args}],
+            }
+        ],
+    }
+    path = directory / "policy.yaml"
+    path.write_text(json.dumps(document))
+    return path

@@ -13,7 +13,7 @@ import pytest
 
 from extender.__main__ import main
 from testkit.ports import free_port
-from tests.prometheus import METRIC
+from tests.prometheus import METRIC, write_nodeload_policy
 
 
 def write_policy(directory: Path, url: str, **metric: Any) -> Path:
@@ -23,18 +23,7 @@ def write_policy(directory: Path, url: str, **metric: Any) -> Path:
         "metrics": [cpu],
         "filter": [{"metric": "cpu", "above": 80 if metric.get("unit") == "percent" else 0.8}],
     }
-    document = {
-        "profiles": [
-            {
-                "name": "default",
-                "plugins": {"filter": {"enabled": [{"name": "NodeLoad"}]}},
-                "pluginConfig": [{"name": "NodeLoad", "args": args}],
-            }
-        ],
-    }
-    path = directory / "policy.yaml"
-    path.write_text(json.dumps(document))
-    return path
+    return write_nodeload_policy(directory, args)
 
 
 def write_nodes(directory: Path, *names: str) -> Path:

@@ -28,7 +28,7 @@ from extender.settings import Settings
 from testkit.auth_proxy import AuthProxy
 from testkit.certs import CertificateAuthority
 from tests.plugin_helpers import node, pod
-from tests.prometheus import METRIC
+from tests.prometheus import METRIC, write_nodeload_policy
 from tests.token_leaks import RecordKeeper, leaks
 
 TOKEN = "glc_eyJvIjoiMTIzNDU2Iiwibi-stand-in-token-0123456789"
@@ -250,25 +250,12 @@ def test_what_the_policy_names_is_checked_at_load(prometheus_args, expected):
 
 
 def policy_file(directory: Path, prometheus_args: dict[str, Any]) -> Path:
-    import json
-
     args = {
         "prometheus": {"url": "https://prometheus.example.internal", **prometheus_args},
         "metrics": [{"name": "cpu", "query": METRIC, "nodeLabel": "node"}],
         "filter": [{"metric": "cpu", "above": 0.9}],
     }
-    document = {
-        "profiles": [
-            {
-                "name": "default",
-                "plugins": {"filter": {"enabled": [{"name": "NodeLoad"}]}},
-                "pluginConfig": [{"name": "NodeLoad", "args": args}],
-            }
-        ]
-    }
-    path = directory / "policy.yaml"
-    path.write_text(json.dumps(document))
-    return path
+    return write_nodeload_policy(directory, args)
 
 
 def test_check_policy_lists_the_secrets_and_env_checks_them_without_printing_them(
