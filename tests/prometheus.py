@@ -45,6 +45,17 @@ def prometheus_binary(name: str = "prometheus") -> str:
     return found
 
 
+def promtool_test_rules(directory: Path, tests: Mapping[str, Any], rules: Mapping[str, Any] | None = None) -> str:
+    """``promtool test rules`` on ``tests`` (and ``rules`` as the rules.yaml they name), written into ``directory``:
+    what it printed when a case failed, "" when every case passed."""
+    if rules is not None:
+        (directory / "rules.yaml").write_text(json.dumps(rules))
+    (directory / "tests.yaml").write_text(json.dumps(tests))
+    command = [prometheus_binary("promtool"), "test", "rules", "tests.yaml"]
+    ran = subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=120, check=False)
+    return "" if ran.returncode == 0 else ran.stdout + ran.stderr
+
+
 class Exporter:
     """Serves ``/metrics``: for each metric, samples with their labels; ``set`` replaces a metric's samples."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from extender.settings import Settings
 from extender.wire.errors import flatten_errors
 from tests.conftest import ROOT
 from tests.policy_doc import code_blocks, policy_section
-from tests.prometheus import prometheus_binary
+from tests.prometheus import promtool_test_rules
 
 URL = "http://prometheus.example.internal:9090"
 CPU = {"name": "cpu", "query": "node_load", "nodeLabel": "node"}
@@ -115,7 +114,6 @@ def test_preset_node_exporter_measures_shares_of_allocatable_as_the_pods_estimat
     """node-exporter sees the whole machine: 4 CPUs of which 2 busy, 16 GiB of which 8 in use. Of what pods may use
     (kube-state-metrics' allocatable: 2.5 cores, 10 GiB) that is 0.8 each, the base the in-flight pods' and the pod's
     own shares divide by; shares of the machine (0.5) would put a pod of 1 core on 0.5 + 0.4, not 0.8 + 0.4."""
-    promtool = prometheus_binary("promtool")
     cpu, memory = PRESETS["node-exporter"].metrics
     node_exporter = 'namespace="monitoring",pod="node-exporter-a"'
     series = [
@@ -142,11 +140,8 @@ def test_preset_node_exporter_measures_shares_of_allocatable_as_the_pods_estimat
         for query in (cpu.query, memory.query)
     ]
     tests = {"tests": [{"interval": "1m", "input_series": series, "promql_expr_test": checks}]}
-    (tmp_path / "tests.yaml").write_text(json.dumps(tests))
-    ran = subprocess.run(
-        [promtool, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True, check=False
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
+    failed = promtool_test_rules(tmp_path, tests)
+    assert not failed, failed
 
 
 def test_a_metric_of_the_args_replaces_the_preset_s_of_the_same_name():

@@ -9,14 +9,11 @@ module, is fixed to 4000 ms: 80% of the default 5 s httpTimeout).
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
+from tests.prometheus import promtool_test_rules
 from tests.terraform.support import monitoring_locals
 
 QUERIES = ["latency_query", "cloud_run_latency_query"]
@@ -31,16 +28,6 @@ CLOUD_RUN_SERIES = (
     'run_googleapis_com:request_latencies{monitored_resource="cloud_run_revision",service_name="scheduler-extender",'
     'response_code="200"}'
 )
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool (Debian's prometheus package) is required under CI")
-        pytest.skip("promtool is not on PATH (Debian's prometheus package)")
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +73,7 @@ CASES = {
 @pytest.mark.parametrize("query", QUERIES)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_latency_alert_fires_only_for_many_slow_calls(
-    promtool: str, queries: dict[str, str], tmp_path: Path, query: str, case: str
+    queries: dict[str, str], tmp_path: Path, query: str, case: str
 ) -> None:
     series_template = CLOUD_RUN_SERIES if query == "cloud_run_latency_query" else FUNCTION_SERIES
     fast, slow, fires = CASES[case]
@@ -105,17 +92,8 @@ def test_latency_alert_fires_only_for_many_slow_calls(
             }],
         }],
     }
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
-    result = subprocess.run(
-        [promtool, "test", "rules", "tests.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, f"{queries[query]}\n{result.stdout}{result.stderr}"
+    failed = promtool_test_rules(tmp_path, tests, rules)
+    assert not failed, f"{queries[query]}\n{failed}"
 
 
 def test_queries_name_the_metrics_as_cloud_monitoring_does(queries: dict[str, str]) -> None:

@@ -12,16 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from testkit.ports import free_port
+from tests.prometheus import promtool_test_rules
 from tests.terraform.support import ROOT_MODULE, load_module, monitoring_locals, resources
-from tests.terraform.test_terraform_alert_queries import promtool  # noqa: F401  (fixture)
 
 MONITORING = ROOT_MODULE / "monitoring.tf"
 RESOURCES = resources(load_module(ROOT_MODULE))
@@ -207,7 +205,7 @@ PENDING_CASES: dict[str, tuple[str | None, str | None, list[dict[str, str]]]] = 
 
 
 @pytest.mark.parametrize("case", sorted(PENDING_CASES))
-def test_pending_pods_alert(promtool: str, rendered: dict[str, str], tmp_path: Path, case: str) -> None:  # noqa: F811
+def test_pending_pods_alert(rendered: dict[str, str], tmp_path: Path, case: str) -> None:
     available, unschedulable, alerts = PENDING_CASES[case]
     series = []
     if available is not None:
@@ -230,14 +228,5 @@ def test_pending_pods_alert(promtool: str, rendered: dict[str, str], tmp_path: P
             }],
         }],
     }  # fmt: skip
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "extender", "rules": [rule]}]}))
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
-    result = subprocess.run(
-        [promtool, "test", "rules", "tests.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, f"{rendered['pending_pods_query']}\n{result.stdout}{result.stderr}"
+    failed = promtool_test_rules(tmp_path, tests, {"groups": [{"name": "extender", "rules": [rule]}]})
+    assert not failed, f"{rendered['pending_pods_query']}\n{failed}"
