@@ -83,6 +83,23 @@ def judges(url: str, marker: str) -> bool:
     return True
 
 
+def answer_alike(
+    cached: str, plain: str, marker: str, rng: random.Random, apiserver: FakeApiServer
+) -> list[tuple[int, bytes]]:
+    """Once both functions count ``marker``'s pod: a phase's requests, the cached function's answers (from eight
+    threads) equal to the plain one's, which are returned."""
+    deadline = time.monotonic() + 20
+    for url in (cached, plain):
+        while not judges(url, marker):
+            assert time.monotonic() < deadline, f"{url} never counted {marker}'s pod"
+            time.sleep(0.2)
+    requests_ = [request(rng, apiserver) for _ in range(REQUESTS_PER_PHASE)]
+    expected = [post(plain, verb, data) for verb, data in requests_]
+    for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
+        assert answer == expected[index], requests_[index]
+    return expected
+
+
 def test_eight_threads_against_a_cached_index_answer_as_lists_on_every_request(
     apiserver, prometheus, exporter, tmp_path
 ):
@@ -97,16 +114,8 @@ def test_eight_threads_against_a_cached_index_answer_as_lists_on_every_request(
             loads, marker = change(rng, apiserver, phase)
             exporter.set(loads)
             prometheus.wait_until(METRIC, lambda values, loads=loads: values == loads)
-            deadline = time.monotonic() + 20
-            for url in (cached, plain):
-                while not judges(url, marker):
-                    assert time.monotonic() < deadline, f"{url} never counted {marker}'s pod"
-                    time.sleep(0.2)
-            requests_ = [request(rng, apiserver) for _ in range(REQUESTS_PER_PHASE)]
-            expected = [post(plain, verb, data) for verb, data in requests_]
+            expected = answer_alike(cached, plain, marker, rng, apiserver)
             assert any(b"NodeLoad rule 'cpu': load above 0.8" in body for _, body in expected)
-            for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
-                assert answer == expected[index], requests_[index]
 
 
 STEPS = 5
@@ -137,12 +146,4 @@ def test_bindings_on_unchanged_loads_re_judge_only_their_nodes_and_answer_as_lis
                 apiserver.bind("default", name, rng.choice(NODES))
             apiserver.add_pod(pod(marker, f"u-{marker}", "", cpu="3300m"))
             apiserver.bind("default", marker, marker)
-            deadline = time.monotonic() + 20
-            for url in (cached, plain):
-                while not judges(url, marker):
-                    assert time.monotonic() < deadline, f"{url} never counted {marker}'s pod"
-                    time.sleep(0.2)
-            requests_ = [request(rng, apiserver) for _ in range(REQUESTS_PER_PHASE)]
-            expected = [post(plain, verb, data) for verb, data in requests_]
-            for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
-                assert answer == expected[index], requests_[index]
+            answer_alike(cached, plain, marker, rng, apiserver)
