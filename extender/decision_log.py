@@ -172,6 +172,8 @@ def decision_fields(
         fields["errorPlugin"] = result.error.plugin
     if isinstance(result, ScoreResult):
         fields["scores"] = _top_scores(result)
+        if result.assumed:  # counted there until its binding shows (``extender.verbs.assumed``)
+            fields["assumedOn"] = result.assumed
         if result.audited:
             fields["audited"] = list(result.audited)
     else:
@@ -358,10 +360,13 @@ def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
     """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won (a plugin left out for a node,
     its facts missing under failurePolicy Ignore, is not shown for it)."""
     by_plugin = tuple(result.by_plugin.items())
-    known = _tops.get(result.scores) if result.kept else None
+    scores, kept = result.scores, result.kept and not result.demoted
+    if result.demoted:  # a tie at the top broken: the scores the answer gave
+        scores = {**scores, **{name: scores[name] - 1 for name in result.demoted}}
+    known = _tops.get(scores) if kept else None
     if known is not None and _same_objects(by_plugin, known[0]):
         return known[1]
-    best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
+    best = heapq.nlargest(TOP_N, scores.items(), key=itemgetter(1))
     top = [
         {
             "node": _name(node),
@@ -370,8 +375,8 @@ def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
         }
         for node, score in best
     ]
-    if result.kept:
-        _tops.put(result.scores, (by_plugin, top))
+    if kept:
+        _tops.put(scores, (by_plugin, top))
     return top
 
 

@@ -8,6 +8,7 @@
     EXTENDER_MAX_BODY_BYTES_IN_FLIGHT   bodies of requests served at once before more wait (default 96 MiB)
     EXTENDER_NODE_SOURCE_MAX_AGE        oldest node list healthz accepts, a Go duration (default 5m)
     EXTENDER_RESULT_CACHE    on | off   results kept across requests (extender.framework.kept)
+    EXTENDER_ASSUME_PODS     on | off   answered pods counted where they go until bound (extender.verbs.assumed)
     EXTENDER_DECODER      fast | full   full-node bodies decoded in part, or all by the full decoder
     EXTENDER_PROCESS_TUNING  on | off   collector and allocator tuned at start-up (extender.startup)
     EXTENDER_MEMORY_IDLE                quiet time before large requests' memory goes back, a Go duration (default 30s)
@@ -47,6 +48,7 @@ BUDGET_ENV = "EXTENDER_MAX_BODY_BYTES_IN_FLIGHT"
 MAX_AGE_ENV = "EXTENDER_NODE_SOURCE_MAX_AGE"
 MEMORY_IDLE_ENV = "EXTENDER_MEMORY_IDLE"
 RESULT_CACHE_ENV = "EXTENDER_RESULT_CACHE"
+ASSUME_ENV = "EXTENDER_ASSUME_PODS"
 DECODER_ENV = "EXTENDER_DECODER"
 TUNING_ENV = "EXTENDER_PROCESS_TUNING"
 KUBERNETES_PREFIX = "KUBERNETES_"
@@ -87,6 +89,7 @@ class Settings(NamedTuple):
     max_body_bytes_in_flight: int = DEFAULT_BUDGET_BYTES
     node_source_max_age: float = DEFAULT_MAX_AGE
     result_cache: bool = True
+    assume_pods: bool = True
     full_decoder: bool = False
     process_tuning: bool = True
     memory_idle: float = DEFAULT_MEMORY_IDLE
@@ -114,6 +117,7 @@ class Settings(NamedTuple):
             max_body_bytes_in_flight=_positive_int(environ, BUDGET_ENV, DEFAULT_BUDGET_BYTES),
             node_source_max_age=_duration(environ, MAX_AGE_ENV, DEFAULT_MAX_AGE, "5m"),
             result_cache=_choice(environ, RESULT_CACHE_ENV, {"on": True, "off": False}, "on"),
+            assume_pods=_choice(environ, ASSUME_ENV, {"on": True, "off": False}, "on"),
             full_decoder=_choice(environ, DECODER_ENV, {"fast": False, "full": True}, "fast"),
             process_tuning=_choice(environ, TUNING_ENV, {"on": True, "off": False}, "on"),
             memory_idle=_duration(environ, MEMORY_IDLE_ENV, DEFAULT_MEMORY_IDLE, "30s"),

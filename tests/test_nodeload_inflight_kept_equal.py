@@ -1,7 +1,9 @@
 """The in-flight index is a cache: a served function keeping it (EXTENDER_RESULT_CACHE=on: one LIST, then the WATCH
 read on the request path, verdicts kept under its generation) answers 8 threads at once exactly as a served function
 without it (off: a fresh LIST of the bound pods on every request, nothing kept), both reading one API stand-in and a
-real Prometheus, while pods are bound, deleted and finish and the loads change between phases."""
+real Prometheus, while pods are bound, deleted and finish and the loads change between phases. The pods answered for
+are not assumed (EXTENDER_ASSUME_PODS=off): where an answer sends a pod depends on which requests came first, which
+eight threads change, and it is no cache (tests/test_nodeload_assumed.py)."""
 
 from __future__ import annotations
 
@@ -107,8 +109,7 @@ def test_eight_threads_against_a_cached_index_answer_as_lists_on_every_request(
     path = tmp_path / "policy.json"
     path.write_text(policy(prometheus.url, ARGS))
     apiserver.set_nodes([node(name) for name in NODES])
-    # A short httpTimeout bounds each request's wait for bindings it expects (the test's pods are never bound).
-    env = {"EXTENDER_POLICY": str(path), "EXTENDER_HTTP_TIMEOUT": "1s", **apiserver.environment()}
+    env = {"EXTENDER_POLICY": str(path), "EXTENDER_ASSUME_PODS": "off", **apiserver.environment()}
     with serving(EXTENDER_RESULT_CACHE="on", **env) as cached, serving(EXTENDER_RESULT_CACHE="off", **env) as plain:
         for phase in range(PHASES):
             loads, marker = change(rng, apiserver, phase)
@@ -137,7 +138,7 @@ def test_bindings_on_unchanged_loads_re_judge_only_their_nodes_and_answer_as_lis
     loads.update(dict.fromkeys(markers, 0.0))
     exporter.set(loads)
     prometheus.wait_until(METRIC, lambda values: values == loads)
-    env = {"EXTENDER_POLICY": str(path), "EXTENDER_HTTP_TIMEOUT": "1s", **apiserver.environment()}
+    env = {"EXTENDER_POLICY": str(path), "EXTENDER_ASSUME_PODS": "off", **apiserver.environment()}
     with serving(EXTENDER_RESULT_CACHE="on", **env) as cached, serving(EXTENDER_RESULT_CACHE="off", **env) as plain:
         for step, marker in enumerate(markers):
             for index in range(rng.randint(1, 3)):

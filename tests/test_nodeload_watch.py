@@ -6,7 +6,6 @@ larger than a request's budget; and the function's own answers and bindings, ass
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import pytest
@@ -27,8 +26,8 @@ def watch_on(apiserver: FakeApiServer) -> PodWatch:
     return PodWatch(client, HORIZON)
 
 
-def view(watch: PodWatch, seconds: float = 2.0, exclude: str = "", expect: bool = True):
-    bindings, own = watch.bindings(time.time(), time.monotonic() + seconds, exclude, expect)
+def view(watch: PodWatch, seconds: float = 2.0, exclude: str = ""):
+    bindings, own = watch.bindings(time.time(), time.monotonic() + seconds, exclude)
     return bindings, own
 
 
@@ -226,64 +225,55 @@ def test_a_watch_line_that_is_not_an_event_breaks_only_the_stream(apiserver, mon
     assert watch._stream is None and "watch" in watch._problem
 
 
-def test_a_binding_on_its_way_is_waited_for_and_one_that_never_comes_only_up_to_its_bound(apiserver, monkeypatch):
-    monkeypatch.setattr(module, "EXPECT_SECONDS", 3.0)
-    apiserver.set_pods([pod(name, f"u-{name}", "", cpu="200m") for name in ("theirs", "never")])
+def test_an_answered_pod_counts_where_assumed_until_its_binding_shows_where_it_went(apiserver):
+    apiserver.set_pods([pod("busy", "u-busy", "node-a", cpu="200m"), pod("next", "u-next", "", cpu="200m")])
     watch = watch_on(apiserver)
     view(watch)
-    # The scheduler binds the pod this instance answered for a little after the next pod's filter arrived: the next
-    # request sees it (it waited for it), whatever the machine's pace.
-    watch.note_answer("u-theirs", feasible=True)
-    threading.Timer(0.2, apiserver.bind, args=("default", "theirs", "node-b")).start()
-    assert "u-theirs" in uids(view(watch, seconds=10.0, exclude="u-next")[0])
-    # One that never comes (another extender rejected it) is waited for EXPECT_SECONDS at most, then counted missed.
-    watch.note_answer("u-never", feasible=True)
-    started = time.monotonic()
-    assert "u-never" not in uids(view(watch, seconds=10.0, exclude="u-next")[0])
-    assert time.monotonic() - started < module.EXPECT_SECONDS + 2.0 and watch._misses == 1
-    # The pod's own request does not wait for itself, nor for a pod answered with no feasible node, nor for a pod
-    # the function bound itself (bindVerb: it counts at once).
-    watch.note_demand("u-mine", demand_of(pod("x", "x", "", cpu="200m")))
-    watch.note_answer("u-self", feasible=True)
-    watch.note_answer("u-nowhere", feasible=False)
-    watch.note_answer("u-mine", feasible=True)
-    watch.note_binding("u-mine", "node-a")
-    started = time.monotonic()
-    assert "u-mine" in uids(view(watch, seconds=10.0, exclude="u-self")[0])
-    assert time.monotonic() - started < module.EXPECT_SECONDS - 1.0 and watch._misses == 1
+    watch.note_demand("u-next", demand_of(pod("next", "u-next", "", cpu="200m")))
+    # Tied at the top of the answer: the one with the fewest pods bound lately, as LeastAllocated would.
+    assert watch.assume("u-next", ["node-a", "node-b", "node-c"]) == "node-b"
+    bindings, own = view(watch, exclude="u-next")
+    assert own and [p.uid for p in bindings.on("node-b")] == ["u-next"]
+    # The scheduler chose another node: once the watch shows it, the pod counts there only.
+    apiserver.bind("default", "next", "node-c")
+    after = settled(watch, lambda _: bool(view(watch)[0].on("node-c")))
+    assert [p.uid for p in after.on("node-c")] == ["u-next"] and not after.on("node-b")
+    assert not watch._own and not watch._assumed
 
 
-def test_filter_never_waits_for_a_binding_on_its_way(apiserver, monkeypatch):
-    """Only prioritize waits for the bindings on their way (``expecting_bindings``): a filter request answers at once
-    from what the instance knows, and the binding counts from the request after the watch shows it."""
-    monkeypatch.setattr(module, "EXPECT_SECONDS", 30.0)  # were it waited for, the request would take this long
-    apiserver.set_pods([pod("later", "u-later", "", cpu="200m")])
+def test_an_assumption_no_binding_follows_stops_counting(apiserver, monkeypatch):
+    monkeypatch.setattr(module, "ASSUME_SECONDS", 0.3)
     watch = watch_on(apiserver)
     view(watch)
-    watch.note_answer("u-later", feasible=True)
-    started = time.monotonic()
-    assert "u-later" not in uids(view(watch, seconds=20.0, exclude="u-next", expect=False)[0])
-    assert time.monotonic() - started < 10.0
-    apiserver.bind("default", "later", "node-a")
-    assert "u-later" in uids(settled(watch, lambda found: "u-later" in found))
+    for uid in ("u-dry", "u-refused"):
+        watch.note_demand(uid, demand_of(pod("x", uid, "", cpu="200m")))
+        watch.assume(uid, ["node-a"])
+    assert {"u-dry", "u-refused"} <= uids(view(watch)[0])
+    watch.assume("u-refused", [])  # filtered again with no feasible node: no binding follows
+    assert "u-refused" not in uids(view(watch)[0]) and "u-dry" in uids(view(watch)[0])
+    time.sleep(0.5)  # a dry run, or another extender refused it: never bound
+    assert "u-dry" not in uids(view(watch)[0]) and not watch._own
 
 
-def test_waiting_stops_while_expected_bindings_do_not_come_and_resumes_when_one_does(apiserver, monkeypatch):
-    monkeypatch.setattr(module, "EXPECT_SECONDS", 0.3)
-    apiserver.set_pods([pod("comes", "u-comes", "", cpu="100m")])
+def test_the_function_s_own_binding_replaces_the_assumption_and_stays(apiserver, monkeypatch):
+    monkeypatch.setattr(module, "ASSUME_SECONDS", 0.3)
     watch = watch_on(apiserver)
     view(watch)
-    for index in range(module.MISSES_TO_STOP):  # a caller that filters and never binds (a dry run)
-        watch.note_answer(f"u-dry-{index}", feasible=True)
-        view(watch, exclude="u-next")
-    assert watch._misses == module.MISSES_TO_STOP
-    watch.note_answer("u-dry-more", feasible=True)
-    monkeypatch.setattr(module, "EXPECT_SECONDS", 30.0)  # were it waited for, the request would take this long
-    started = time.monotonic()
-    view(watch, seconds=20.0, exclude="u-next")
-    assert time.monotonic() - started < 10.0
-    # A pod this instance answered for is bound: bindings arrive again, and requests wait for them again.
-    watch.note_answer("u-comes", feasible=True)
-    apiserver.bind("default", "comes", "node-a")
-    settled(watch, lambda found: "u-comes" in found)
-    assert watch._misses == 0
+    watch.note_demand("u-mine", demand_of(pod("x", "u-mine", "", cpu="200m")))
+    assert watch.assume("u-mine", ["node-a"]) == "node-a"
+    watch.note_binding("u-mine", "node-b")  # bindVerb: exact
+    assert watch.assume("u-mine", ["node-a"]) is None  # an answer after the binding changes nothing
+    time.sleep(0.5)
+    bindings = view(watch)[0]
+    assert [p.uid for p in bindings.on("node-b")] == ["u-mine"] and not bindings.on("node-a")
+
+
+def test_a_pod_not_judged_here_or_gone_is_not_assumed(apiserver):
+    apiserver.set_pods([pod("gone", "u-gone", "node-a", cpu="200m")])
+    watch = watch_on(apiserver)
+    assert "u-gone" in uids(view(watch)[0])
+    assert watch.assume("u-unknown", ["node-a"]) is None  # its demand was never noted
+    watch.note_demand("u-gone", demand_of(pod("gone", "u-gone", "", cpu="200m")))
+    apiserver.delete_pod("u-gone")
+    settled(watch, lambda found: "u-gone" not in found)
+    assert watch.assume("u-gone", ["node-b"]) is None and "u-gone" not in uids(view(watch)[0])

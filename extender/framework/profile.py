@@ -162,9 +162,11 @@ class FilterResult:
 
 class ScoreResult:
     __slots__ = (
+        "assumed",
         "audit_failed",
         "audited",
         "by_plugin",
+        "demoted",
         "derived_from",
         "error",
         "incomplete",
@@ -210,6 +212,10 @@ class ScoreResult:
         # Kept scores derived from kept ones (``extender.framework.kept``): those, and the only names whose scores
         # may differ, so that what was derived from them is updated for those names only.
         self.derived_from = derived_from
+        # This request's alone (``extender.verbs.assumed``): the node the pod was assumed on, and the nodes tied with
+        # it at the top that the answer gave one point less.
+        self.assumed = ""
+        self.demoted: tuple[str, ...] = ()
 
 
 class PreemptResult:
@@ -703,6 +709,20 @@ def _to_extender_priorities(
     scale = total_weight * unit
     half = scale // 2
     return {name: (total + half) // scale for name, total in weighted_totals.items()}
+
+
+def unrounded_scores(
+    entries: Sequence[ScorePluginEntry], result: ScoreResult, names: Iterable[str]
+) -> dict[str, float]:
+    """Each node's weighted mean of its enforced plugins' 0..100 scores: what its 0..10 score rounds."""
+    weights = {entry.plugin.name: entry.weight for entry in entries if entry.plugin.name not in result.audited}
+    plugins = [(weights[name], scores) for name, scores in result.by_plugin.items() if name in weights]
+    means: dict[str, float] = {}
+    for name in names:
+        known = [(weight, scores[name]) for weight, scores in plugins if name in scores]
+        total_weight = sum(weight for weight, _ in known)
+        means[name] = sum(weight * score for weight, score in known) / total_weight if total_weight else 0.0
+    return means
 
 
 def _scaled(total: int, scale: int) -> int:

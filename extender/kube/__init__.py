@@ -6,17 +6,15 @@ is only imported when ``KUBERNETES_API_URL`` is set, and the configuration
 module when any of these variables is. The pod watch and the nodes'
 allocatable resources are made by the first request of a policy that needs
 them (``shared_watch``, ``shared_allocatable``): one each per API server and
-process, whichever plugins read them. The verbs tell them what the function
-itself answered and bound (``note_answer``, ``note_binding``), which costs
-nothing while there is none.
+process, whichever plugins read them. The verbs tell them where the
+function's answer sends a pod and what it bound (``assume``,
+``note_binding``), which costs nothing while there is none.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
-from contextvars import ContextVar
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from extender.kube.variables import API_URL_ENV, CREDENTIAL_ENVS
@@ -51,15 +49,15 @@ def client_from_settings(settings: Settings) -> KubeClient | None:
     return KubeClient(config, timeout=settings.http_timeout / 2)
 
 
-def shared_watch(client: KubeClient, horizon: float) -> PodWatch:
+def shared_watch(client: KubeClient, horizon: float, assumes: bool = True) -> PodWatch:
     """The process's watch of the pods bound on ``client``'s API server, counting bindings ``horizon`` seconds back
-    (the longest any caller asked for)."""
+    (the longest any caller asked for); ``assumes``: answered pods count until bound (EXTENDER_ASSUME_PODS)."""
     with _MAKING:
         watch = _WATCHES.get(client.config)
         if watch is None:
             from extender.kube.bound_pods import PodWatch
 
-            watch = _WATCHES[client.config] = PodWatch(client, horizon)
+            watch = _WATCHES[client.config] = PodWatch(client, horizon, assumes)
         watch.horizon = max(watch.horizon, horizon)
         return watch
 
@@ -75,29 +73,18 @@ def shared_allocatable(client: KubeClient) -> NodeAllocatable:
         return found
 
 
-# Whether the request running (on this thread) waits for the bindings on their way: prioritize only.
-_EXPECTING: ContextVar[bool] = ContextVar("expecting_bindings", default=False)
+def assuming() -> bool:
+    """Whether answered pods are assumed on a node (a pod watch counts in-flight pods): costs nothing without."""
+    return bool(_WATCHES)
 
 
-@contextlib.contextmanager
-def expecting_bindings() -> Iterator[None]:
-    """What runs inside (a prioritize request) waits for the bindings of the pods this instance answered for before
-    (``PodWatch.bindings``); filter never does."""
-    token = _EXPECTING.set(True)
-    try:
-        yield
-    finally:
-        _EXPECTING.reset(token)
-
-
-def expects_bindings() -> bool:
-    return _EXPECTING.get()
-
-
-def note_answer(uid: str, feasible: bool) -> None:
-    """The function answered filter or prioritize for the pod (with feasible nodes or not): its binding may follow."""
+def assume(uid: str, nodes: Collection[str]) -> str | None:
+    """kube-scheduler will bind the pod to one of ``nodes`` (none: no binding follows): assumed on the one with the
+    fewest pods bound lately until its binding shows (``PodWatch.assume``). That node, None when not assumed."""
+    chosen = None
     for watch in list(_WATCHES.values()):
-        watch.note_answer(uid, feasible)
+        chosen = watch.assume(uid, nodes) or chosen
+    return chosen
 
 
 def note_binding(uid: str, node: str) -> None:

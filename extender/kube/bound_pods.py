@@ -27,10 +27,11 @@ Invariants of the index (``Bindings``, a cache):
   that kept verdicts and scores are judged again on those nodes only.
 - **Own bindings count at once** (``note_binding``, the bind verb: exact) until the watch's event replaces them; one
   the watch saw finish or go never comes back.
-- **Bindings on their way.** A prioritize request (``expect``; filter never) that reads the stream waits
-  (``EXPECT_SECONDS`` at most, within its deadline) for the binding of every other pod this instance answered with
-  feasible nodes within that time; after ``MISSES_TO_STOP`` such bindings in a row did not come (a dry run),
-  requests stop waiting until one arrives again.
+- **Answered pods are assumed** (``assume``), as kube-scheduler assumes a pod on its node before the binding lands:
+  the function's answer (prioritize's highest scores, or filter's only feasible node) names where the scheduler will
+  most likely bind the pod, and the pod counts there from the answer on, until the watch shows where it went (then
+  that counts), the function binds it, or ``ASSUME_SECONDS`` pass without a binding (the scheduler placed it
+  elsewhere or gave up). Nobody waits for a binding: the next pod is judged at once on the bindings seen and assumed.
 - **Bounded.** At most ``MAX_PODS`` pods (the oldest go first, and views say they are incomplete), during a LIST too
   (only what the horizon needs is kept while the pages arrive); one event line at most ``MAX_LINE`` bytes; an API
   failure is retried at most every ``RETRY_SECONDS``; a LIST takes at most ``LIST_SECONDS``. A failure never empties
@@ -49,7 +50,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -71,10 +72,9 @@ WATCH_SECONDS = 60
 STALL_SECONDS = 90.0
 RETRY_SECONDS = 10.0
 LIST_SECONDS = 60.0
-# How long a request waits for the binding of a pod this instance answered for before it (the watch showing it), and
-# after how many such bindings in a row did not come requests stop waiting (a dry run) until one comes again.
-EXPECT_SECONDS = 0.5
-MISSES_TO_STOP = 3
+# How long an answered pod counts where it was assumed while its binding has not shown (kube-scheduler's client may
+# hold bindings back for seconds in a burst; a pod never bound stops counting then).
+ASSUME_SECONDS = 30.0
 # One WARNING per problem this often at most.
 WARN_SECONDS = 60.0
 # Pods whose demand NodeLoad noted, and pods the watch saw go, remembered at most.
@@ -243,9 +243,11 @@ class PodWatch:
     the stream, and nobody waits for it.
     """
 
-    def __init__(self, client: KubeClient, horizon: float) -> None:
+    def __init__(self, client: KubeClient, horizon: float, assumes: bool = True) -> None:
         self.client = client
         self.horizon = horizon
+        # Answered pods are assumed (``assume``); EXTENDER_ASSUME_PODS=off: they count once the watch shows them.
+        self.assumes = assumes
         self._lock = threading.Lock()
         self._reading = threading.Lock()
         # Each pod by uid; an own binding the watch has not shown yet by ``_key(uid, node)``.
@@ -257,11 +259,10 @@ class PodWatch:
         # A list succeeded (then the index is never emptied again).
         self._known = False
         self._demands: dict[str, PodDemand] = {}
-        # Own bindings the watch has not shown yet: uid -> key in the index.
+        # Own bindings and assumptions the watch has not shown yet: uid -> key in the index.
         self._own: dict[str, str] = {}
-        # Pods answered with feasible nodes whose binding the watch has not shown -> when (monotonic).
-        self._answered: dict[str, float] = {}
-        self._misses = 0
+        # Assumptions among them: uid -> when they stop counting (monotonic), the oldest first.
+        self._assumed: dict[str, float] = {}
         # Pods the watch saw finish or go: a late note of their binding must not bring them back.
         self._gone: dict[str, None] = {}
         self._version = ""
@@ -292,40 +293,67 @@ class PodWatch:
                 self._demands.pop(next(iter(self._demands)))
             self._demands[uid] = demand
 
-    def note_answer(self, uid: str, feasible: bool) -> None:
-        """The function answered filter or prioritize for the pod: with feasible nodes, its binding is on its way."""
+    def assume(self, uid: str, best: Collection[str]) -> str | None:
+        """The function answered for the pod, and kube-scheduler will most likely bind it to one of ``best`` (the
+        nodes its answer ranks highest; empty: no binding follows). It counts on the one of them with the fewest pods
+        bound lately (kube-scheduler's own scores favour the less requested node among equals) until the watch shows
+        where it went, the function binds it, or ``ASSUME_SECONDS`` pass."""
+        if not self.assumes:
+            return None
         with self._lock:
-            if not feasible:
-                self._answered.pop(uid, None)
-                return
-            if len(self._answered) >= MAX_NOTED:
-                self._answered.pop(next(iter(self._answered)))
-            self._answered[uid] = time.monotonic()
+            if not best:
+                if uid in self._assumed:
+                    self._forget(uid)
+                return None
+            demand = self._demands.get(uid)
+            bound_here = uid in self._own and uid not in self._assumed
+            if demand is None or uid in self._gone or uid in self._pods or bound_here:
+                return None  # not judged here, gone, shown by the watch, or bound by the function: known better
+            self._forget(uid)
+            node = self._least_busy(best)
+            self._count_own(uid, node, demand)
+            self._assumed[uid] = time.monotonic() + ASSUME_SECONDS
+            return node
+
+    def _least_busy(self, nodes: Collection[str]) -> str:
+        """The first of ``nodes`` with the fewest pods bound lately (one with none ends the search)."""
+        by_node, chosen, fewest = self._by_node, "", -1
+        for name in nodes:
+            count = len(by_node.get(name, ()))
+            if fewest < 0 or count < fewest:
+                chosen, fewest = name, count
+                if not count:
+                    break
+        return chosen
 
     def note_binding(self, uid: str, node: str) -> None:
         """The function bound the pod (the API accepted the Binding): it counts from now, until the watch shows it."""
         with self._lock:
-            self._answered.pop(uid, None)
             demand = self._demands.get(uid)
             if demand is None or uid in self._gone or uid in self._pods:
                 return  # not judged here (the watch brings it), gone already, or the watch showed it
             self._forget(uid)
-            self._own[uid] = _key(uid, node)
-            self._set(BoundPod(uid, node, time.time(), demand), self._own[uid])
+            self._count_own(uid, node, demand)
+
+    def _count_own(self, uid: str, node: str, demand: PodDemand) -> None:
+        """The pod counts on ``node`` from now (an own binding or an assumption), until the watch shows it."""
+        self._own[uid] = _key(uid, node)
+        self._set(BoundPod(uid, node, time.time(), demand), self._own[uid])
 
     def _forget(self, uid: str) -> None:
-        """The own binding's note leaves the index (the watch showed the pod, or it went)."""
+        """The own binding's or assumption's note leaves the index (the watch showed the pod, or it went)."""
+        self._assumed.pop(uid, None)
         key = self._own.pop(uid, None)
         if key is not None:
             self._remove(key)
 
     # --- reading (request threads) ---------------------------------------------------------------------------------
 
-    def bindings(self, now: float, until: float, exclude: str = "", expect: bool = True) -> tuple[Bindings, bool]:
+    def bindings(self, now: float, until: float, exclude: str = "") -> tuple[Bindings, bool]:
         """The view to judge on at ``now`` (wall clock), caught up with the events the API sent, reading until
         ``until`` (monotonic) at most; and whether the pod ``exclude`` is among its bindings. Waits for the first
-        list only while the instance is cold, and then only until its first request's ``until``; the request that
-        reads the stream waits for the bindings on their way (``_await_answered``), nobody for another's reading."""
+        list only while the instance is cold, and then only until its first request's ``until``; never for a
+        binding, nor for another request's reading."""
         self.start(now)
         if not self._first_list.is_set():
             with self._lock:
@@ -337,8 +365,6 @@ class PodWatch:
             try:
                 if self._stream is not None:
                     self._read(until, now)
-                if expect:
-                    self._await_answered(until, now, exclude)
             finally:
                 self._reading.release()
             self.start(now)  # the stream ended or failed: opened again (or listed again) from now on
@@ -357,37 +383,6 @@ class PodWatch:
                 target=self._connect, args=(now,), name="extender-bound-pods", daemon=True
             )
         thread.start()
-
-    def _await_answered(self, until: float, now: float, exclude: str) -> None:
-        """Read on (the reader only) until the watch shows the binding of every other pod this instance answered for
-        within ``EXPECT_SECONDS``, or ``until``: kube-scheduler binds a pod as the next pod's cycle begins. Stops
-        waiting after ``MISSES_TO_STOP`` bindings in a row did not come, until one does."""
-        while True:
-            with self._lock:
-                instant = time.monotonic()
-                answered = {
-                    uid: at
-                    for uid, at in self._answered.items()
-                    if instant - at < EXPECT_SECONDS and uid not in self._pods
-                }
-                missed = len(self._answered) - len(answered) - sum(uid in self._pods for uid in self._answered)
-                self._misses += max(0, missed)
-                self._answered = answered
-                waiting = [at for uid, at in answered.items() if uid != exclude]
-                stream = self._stream
-                if not waiting or self._misses >= MISSES_TO_STOP or stream is None:
-                    return
-            limit = min(until, max(waiting) + EXPECT_SECONDS)
-            if instant >= limit:
-                return
-            data = stream.read(min(limit, instant + 0.02), _READ_BYTES)
-            if data:
-                self._heard_at = time.monotonic()
-                with self._lock:
-                    self._lines(data, now)
-            if stream.ended and self._stream is stream:
-                self._ended(stream)
-                return
 
     # --- calling the API (its own thread, holding no lock while it waits) -----------------------------------------
 
@@ -531,8 +526,6 @@ class PodWatch:
                 self._gone_now(pod.uid)
             else:
                 self._forget(pod.uid)
-                if self._answered.pop(pod.uid, None) is not None:
-                    self._misses = 0
                 if self._pods.get(pod.uid) != pod:
                     self._set(pod, pod.uid)
         return True
@@ -609,8 +602,14 @@ class PodWatch:
             self._by_node.pop(pod.node, None)
 
     def _publish(self, now: float) -> None:
-        """A new view when the index or its problem changed: pods past the horizon (oldest first, from ``_ages``),
-        past the cap, and assumptions forgotten first."""
+        """A new view when the index or its problem changed: assumptions past ``ASSUME_SECONDS``, pods past the
+        horizon (oldest first, from ``_ages``) and past the cap forgotten first."""
+        assumed, instant = self._assumed, time.monotonic()
+        while assumed:
+            uid, until = next(iter(assumed.items()))
+            if until > instant:
+                break  # the oldest first: the rest count on
+            self._forget(uid)
         ages, pods, since = self._ages, self._pods, now - self.horizon
         while ages and (ages[0][0] < since or len(pods) > MAX_PODS):
             bound_at, key = heapq.heappop(ages)
@@ -650,6 +649,7 @@ class PodWatch:
         self._pods, self._by_node, self._ages = {}, {}, []
         self._touched = None
         self._own = {}
+        self._assumed = {}
         self._known = False
         self._problem = _COLD
         self._changed = True

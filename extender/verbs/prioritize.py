@@ -14,9 +14,9 @@ import orjson
 
 from extender.framework.kept import Derived, ServedProfile
 from extender.framework.profile import MIN_EXTENDER_PRIORITY, ScoreResult
-from extender.kube import expecting_bindings, note_answer
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
+from extender.verbs.assumed import assume_best
 from extender.verbs.filtering import names_source
 from extender.wire.priorities import HostPrioritySchema
 from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema
@@ -32,9 +32,7 @@ _encoded: Derived[dict[str, bytes]] = Derived()
 def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     names = [node.name for node in args.nodes] if args.nodes is not None else args.node_names or []
-    with expecting_bindings():
-        result = _prioritize(args, profile, source)
-    note_answer(args.pod.uid, bool(names))
+    result = _prioritize(args, profile, source)
     if result.error is not None:
         zeros = [{"Host": name, "Score": MIN_EXTENDER_PRIORITY} for name in names]
         reason = result.error.reason
@@ -46,6 +44,7 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
             pod=args.pod,
             result=result,
         )
+    assume_best(args.pod.uid, result, profile.scores)
     return Answer(
         _answer(result, names), nodes_in=len(names), nodes_out=len(result.scores), pod=args.pod, result=result
     )
@@ -74,4 +73,7 @@ def _answer(result: ScoreResult, names: Sequence[str]) -> orjson.Fragment:
         encoded = dict(zip(scores, map(orjson.dumps, entries), strict=True))
         if result.kept:
             _encoded.put(scores, encoded)
+    if result.demoted:  # a tie at the top broken (``extender.verbs.assumed``): this answer's alone
+        lower = _result.dump([{"Host": name, "Score": scores[name] - 1} for name in result.demoted])
+        encoded = {**encoded, **dict(zip(result.demoted, map(orjson.dumps, lower), strict=True))}
     return orjson.Fragment(b"[%b]" % b",".join(map(encoded.__getitem__, names)))

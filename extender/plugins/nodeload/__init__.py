@@ -328,7 +328,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             from extender import kube
 
             if self.config.keep:
-                kube.shared_watch(client, self.horizon).start(now)
+                kube.shared_watch(client, self.horizon, self.config.assume_pods).start(now)
             kube.shared_allocatable(client).current(until=0.0)
         except Exception:  # a bug here must cost nothing: the reads below report it
             logger.exception("NodeLoad: starting the Kubernetes API's lists failed")
@@ -355,9 +355,9 @@ class NodeLoad(FilterPlugin, ScorePlugin):
 
                 bindings = list_bindings(client, self.horizon, now, until)
                 return (bindings if bindings.known else None), bindings.problem, pod.uid in bindings.uids
-            watch = kube.shared_watch(client, self.horizon)
+            watch = kube.shared_watch(client, self.horizon, self.config.assume_pods)
             watch.note_demand(pod.uid, demand)
-            bindings, own = watch.bindings(now, until, exclude=pod.uid, expect=kube.expects_bindings())
+            bindings, own = watch.bindings(now, until, exclude=pod.uid)
             return (bindings if bindings.known else None), bindings.problem, own
         except Exception as exc:  # a bug must cost the in-flight term, never the request
             logger.exception("NodeLoad: reading the pods bound to nodes failed")

@@ -246,6 +246,7 @@ class NodeLoadConfig:
     """The loaded args: everything a NodeLoad instance needs, the instance's settings applied."""
 
     __slots__ = (
+        "assume_pods",
         "auth",
         "credentials",
         "estimates",
@@ -303,6 +304,8 @@ class NodeLoadConfig:
         # The PROMETHEUS_* variables the credentials may name (tokenEnv, passwordEnv): the instance's, as it started.
         self.secret_variables = settings.prometheus
         self.http_timeout = settings.http_timeout
+        # Pods answered for count where they go until bound (EXTENDER_ASSUME_PODS, ``extender.verbs.assumed``).
+        self.assume_pods = settings.assume_pods
         # RiskBalancing: per resource metric, its mean and standard deviation over the score's window.
         self.risk: tuple[tuple[Metric, Metric, Metric], ...] = ()
         if score.strategy == RISK_BALANCING:

@@ -1,0 +1,123 @@
+"""Where kube-scheduler will bind a pod after prioritize (extender.verbs.assumed), served: the answer breaks a tie at
+the top so that the pod counts where it goes from the answer on, without waiting for its binding; the decision entry
+says where; a binding elsewhere moves it; without the Kubernetes API nothing changes. A real Prometheus, the API
+stand-in, node-name requests."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from extender.verbs.assumed import MAX_TIED
+from testkit.fake_apiserver import node
+from testkit.scheduling import guaranteed_pod
+from tests.prometheus import METRIC
+
+TIED = {"node-0": 0.3, "node-1": 0.3, "node-2": 0.3, "node-3": 0.5}
+
+
+def policy(directory: Path, url: str) -> Path:
+    args = {
+        "prometheus": {"url": url, "auth": "none"},
+        "metrics": [{"name": "cpu", "query": METRIC, "nodeLabel": "node"}],
+        "refreshInterval": "1s",
+        "maxAge": "1m",
+        "score": {"metric": "cpu", "strategy": "LeastLoaded"},
+    }
+    document = {
+        "nodeCacheCapable": True,
+        "profiles": [
+            {
+                "name": "default",
+                "plugins": {"score": {"enabled": [{"name": "NodeLoad", "weight": 1}]}},
+                "pluginConfig": [{"name": "NodeLoad", "args": args}],
+            }
+        ],
+    }
+    path = directory / "policy.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def measuring(prometheus: Any, exporter: Any, loads: dict[str, float]) -> None:
+    exporter.set(loads)
+    prometheus.wait_until(METRIC, lambda values: values == loads)
+
+
+def prioritize(client: Any, caplog: pytest.LogCaptureFixture, name: str, nodes: list[str]) -> tuple[dict, dict]:
+    """Prioritize one 400m pod (a tenth of a node); its answer by node, and its decision entry."""
+    body = {"Pod": guaranteed_pod(name), "Nodes": None, "NodeNames": nodes}
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="extender.decision"):
+        answer = client.post("/prioritize", json=body)
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    entries = [getattr(record, "json_fields", {}) for record in caplog.records]
+    (entry,) = [entry for entry in entries if entry.get("event") == "extender.decision"]
+    return {item["Host"]: item["Score"] for item in answer.get_json()}, entry
+
+
+def test_a_tie_at_the_top_is_broken_and_the_pod_counts_where_the_answer_sends_it(
+    prometheus, exporter, apiserver, client_factory, tmp_path, caplog
+):
+    measuring(prometheus, exporter, TIED)
+    apiserver.set_nodes([node(name) for name in TIED])
+    client = client_factory(policy(tmp_path, prometheus.url), **apiserver.environment())
+    names = list(TIED)
+    # Predicted 0.4 on the three tied nodes (measured plus the pod's own tenth): 6 each; node-3 0.6: 4.
+    first, entry = prioritize(client, caplog, "first", names)
+    assert first == {"node-0": 6, "node-1": 5, "node-2": 5, "node-3": 4}
+    assert entry["assumedOn"] == "node-0"
+    assert [(score["node"], score["score"]) for score in entry["scores"][:3]] == [
+        ("node-0", 6),
+        ("node-1", 5),
+        ("node-2", 5),
+    ]
+    # The next pod, at once: the first counts on node-0 (0.5), so node-1 and node-2 tie, and node-1 takes it.
+    second, entry = prioritize(client, caplog, "second", names)
+    assert second == {"node-0": 5, "node-1": 6, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-1"
+    # The scheduler bound the first elsewhere after all: once the watch shows it, it counts there, not on node-0.
+    apiserver.add_pod(guaranteed_pod("first"))
+    apiserver.bind("default", "first", "node-2")
+    for _ in range(200):
+        third, entry = prioritize(client, caplog, "third", names)
+        if third["node-0"] == 6:
+            break
+    assert third == {"node-0": 6, "node-1": 5, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-0"
+
+
+def test_a_pod_with_one_feasible_node_counts_there_from_the_filter_on(
+    prometheus, exporter, apiserver, client_factory, tmp_path, caplog
+):
+    """kube-scheduler skips prioritize when one node is left: the filter answer is where the pod goes."""
+    measuring(prometheus, exporter, TIED)
+    apiserver.set_nodes([node(name) for name in TIED])
+    client = client_factory(policy(tmp_path, prometheus.url), **apiserver.environment())
+    body = {"Pod": guaranteed_pod("alone"), "Nodes": None, "NodeNames": ["node-1"]}
+    assert client.post("/filter", json=body).get_json()["NodeNames"] == ["node-1"]
+    answer, entry = prioritize(client, caplog, "next", list(TIED))
+    assert answer == {"node-0": 6, "node-1": 5, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-0"
+
+
+def test_a_tie_of_many_nodes_stands(prometheus, exporter, apiserver, client_factory, tmp_path, caplog):
+    """Among so many equals no node takes a burst: the answer keeps the tie, the pod counts on the first least busy."""
+    many = {f"node-{index}": 0.3 for index in range(MAX_TIED + 1)}
+    measuring(prometheus, exporter, many)
+    apiserver.set_nodes([node(name) for name in many])
+    client = client_factory(policy(tmp_path, prometheus.url), **apiserver.environment())
+    answer, entry = prioritize(client, caplog, "one", list(many))
+    assert set(answer.values()) == {6} and entry["assumedOn"] == "node-0"
+    answer, entry = prioritize(client, caplog, "two", list(many))
+    assert answer["node-0"] == 5 and set(answer.values()) == {5, 6} and entry["assumedOn"] == "node-1"
+
+
+def test_without_the_kubernetes_api_the_answer_is_the_profile_s(prometheus, exporter, client_factory, tmp_path, caplog):
+    measuring(prometheus, exporter, TIED)
+    client = client_factory(policy(tmp_path, prometheus.url))
+    for name in ("without-api-1", "without-api-2"):  # pods no watch of another test judged
+        answer, entry = prioritize(client, caplog, name, list(TIED))
+        # No allocatable without the API: judged as measured, 0.3 and 0.5.
+        assert answer == {"node-0": 7, "node-1": 7, "node-2": 7, "node-3": 5} and "assumedOn" not in entry
