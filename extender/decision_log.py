@@ -358,15 +358,22 @@ _tops: Derived[tuple[tuple[tuple[str, dict[str, int]], ...], list[dict[str, Any]
 
 def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
     """The best-scored nodes, each with its plugins' 0..100 scores: why the winner won (a plugin left out for a node,
-    its facts missing under failurePolicy Ignore, is not shown for it)."""
+    its facts missing under failurePolicy Ignore, is not shown for it); each score as answered."""
+    top = _kept_top(result)
+    if not result.demoted:
+        return top
+    # A tie at the top broken in the answer (at most extender.verbs.assumed.MAX_TIED <= TOP_N nodes, all among these).
+    demoted = {_name(node) for node in result.demoted}
+    answered = [{**entry, "score": entry["score"] - 1} if entry["node"] in demoted else entry for entry in top]
+    return sorted(answered, key=itemgetter("score"), reverse=True)
+
+
+def _kept_top(result: ScoreResult) -> list[dict[str, Any]]:
     by_plugin = tuple(result.by_plugin.items())
-    scores, kept = result.scores, result.kept and not result.demoted
-    if result.demoted:  # a tie at the top broken: the scores the answer gave
-        scores = {**scores, **{name: scores[name] - 1 for name in result.demoted}}
-    known = _tops.get(scores) if kept else None
+    known = _tops.get(result.scores) if result.kept else None
     if known is not None and _same_objects(by_plugin, known[0]):
         return known[1]
-    best = heapq.nlargest(TOP_N, scores.items(), key=itemgetter(1))
+    best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
     top = [
         {
             "node": _name(node),
@@ -375,8 +382,8 @@ def _top_scores(result: ScoreResult) -> list[dict[str, Any]]:
         }
         for node, score in best
     ]
-    if kept:
-        _tops.put(scores, (by_plugin, top))
+    if result.kept:
+        _tops.put(result.scores, (by_plugin, top))
     return top
 
 

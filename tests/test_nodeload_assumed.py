@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from extender.decision_log import TOP_N
 from extender.verbs.assumed import MAX_TIED
 from testkit.fake_apiserver import node
 from testkit.scheduling import guaranteed_pod
@@ -71,6 +72,7 @@ def test_a_tie_at_the_top_is_broken_and_the_pod_counts_where_the_answer_sends_it
     first, entry = prioritize(client, caplog, "first", names)
     assert first == {"node-0": 6, "node-1": 5, "node-2": 5, "node-3": 4}
     assert entry["assumedOn"] == "node-0"
+    assert MAX_TIED <= TOP_N  # every node of a broken tie is among the entry's scores, as answered
     assert [(score["node"], score["score"]) for score in entry["scores"][:3]] == [
         ("node-0", 6),
         ("node-1", 5),
@@ -121,3 +123,36 @@ def test_without_the_kubernetes_api_the_answer_is_the_profile_s(prometheus, expo
         answer, entry = prioritize(client, caplog, name, list(TIED))
         # No allocatable without the API: judged as measured, 0.3 and 0.5.
         assert answer == {"node-0": 7, "node-1": 7, "node-2": 7, "node-3": 5} and "assumedOn" not in entry
+
+
+def test_with_the_api_hung_from_the_start_the_answered_pods_still_count(
+    prometheus, exporter, apiserver, client_factory, tmp_path, caplog
+):
+    """Never worse than measured load, the pod's own share and the pods this instance answered for: a cold instance
+    whose API never answers waits once, then counts what it answered (full-node requests bring the allocatable)."""
+    measuring(prometheus, exporter, TIED)
+    environment = apiserver.environment()
+    apiserver.hang = True
+    document = json.loads(policy(tmp_path, prometheus.url).read_text())
+    document["nodeCacheCapable"] = False
+    (tmp_path / "policy.json").write_text(json.dumps(document))
+    client = client_factory(tmp_path / "policy.json", **environment)
+    items = [node(name) for name in TIED]
+    answers = []
+    for name in ("hung-1", "hung-2"):
+        body = {"Pod": guaranteed_pod(name), "Nodes": {"metadata": {}, "items": items}, "NodeNames": None}
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="extender.decision"):
+            answer = client.post("/prioritize", json=body)
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+        (entry,) = [getattr(r, "json_fields", {}) for r in caplog.records if r.name == "extender.decision"]
+        assert "NodeLoad" in entry["incomplete"]
+        plugin_scores = {score["node"]: score["plugins"]["NodeLoad"] for score in entry["scores"]}
+        answers.append(({item["Host"]: item["Score"] for item in answer.get_json()}, entry["assumedOn"], plugin_scores))
+    # As with a healthy API: the first counts on node-0 (0.5 with the second's own tenth: LeastLoaded 50, where the
+    # others score 60), so node-1 takes the next.
+    least_loaded = {**dict.fromkeys(TIED, 60), "node-3": 40}
+    assert answers == [
+        ({"node-0": 6, "node-1": 5, "node-2": 5, "node-3": 4}, "node-0", least_loaded),
+        ({"node-0": 5, "node-1": 6, "node-2": 5, "node-3": 4}, "node-1", {**least_loaded, "node-0": 50}),
+    ]

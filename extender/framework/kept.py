@@ -55,7 +55,6 @@ from extender.framework.cycle import CycleState
 from extender.framework.plugin import Observed, Plugin
 from extender.framework.profile import (
     FilterResult,
-    Notes,
     PreemptResult,
     Profile,
     ScoreResult,
@@ -72,6 +71,7 @@ if TYPE_CHECKING:
 MAX_KEYS = 16
 
 T = TypeVar("T")
+_V = TypeVar("_V")
 _labels = attrgetter("labels")
 _why_unknown = attrgetter("why_unknown")
 
@@ -84,44 +84,59 @@ class KeptVerdicts:
 
     __slots__ = ("nodes", "rejected", "verdicts", "would_reject")
 
-    def __init__(self, nodes: Mapping[str, Node], rejected: Mapping[str, Status], would_reject: Notes) -> None:
+    def __init__(
+        self,
+        nodes: Mapping[str, Node],
+        rejected: Mapping[str, Status],
+        would_reject: Mapping[str, tuple[Status, ...]],
+        verdicts: dict[str, Status | None] | None = None,
+    ) -> None:
         # The Node object each verdict was worked out for, by name.
         self.nodes = nodes
         self.rejected = rejected
         # Rejections audited plugins held back (the node passed), by name.
         self.would_reject = would_reject
         # Each name's verdict in one map, for one lookup per name a request brings: None (it passes) or its rejection.
-        verdicts: dict[str, Status | None] = dict.fromkeys(nodes)
-        verdicts.update(rejected)
+        if verdicts is None:
+            verdicts = dict.fromkeys(nodes)
+            verdicts.update(rejected)
         self.verdicts = verdicts
 
-    def without(self, names: Collection[str]) -> KeptVerdicts:
-        """The verdicts of every node but ``names`` (whose inputs changed)."""
-        gone = [name for name in names if name in self.nodes]
-        if not gone:
-            return self
-        nodes, rejected, would_reject = dict(self.nodes), dict(self.rejected), dict(self.would_reject)
-        for name in gone:
-            del nodes[name]
-            rejected.pop(name, None)
-            would_reject.pop(name, None)
-        return KeptVerdicts(nodes, rejected, would_reject)
-
-    def adding(
-        self, nodes: Sequence[Node], rejected: Mapping[str, Status], would_reject: Notes, unjudged: Collection[str]
+    def replacing(
+        self,
+        changed: Collection[str],
+        nodes: Sequence[Node],
+        rejected: Mapping[str, Status],
+        would_reject: Mapping[str, tuple[Status, ...]],
+        unjudged: Collection[str],
     ) -> KeptVerdicts:
-        """With the verdicts on ``nodes``, except those a plugin did not judge or failed on (``unjudged``) or whose
-        source could not describe them."""
+        """Without the verdicts of ``changed`` names (whose inputs changed), with those on ``nodes`` (judged again or
+        first), except those a plugin did not judge or failed on (``unjudged``) or whose source could not describe
+        them: each map copied once."""
         described = {node.name: node for node in nodes if node.why_unknown is None and node.name not in unjudged}
-        if not described:
+        gone = [name for name in changed if name in self.nodes and name not in described]
+        if not described and not gone:
             return self
         refused = {name: rejected[name] for name in described if name in rejected}
         held = {name: would_reject[name] for name in described if name in would_reject}
+        stale = [*gone, *(name for name in described if name in self.nodes)]
+        kept_nodes, verdicts = {**self.nodes, **described}, {**self.verdicts, **dict.fromkeys(described)}
+        for name in gone:
+            del kept_nodes[name], verdicts[name]
+        verdicts.update(refused)
         return KeptVerdicts(
-            {**self.nodes, **described},
-            {**self.rejected, **refused} if refused else self.rejected,
-            {**self.would_reject, **held} if held else self.would_reject,
+            kept_nodes, _replaced(self.rejected, stale, refused), _replaced(self.would_reject, stale, held), verdicts
         )
+
+
+def _replaced(kept: Mapping[str, _V], stale: Collection[str], new: Mapping[str, _V]) -> Mapping[str, _V]:
+    """``kept`` without the ``stale`` names, with ``new``: the same object when that changes nothing."""
+    if not new and not any(map(kept.__contains__, stale)):
+        return kept
+    gone = set(stale)
+    replaced = {name: value for name, value in kept.items() if name not in gone} if gone else dict(kept)
+    replaced.update(new)
+    return replaced
 
 
 _NO_VERDICTS = KeptVerdicts({}, {}, {})
@@ -193,10 +208,12 @@ class KeptProfile:
         generation = source.generation()
         kept_now = self._current(generation)
         kept = kept_now.verdicts.get(keys)
-        if kept is None:  # verdicts kept under keys that differ only on nodes the plugins name: all but those
+        # Names whose kept verdicts are stale: under keys that differ only on the nodes the plugins name, all but those.
+        changed: Collection[str] = ()
+        if kept is None:
             found = _derivable(kept_now.verdicts, keys, plain.filters)
             if found is not None:
-                kept = found[0].without(found[1])
+                kept, changed = found[0], found[1]
         seconds = dict.fromkeys((plugin.name for plugin in plain.filters), 0.0)
         # Each name's verdict: None (it passes) or its rejection.
         verdicts: list[Status | None] | None = None
@@ -206,7 +223,11 @@ class KeptProfile:
             known = previous.nodes.get
             fresh = [node for node in nodes if known(node.name) is not node]
             carried = [node for node in nodes if known(node.name) is node]
-            kept = _NO_VERDICTS.adding(carried, previous.rejected, previous.would_reject, ())
+            kept = _NO_VERDICTS.replacing((), carried, previous.rejected, previous.would_reject, ())
+        elif changed:  # the changed nodes this request brings, and names without a kept verdict: judged again
+            brought, verdict_of = set(names), kept.verdicts
+            again = [name for name in changed if name in brought and name in verdict_of]
+            fresh = source.lookup([*again, *filterfalse(verdict_of.__contains__, names)])
         else:
             fresh = []
             try:
@@ -219,10 +240,15 @@ class KeptProfile:
             fresh_result = plain.filter_each(pod, fresh, cycle)
             if fresh_result.error is not None:
                 return fresh_result
-            seconds, rejected = fresh_result.seconds_by_plugin, {**rejected, **fresh_result.rejected}
-            would_reject = {**would_reject, **fresh_result.would_reject}
+            seconds = fresh_result.seconds_by_plugin
             unjudged = fresh_result.skipped.keys() | fresh_result.audit_failed.keys()
-            kept = kept.adding(fresh, fresh_result.rejected, fresh_result.would_reject, unjudged)
+        else:
+            unjudged = set()
+        if fresh or changed:
+            kept = kept.replacing(changed, fresh, fresh_result.rejected, fresh_result.would_reject, unjudged)
+            # The kept maps lack what was not judged (skipped, failed): this request's own results count for it.
+            rejected = {**kept.rejected, **fresh_result.rejected} if fresh_result.rejected else kept.rejected
+            would_reject = {**kept.would_reject, **fresh_result.would_reject}
         if source.generation() is generation:
             _store(kept_now.verdicts, keys, kept)
         result = FilterResult(

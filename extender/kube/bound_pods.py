@@ -77,7 +77,7 @@ LIST_SECONDS = 60.0
 ASSUME_SECONDS = 30.0
 # One WARNING per problem this often at most.
 WARN_SECONDS = 60.0
-# Pods whose demand NodeLoad noted, and pods the watch saw go, remembered at most.
+# Pods whose demand NodeLoad noted, pods assumed, and pods the watch saw go, remembered at most.
 MAX_NOTED = 4096
 # Bytes of events one read takes before the index is updated.
 _READ_BYTES = 4 * 1024 * 1024
@@ -310,6 +310,8 @@ class PodWatch:
             if demand is None or uid in self._gone or uid in self._pods or bound_here:
                 return None  # not judged here, gone, shown by the watch, or bound by the function: known better
             self._forget(uid)
+            if len(self._assumed) >= MAX_NOTED:
+                self._forget(next(iter(self._assumed)))  # the oldest
             node = self._least_busy(best)
             self._count_own(uid, node, demand)
             self._assumed[uid] = time.monotonic() + ASSUME_SECONDS

@@ -358,7 +358,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             watch = kube.shared_watch(client, self.horizon, self.config.assume_pods)
             watch.note_demand(pod.uid, demand)
             bindings, own = watch.bindings(now, until, exclude=pod.uid)
-            return (bindings if bindings.known else None), bindings.problem, own
+            # Listed or not, the pods this instance bound or answered for count (the API failing from the start).
+            return (bindings if bindings.known or bindings.by_node else None), bindings.problem, own
         except Exception as exc:  # a bug must cost the in-flight term, never the request
             logger.exception("NodeLoad: reading the pods bound to nodes failed")
             return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", False
