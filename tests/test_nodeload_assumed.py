@@ -5,9 +5,7 @@ stand-in, node-name requests."""
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,31 +15,9 @@ from extender.verbs.assumed import MAX_TIED
 from testkit.fake_apiserver import node
 from testkit.scheduling import guaranteed_pod
 from tests.prometheus import METRIC
+from tests.test_nodeload_herding import policy
 
 TIED = {"node-0": 0.3, "node-1": 0.3, "node-2": 0.3, "node-3": 0.5}
-
-
-def policy(directory: Path, url: str) -> Path:
-    args = {
-        "prometheus": {"url": url, "auth": "none"},
-        "metrics": [{"name": "cpu", "query": METRIC, "nodeLabel": "node"}],
-        "refreshInterval": "1s",
-        "maxAge": "1m",
-        "score": {"metric": "cpu", "strategy": "LeastLoaded"},
-    }
-    document = {
-        "nodeCacheCapable": True,
-        "profiles": [
-            {
-                "name": "default",
-                "plugins": {"score": {"enabled": [{"name": "NodeLoad", "weight": 1}]}},
-                "pluginConfig": [{"name": "NodeLoad", "args": args}],
-            }
-        ],
-    }
-    path = directory / "policy.json"
-    path.write_text(json.dumps(document))
-    return path
 
 
 def measuring(prometheus: Any, exporter: Any, loads: dict[str, float]) -> None:
@@ -66,7 +42,7 @@ def test_a_tie_at_the_top_is_broken_and_the_pod_counts_where_the_answer_sends_it
 ):
     measuring(prometheus, exporter, TIED)
     apiserver.set_nodes([node(name) for name in TIED])
-    client = client_factory(policy(tmp_path, prometheus.url), **apiserver.environment())
+    client = client_factory(policy(tmp_path, prometheus.url, True), **apiserver.environment())
     names = list(TIED)
     # Predicted 0.4 on the three tied nodes (measured plus the pod's own tenth): 6 each; node-3 0.6: 4.
     first, entry = prioritize(client, caplog, "first", names)
@@ -97,7 +73,7 @@ def test_a_pod_with_one_feasible_node_counts_there_from_the_filter_on(
     """kube-scheduler skips prioritize when one node is left: the filter answer is where the pod goes."""
     measuring(prometheus, exporter, TIED)
     apiserver.set_nodes([node(name) for name in TIED])
-    client = client_factory(policy(tmp_path, prometheus.url), **apiserver.environment())
+    client = client_factory(policy(tmp_path, prometheus.url, True), **apiserver.environment())
     body = {"Pod": guaranteed_pod("alone"), "Nodes": None, "NodeNames": ["node-1"]}
     assert client.post("/filter", json=body).get_json()["NodeNames"] == ["node-1"]
     answer, entry = prioritize(client, caplog, "next", list(TIED))
@@ -109,7 +85,7 @@ def test_a_tie_of_many_nodes_stands(prometheus, exporter, apiserver, client_fact
     many = {f"node-{index}": 0.3 for index in range(MAX_TIED + 1)}
     measuring(prometheus, exporter, many)
     apiserver.set_nodes([node(name) for name in many])
-    client = client_factory(policy(tmp_path, prometheus.url), **apiserver.environment())
+    client = client_factory(policy(tmp_path, prometheus.url, True), **apiserver.environment())
     answer, entry = prioritize(client, caplog, "one", list(many))
     assert set(answer.values()) == {6} and entry["assumedOn"] == "node-0"
     answer, entry = prioritize(client, caplog, "two", list(many))
@@ -118,7 +94,7 @@ def test_a_tie_of_many_nodes_stands(prometheus, exporter, apiserver, client_fact
 
 def test_without_the_kubernetes_api_the_answer_is_the_profile_s(prometheus, exporter, client_factory, tmp_path, caplog):
     measuring(prometheus, exporter, TIED)
-    client = client_factory(policy(tmp_path, prometheus.url))
+    client = client_factory(policy(tmp_path, prometheus.url, True))
     for name in ("without-api-1", "without-api-2"):  # pods no watch of another test judged
         answer, entry = prioritize(client, caplog, name, list(TIED))
         # No allocatable without the API: judged as measured, 0.3 and 0.5.
@@ -133,10 +109,7 @@ def test_with_the_api_hung_from_the_start_the_answered_pods_still_count(
     measuring(prometheus, exporter, TIED)
     environment = apiserver.environment()
     apiserver.hang = True
-    document = json.loads(policy(tmp_path, prometheus.url).read_text())
-    document["nodeCacheCapable"] = False
-    (tmp_path / "policy.json").write_text(json.dumps(document))
-    client = client_factory(tmp_path / "policy.json", **environment)
+    client = client_factory(policy(tmp_path, prometheus.url, False), **environment)
     items = [node(name) for name in TIED]
     answers = []
     for name in ("hung-1", "hung-2"):
