@@ -6,6 +6,7 @@ larger than a request's budget; and the function's own answers and bindings, ass
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
@@ -26,8 +27,8 @@ def watch_on(apiserver: FakeApiServer) -> PodWatch:
     return PodWatch(client, HORIZON)
 
 
-def view(watch: PodWatch, seconds: float = 2.0, exclude: str = ""):
-    bindings, own = watch.bindings(time.time(), time.monotonic() + seconds, exclude)
+def view(watch: PodWatch, seconds: float = 2.0, exclude: str = "", expecting: bool = False):
+    bindings, own = watch.bindings(time.time(), time.monotonic() + seconds, exclude, expecting)
     return bindings, own
 
 
@@ -223,6 +224,72 @@ def test_a_watch_line_that_is_not_an_event_breaks_only_the_stream(apiserver, mon
     bad = b"not json\n" if shape == "garbage" else b"x" * 10_000
     watch._lines(bad, time.time())
     assert watch._stream is None and "watch" in watch._problem
+
+
+def test_a_pod_placed_elsewhere_is_waited_for_and_one_that_never_comes_only_up_to_its_bound(apiserver, monkeypatch):
+    monkeypatch.setattr(module, "EXPECT_SECONDS", 3.0)
+    apiserver.set_pods([pod(name, f"u-{name}", "", cpu="200m") for name in ("theirs", "never")])
+    watch = watch_on(apiserver)
+    view(watch)
+    # Another instance answered the pod's prioritize, and the scheduler binds it a little after the next pod's filter
+    # arrived: the next prioritize here sees it (it waited for it), whatever the machine's pace.
+    watch.expect("u-theirs")
+    threading.Timer(0.2, apiserver.bind, args=("default", "theirs", "node-b")).start()
+    assert "u-theirs" in uids(view(watch, seconds=10.0, exclude="u-next", expecting=True)[0])
+    # One that never comes (another extender rejected it) is waited for EXPECT_SECONDS at most, then counted missed.
+    watch.expect("u-never")
+    started = time.monotonic()
+    assert "u-never" not in uids(view(watch, seconds=10.0, exclude="u-next", expecting=True)[0])
+    assert time.monotonic() - started < module.EXPECT_SECONDS + 2.0 and watch._misses == 1
+    # The pod's own request does not wait for itself, nor for a pod this instance placed (its prioritize answered
+    # here: assumed), nor for a pod the function bound itself (bindVerb: it counts at once).
+    watch.note_demand("u-mine", demand_of(pod("x", "x", "", cpu="200m")))
+    watch.note_demand("u-placed", demand_of(pod("y", "y", "", cpu="200m")))
+    watch.expect("u-self")
+    watch.expect("u-placed")
+    watch.assume("u-placed", ["node-b"])
+    watch.expect("u-mine")
+    watch.note_binding("u-mine", "node-a")
+    started = time.monotonic()
+    assert "u-mine" in uids(view(watch, seconds=10.0, exclude="u-self", expecting=True)[0])
+    assert time.monotonic() - started < module.EXPECT_SECONDS - 1.0 and watch._misses == 1
+    assert "u-placed" in uids(view(watch, exclude="u-self")[0])
+
+
+def test_filter_never_waits_for_a_binding_on_its_way(apiserver, monkeypatch):
+    """Only prioritize waits for the bindings of pods placed elsewhere (``expecting_bindings``): a filter request
+    answers at once from what the instance knows, and the binding counts from the request after the watch shows it."""
+    monkeypatch.setattr(module, "EXPECT_SECONDS", 30.0)  # were it waited for, the request would take this long
+    apiserver.set_pods([pod("later", "u-later", "", cpu="200m")])
+    watch = watch_on(apiserver)
+    view(watch)
+    watch.expect("u-later")
+    started = time.monotonic()
+    assert "u-later" not in uids(view(watch, seconds=20.0, exclude="u-next")[0])
+    assert time.monotonic() - started < 10.0
+    apiserver.bind("default", "later", "node-a")
+    assert "u-later" in uids(settled(watch, lambda found: "u-later" in found))
+
+
+def test_waiting_stops_while_expected_bindings_do_not_come_and_resumes_when_one_does(apiserver, monkeypatch):
+    monkeypatch.setattr(module, "EXPECT_SECONDS", 0.3)
+    apiserver.set_pods([pod("comes", "u-comes", "", cpu="100m")])
+    watch = watch_on(apiserver)
+    view(watch)
+    for index in range(module.MISSES_TO_STOP):  # a caller that filters and never binds (a dry run)
+        watch.expect(f"u-dry-{index}")
+        view(watch, exclude="u-next", expecting=True)
+    assert watch._misses == module.MISSES_TO_STOP
+    watch.expect("u-dry-more")
+    monkeypatch.setattr(module, "EXPECT_SECONDS", 30.0)  # were it waited for, the request would take this long
+    started = time.monotonic()
+    view(watch, seconds=20.0, exclude="u-next", expecting=True)
+    assert time.monotonic() - started < 10.0
+    # A pod placed elsewhere is bound: bindings arrive again, and requests wait for them again.
+    watch.expect("u-comes")
+    apiserver.bind("default", "comes", "node-a")
+    settled(watch, lambda found: "u-comes" in found)
+    assert watch._misses == 0
 
 
 def test_an_answered_pod_counts_where_assumed_until_its_binding_shows_where_it_went(apiserver):

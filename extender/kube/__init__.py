@@ -7,14 +7,17 @@ module when any of these variables is. The pod watch and the nodes'
 allocatable resources are made by the first request of a policy that needs
 them (``shared_watch``, ``shared_allocatable``): one each per API server and
 process, whichever plugins read them. The verbs tell them where the
-function's answer sends a pod and what it bound (``assume``,
-``note_binding``), which costs nothing while there is none.
+function's answer sends a pod, which pods it answered without placing them,
+and what it bound (``assume``, ``expect``, ``note_binding``), which costs
+nothing while there is none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from extender.kube.variables import API_URL_ENV, CREDENTIAL_ENVS
@@ -71,6 +74,32 @@ def shared_allocatable(client: KubeClient) -> NodeAllocatable:
 
             found = _ALLOCATABLE[client.config] = NodeAllocatable(client)
         return found
+
+
+def expect(uid: str) -> None:
+    """The function answered the pod's filter with several feasible nodes: its binding follows, placed by whichever
+    instance answers its prioritize (``PodWatch.expect``)."""
+    for watch in list(_WATCHES.values()):
+        watch.expect(uid)
+
+
+# Whether the request running (on this thread) waits for the bindings of pods placed elsewhere: prioritize only.
+_EXPECTING: ContextVar[bool] = ContextVar("expecting_bindings", default=False)
+
+
+@contextlib.contextmanager
+def expecting_bindings() -> Iterator[None]:
+    """What runs inside (a prioritize request) waits for the bindings of the pods whose filter this instance answered
+    and another instance placed (``PodWatch.bindings``); filter never does."""
+    token = _EXPECTING.set(True)
+    try:
+        yield
+    finally:
+        _EXPECTING.reset(token)
+
+
+def expects_bindings() -> bool:
+    return _EXPECTING.get()
 
 
 def assuming() -> bool:

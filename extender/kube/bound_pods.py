@@ -31,7 +31,13 @@ Invariants of the index (``Bindings``, a cache):
   the function's answer (prioritize's highest scores, or filter's only feasible node) names where the scheduler will
   most likely bind the pod, and the pod counts there from the answer on, until the watch shows where it went (then
   that counts), the function binds it, or ``ASSUME_SECONDS`` pass without a binding (the scheduler placed it
-  elsewhere or gave up). Nobody waits for a binding: the next pod is judged at once on the bindings seen and assumed.
+  elsewhere or gave up). The next pod is judged at once on the bindings seen and assumed.
+- **Pods placed elsewhere are waited for.** Several instances behind one scheduler: a pod whose filter this instance
+  answered with several feasible nodes (``expect``) but whose prioritize went to another instance is bound where
+  this one cannot know. A prioritize request (``expecting``; filter never) that reads the stream waits
+  (``EXPECT_SECONDS`` at most, within its deadline) for the bindings of such pods answered within that time; after
+  ``MISSES_TO_STOP`` of them in a row did not come (a dry run), requests stop waiting until one arrives again. One
+  instance alone answers each pod's prioritize too, so it never waits.
 - **Bounded.** At most ``MAX_PODS`` pods (the oldest go first, and views say they are incomplete), during a LIST too
   (only what the horizon needs is kept while the pages arrive); one event line at most ``MAX_LINE`` bytes; an API
   failure is retried at most every ``RETRY_SECONDS``; a LIST takes at most ``LIST_SECONDS``. A failure never empties
@@ -75,6 +81,10 @@ LIST_SECONDS = 60.0
 # How long an answered pod counts where it was assumed while its binding has not shown (kube-scheduler's client may
 # hold bindings back for seconds in a burst; a pod never bound stops counting then).
 ASSUME_SECONDS = 30.0
+# How long a prioritize request waits for the binding of a pod whose filter this instance answered and whose
+# placement it does not know, and after how many such bindings in a row did not come requests stop waiting.
+EXPECT_SECONDS = 0.5
+MISSES_TO_STOP = 3
 # One WARNING per problem this often at most.
 WARN_SECONDS = 60.0
 # Pods whose demand NodeLoad noted, pods assumed, and pods the watch saw go, remembered at most.
@@ -263,6 +273,9 @@ class PodWatch:
         self._own: dict[str, str] = {}
         # Assumptions among them: uid -> when they stop counting (monotonic), the oldest first.
         self._assumed: dict[str, float] = {}
+        # Pods whose filter this instance answered with several nodes, placed elsewhere -> when (monotonic).
+        self._expected: dict[str, float] = {}
+        self._misses = 0
         # Pods the watch saw finish or go: a late note of their binding must not bring them back.
         self._gone: dict[str, None] = {}
         self._version = ""
@@ -293,14 +306,23 @@ class PodWatch:
                 self._demands.pop(next(iter(self._demands)))
             self._demands[uid] = demand
 
+    def expect(self, uid: str) -> None:
+        """The function answered the pod's filter with several feasible nodes: its binding follows, and where is
+        known here only if this instance answers its prioritize too (``assume``)."""
+        with self._lock:
+            if len(self._expected) >= MAX_NOTED:
+                self._expected.pop(next(iter(self._expected)))
+            self._expected[uid] = time.monotonic()
+
     def assume(self, uid: str, best: Collection[str]) -> str | None:
         """The function answered for the pod, and kube-scheduler will most likely bind it to one of ``best`` (the
         nodes its answer ranks highest; empty: no binding follows). It counts on the one of them with the fewest pods
         bound lately (kube-scheduler's own scores favour the less requested node among equals) until the watch shows
         where it went, the function binds it, or ``ASSUME_SECONDS`` pass."""
-        if not self.assumes:
-            return None
         with self._lock:
+            self._expected.pop(uid, None)
+            if not self.assumes:
+                return None
             if not best:
                 if uid in self._assumed:
                     self._forget(uid)
@@ -331,6 +353,7 @@ class PodWatch:
     def note_binding(self, uid: str, node: str) -> None:
         """The function bound the pod (the API accepted the Binding): it counts from now, until the watch shows it."""
         with self._lock:
+            self._expected.pop(uid, None)
             demand = self._demands.get(uid)
             if demand is None or uid in self._gone or uid in self._pods:
                 return  # not judged here (the watch brings it), gone already, or the watch showed it
@@ -351,11 +374,12 @@ class PodWatch:
 
     # --- reading (request threads) ---------------------------------------------------------------------------------
 
-    def bindings(self, now: float, until: float, exclude: str = "") -> tuple[Bindings, bool]:
+    def bindings(self, now: float, until: float, exclude: str = "", expecting: bool = False) -> tuple[Bindings, bool]:
         """The view to judge on at ``now`` (wall clock), caught up with the events the API sent, reading until
         ``until`` (monotonic) at most; and whether the pod ``exclude`` is among its bindings. Waits for the first
-        list only while the instance is cold, and then only until its first request's ``until``; never for a
-        binding, nor for another request's reading."""
+        list only while the instance is cold, and then only until its first request's ``until``; ``expecting``,
+        the request that reads the stream waits for the bindings of pods placed elsewhere (``_await_expected``);
+        nobody waits for another's reading."""
         self.start(now)
         if not self._first_list.is_set():
             with self._lock:
@@ -367,6 +391,8 @@ class PodWatch:
             try:
                 if self._stream is not None:
                     self._read(until, now)
+                if expecting:
+                    self._await_expected(until, now, exclude)
             finally:
                 self._reading.release()
             self.start(now)  # the stream ended or failed: opened again (or listed again) from now on
@@ -385,6 +411,37 @@ class PodWatch:
                 target=self._connect, args=(now,), name="extender-bound-pods", daemon=True
             )
         thread.start()
+
+    def _await_expected(self, until: float, now: float, exclude: str) -> None:
+        """Read on (the reader only) until the watch shows the binding of every other pod placed elsewhere that this
+        instance answered for within ``EXPECT_SECONDS``, or ``until``. Stops waiting after ``MISSES_TO_STOP``
+        bindings in a row did not come, until one does."""
+        while True:
+            with self._lock:
+                instant = time.monotonic()
+                expected = {
+                    uid: at
+                    for uid, at in self._expected.items()
+                    if instant - at < EXPECT_SECONDS and uid not in self._pods
+                }
+                missed = len(self._expected) - len(expected) - sum(uid in self._pods for uid in self._expected)
+                self._misses += max(0, missed)
+                self._expected = expected
+                waiting = [at for uid, at in expected.items() if uid != exclude]
+                stream = self._stream
+                if not waiting or self._misses >= MISSES_TO_STOP or stream is None:
+                    return
+            limit = min(until, max(waiting) + EXPECT_SECONDS)
+            if instant >= limit:
+                return
+            data = stream.read(min(limit, instant + 0.02), _READ_BYTES)
+            if data:
+                self._heard_at = time.monotonic()
+                with self._lock:
+                    self._lines(data, now)
+            if stream.ended and self._stream is stream:
+                self._ended(stream)
+                return
 
     # --- calling the API (its own thread, holding no lock while it waits) -----------------------------------------
 
@@ -528,6 +585,8 @@ class PodWatch:
                 self._gone_now(pod.uid)
             else:
                 self._forget(pod.uid)
+                if self._expected.pop(pod.uid, None) is not None:
+                    self._misses = 0
                 if self._pods.get(pod.uid) != pod:
                     self._set(pod, pod.uid)
         return True
@@ -652,6 +711,7 @@ class PodWatch:
         self._touched = None
         self._own = {}
         self._assumed = {}
+        self._expected = {}
         self._known = False
         self._problem = _COLD
         self._changed = True

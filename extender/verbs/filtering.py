@@ -9,7 +9,7 @@ from extender.framework.kept import ServedProfile
 from extender.framework.profile import FilterResult
 from extender.framework.status import Code, Status
 from extender.framework.types import Facts
-from extender.kube import assume, assuming
+from extender.kube import assume, assuming, expect
 from extender.nodesource.base import NamesOnly, NodeSource
 from extender.verbs import Answer, load_request
 from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, ExtenderFilterResultSchema
@@ -28,8 +28,11 @@ def names_source(profile: ServedProfile, source: NodeSource) -> NodeSource:
 def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     result = _filter(args, profile, source)
-    if result.error is None and len(result.feasible) < 2 and assuming():
-        assume(args.pod.uid, result.feasible)  # one: bound there without prioritize; none: no binding follows
+    if result.error is None and assuming():
+        if len(result.feasible) < 2:
+            assume(args.pod.uid, result.feasible)  # one: bound there without prioritize; none: no binding follows
+        else:
+            expect(args.pod.uid)  # placed by whichever instance answers its prioritize
     failed, unresolvable = _failure_maps(result.rejected)
     answer: dict[str, Any] = {
         "FailedNodes": failed,

@@ -14,6 +14,7 @@ import orjson
 
 from extender.framework.kept import Derived, ServedProfile
 from extender.framework.profile import MIN_EXTENDER_PRIORITY, ScoreResult
+from extender.kube import expecting_bindings
 from extender.nodesource.base import NodeSource
 from extender.verbs import Answer, load_request
 from extender.verbs.assumed import assume_best
@@ -32,7 +33,8 @@ _encoded: Derived[dict[str, bytes]] = Derived()
 def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     names = [node.name for node in args.nodes] if args.nodes is not None else args.node_names or []
-    result = _prioritize(args, profile, source)
+    with expecting_bindings():
+        result = _prioritize(args, profile, source)
     if result.error is not None:
         zeros = [{"Host": name, "Score": MIN_EXTENDER_PRIORITY} for name in names]
         reason = result.error.reason

@@ -357,7 +357,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
                 return (bindings if bindings.known else None), bindings.problem, pod.uid in bindings.uids
             watch = kube.shared_watch(client, self.horizon, self.config.assume_pods)
             watch.note_demand(pod.uid, demand)
-            bindings, own = watch.bindings(now, until, exclude=pod.uid)
+            bindings, own = watch.bindings(now, until, exclude=pod.uid, expecting=kube.expects_bindings())
             # Listed or not, the pods this instance bound or answered for count (the API failing from the start).
             return (bindings if bindings.known or bindings.by_node else None), bindings.problem, own
         except Exception as exc:  # a bug must cost the in-flight term, never the request
