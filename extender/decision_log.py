@@ -172,12 +172,12 @@ def decision_fields(
         fields["errorPlugin"] = result.error.plugin
     if isinstance(result, ScoreResult):
         fields["scores"] = _top_scores(result)
-        if result.assumed:  # counted there until its binding shows (``extender.verbs.assumed``)
-            fields["assumedOn"] = result.assumed
         if result.audited:
             fields["audited"] = list(result.audited)
     else:
         fields["rejected"] = _rejections(result.rejected, by_rule=True)
+    if isinstance(result, FilterResult | ScoreResult) and result.assumed:
+        fields["assumedOn"] = _name(result.assumed)  # counted there until its binding shows (extender.verbs.assumed)
     if isinstance(result, FilterResult) and result.exempt:
         fields["exempt"] = dict(result.exempt)  # plugin -> why the pod passed it unjudged ("DaemonSet")
     if isinstance(result, FilterResult | ScoreResult) and result.incomplete:

@@ -5,6 +5,7 @@ stand-in, node-name requests."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -70,14 +71,28 @@ def test_a_tie_at_the_top_is_broken_and_the_pod_counts_where_the_answer_sends_it
 def test_a_pod_with_one_feasible_node_counts_there_from_the_filter_on(
     prometheus, exporter, apiserver, client_factory, tmp_path, caplog
 ):
-    """kube-scheduler skips prioritize when one node is left: the filter answer is where the pod goes."""
+    """kube-scheduler skips prioritize when one node is left: the filter answer is where the pod goes (NodeLoad
+    filters too, and so knows what the pod asks)."""
     measuring(prometheus, exporter, TIED)
     apiserver.set_nodes([node(name) for name in TIED])
-    client = client_factory(policy(tmp_path, prometheus.url, True), **apiserver.environment())
+    path = policy(tmp_path, prometheus.url, True)
+    document = json.loads(path.read_text())
+    profile = document["profiles"][0]
+    profile["plugins"]["filter"] = {"enabled": [{"name": "NodeLoad"}]}
+    profile["pluginConfig"][0]["args"]["filter"] = [{"metric": "cpu", "above": 0.95}]
+    path.write_text(json.dumps(document))
+    client = client_factory(path, **apiserver.environment())
     body = {"Pod": guaranteed_pod("alone"), "Nodes": None, "NodeNames": ["node-1"]}
-    assert client.post("/filter", json=body).get_json()["NodeNames"] == ["node-1"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="extender.decision"):
+        assert client.post("/filter", json=body).get_json()["NodeNames"] == ["node-1"]
+    (entry,) = [getattr(r, "json_fields", {}) for r in caplog.records if r.name == "extender.decision"]
+    assert entry["assumedOn"] == "node-1"
     answer, entry = prioritize(client, caplog, "next", list(TIED))
     assert answer == {"node-0": 6, "node-1": 5, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-0"
+    # node-1 lost its point to the pod on it (LeastLoaded 50), node-2 to the broken tie (60).
+    least_loaded = {score["node"]: score["plugins"]["NodeLoad"] for score in entry["scores"]}
+    assert least_loaded == {"node-0": 60, "node-1": 50, "node-2": 60, "node-3": 40}
 
 
 def test_a_tie_of_many_nodes_stands(prometheus, exporter, apiserver, client_factory, tmp_path, caplog):

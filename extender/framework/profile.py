@@ -114,6 +114,7 @@ class Judging:
 
 class FilterResult:
     __slots__ = (
+        "assumed",
         "audit_failed",
         "error",
         "exempt",
@@ -158,6 +159,8 @@ class FilterResult:
         self.exempt = _or_empty(exempt)
         # The filters that said what this request judged on may be incomplete, with why (``Plugin.incomplete``).
         self.incomplete = _or_empty(incomplete)
+        # This request's alone: the one feasible node the pod was assumed on (``extender.kube.assume``).
+        self.assumed = ""
 
 
 class ScoreResult:

@@ -29,8 +29,8 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     args = load_request(_args, payload, "ExtenderArgs")
     result = _filter(args, profile, source)
     if result.error is None and assuming():
-        if len(result.feasible) < 2:
-            assume(args.pod.uid, result.feasible)  # one: bound there without prioritize; none: no binding follows
+        if len(result.feasible) < 2:  # one: bound there without prioritize; none: no binding follows
+            result.assumed = assume(args.pod.uid, result.feasible) or ""
         else:
             expect(args.pod.uid)  # placed by whichever instance answers its prioritize
     failed, unresolvable = _failure_maps(result.rejected)
