@@ -373,7 +373,13 @@ def _kept_top(result: ScoreResult) -> list[dict[str, Any]]:
     known = _tops.get(result.scores) if result.kept else None
     if known is not None and _same_objects(by_plugin, known[0]):
         return known[1]
-    best = heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
+    tied = result.best()
+    # As nlargest would pick them (ties in the order of the scores), without its pass when enough nodes tie at the top.
+    best = (
+        [(node, result.scores[node]) for node in tied[:TOP_N]]
+        if len(tied) >= TOP_N
+        else heapq.nlargest(TOP_N, result.scores.items(), key=itemgetter(1))
+    )
     top = [
         {
             "node": _name(node),

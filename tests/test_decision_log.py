@@ -272,3 +272,25 @@ def test_a_plugin_that_says_its_view_is_incomplete_marks_the_entry_and_others_co
     Partial.problem = None  # complete, as far as it knows: no mark
     assert "incomplete" not in fields_of("filter", profile.filter(Pod(uid="u"), nodes))
     assert "incomplete" not in fields_of("prioritize", profile.prioritize(Pod(uid="u"), nodes))
+
+
+def test_the_top_scores_are_nlargests_whatever_the_ties():
+    """The entry's top scores are taken from the nodes tied at the top when there are enough of them: the same nodes,
+    in the same order, as ``heapq.nlargest`` over all scores (ties in the order of the scores)."""
+    import heapq
+    import random
+    from operator import itemgetter
+
+    from extender.decision_log import _kept_top
+    from extender.framework.profile import ScoreResult
+
+    rng = random.Random(7)
+    for round_ in range(300):
+        size = rng.choice([0, 1, 5, 9, 10, 11, 40, 500])
+        highest = rng.choice([0, 1, 3, 10])
+        scores = {f"node-{rng.randrange(10**6)}-{index}": rng.randint(0, highest) for index in range(size)}
+        result = ScoreResult(scores, {"P": {name: score * 10 for name, score in scores.items()}})
+        expected = heapq.nlargest(TOP_N, scores.items(), key=itemgetter(1))
+        shown = [(entry["node"], entry["score"]) for entry in _kept_top(result)]
+        assert shown == expected, round_
+        assert result.best() == [name for name, score in scores.items() if score == max(scores.values())]

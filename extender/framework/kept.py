@@ -69,6 +69,8 @@ if TYPE_CHECKING:
 
 # Kept entries per generation: a stream of pods with ever new keys cannot grow memory without end.
 MAX_KEYS = 16
+# Changed nodes a request's names are scanned for one by one (each scan may pass over every name).
+MAX_SCANS = 3
 
 T = TypeVar("T")
 _V = TypeVar("_V")
@@ -133,8 +135,9 @@ def _replaced(kept: Mapping[str, _V], stale: Collection[str], new: Mapping[str, 
     """``kept`` without the ``stale`` names, with ``new``: the same object when that changes nothing."""
     if not new and not any(map(kept.__contains__, stale)):
         return kept
-    gone = set(stale)
-    replaced = {name: value for name, value in kept.items() if name not in gone} if gone else dict(kept)
+    replaced = dict(kept)
+    for name in stale:
+        replaced.pop(name, None)
     replaced.update(new)
     return replaced
 
@@ -215,8 +218,9 @@ class KeptProfile:
             if found is not None:
                 kept, changed = found[0], found[1]
         seconds = dict.fromkeys((plugin.name for plugin in plain.filters), 0.0)
-        # Each name's verdict: None (it passes) or its rejection.
+        # Each name's verdict: None (it passes) or its rejection; and where the names judged again are among them.
         verdicts: list[Status | None] | None = None
+        again: list[tuple[int, str]] | None = None
         if kept is None:  # the first request of this generation with these keys
             nodes = source.lookup(names)
             previous = kept_now.inherited.pop(keys, _NO_VERDICTS)
@@ -224,16 +228,20 @@ class KeptProfile:
             fresh = [node for node in nodes if known(node.name) is not node]
             carried = [node for node in nodes if known(node.name) is node]
             kept = _NO_VERDICTS.replacing((), carried, previous.rejected, previous.would_reject, ())
-        elif changed:  # the changed nodes this request brings, and names without a kept verdict: judged again
-            brought, verdict_of = set(names), kept.verdicts
-            again = [name for name in changed if name in brought and name in verdict_of]
-            fresh = source.lookup([*again, *filterfalse(verdict_of.__contains__, names)])
         else:
-            fresh = []
+            verdict_of = kept.verdicts
+            # The changed nodes this request brings are judged again: where it holds them, when they are a few.
+            again = _positions(names, [name for name in changed if name in verdict_of])
             try:
-                verdicts = list(map(kept.verdicts.__getitem__, names))
-            except KeyError:  # names without a kept verdict (nodes that joined): looked up and filtered
-                fresh = source.lookup(list(filterfalse(kept.verdicts.__contains__, names)))
+                verdicts = list(map(verdict_of.__getitem__, names)) if again is not None else None
+            except KeyError:  # names without a kept verdict (nodes that joined)
+                verdicts = None
+            if again is not None and verdicts is not None:
+                fresh = source.lookup([name for _, name in again]) if again else []
+            else:  # those nodes and the names without a kept verdict, looked for in one pass each
+                brought = set(names)
+                stale = [name for name in changed if name in brought and name in verdict_of]
+                fresh = source.lookup([*stale, *filterfalse(verdict_of.__contains__, names)])
         rejected, would_reject = kept.rejected, kept.would_reject
         fresh_result = FilterResult(feasible=[])
         if fresh:
@@ -263,8 +271,11 @@ class KeptProfile:
         )
         if would_reject:
             result.would_reject = {name: would_reject[name] for name in names if name in would_reject}
-        if verdicts is None or fresh:
+        if verdicts is None:
             verdicts = list(map(rejected.get, names))
+        elif again:  # the few judged again: this request's verdicts where they are
+            for index, name in again:
+                verdicts[index] = fresh_result.rejected.get(name)
         # One lookup per name, then C-speed passes: which names are refused, in the request's order.
         if any(verdicts):
             result.feasible = list(compress(names, map(not_, verdicts)))
@@ -370,6 +381,20 @@ class KeptProfile:
         if set(map(_why_unknown, nodes)) - {None}:
             return False
         return self.plain.facts == Facts.NAME or None not in map(_labels, nodes)
+
+
+def _positions(names: Sequence[str], wanted: Collection[str]) -> list[tuple[int, str]] | None:
+    """Where ``names`` holds each of ``wanted`` (those it lacks left out), found by a scan of the list each; None
+    when there are more than ``MAX_SCANS`` (a pass over every name then costs less)."""
+    if len(wanted) > MAX_SCANS:
+        return None
+    found = []
+    for name in wanted:
+        try:
+            found.append((names.index(name), name))
+        except ValueError:
+            continue
+    return found
 
 
 class Derived(Generic[T]):

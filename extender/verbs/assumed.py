@@ -25,12 +25,10 @@ MAX_TIED = 8
 def assume_best(uid: str, result: ScoreResult, entries: Sequence[ScorePluginEntry]) -> None:
     """Assume the pod on the node ``result`` scores highest, breaking a tie of at most ``MAX_TIED`` nodes; the
     node and the nodes the answer then scores one point less are noted on ``result`` (``assumed``, ``demoted``)."""
-    scores = result.scores
-    if not scores or not assuming():
+    if not result.scores or not assuming():
         return
-    top = max(scores.values())
-    tied = [name for name, score in scores.items() if score == top]
-    separate = 1 < len(tied) <= MAX_TIED and top > MIN_EXTENDER_PRIORITY
+    tied = result.best()
+    separate = 1 < len(tied) <= MAX_TIED and result.scores[tied[0]] > MIN_EXTENDER_PRIORITY
     candidates = tied
     if separate:
         means = unrounded_scores(entries, result, tied)
