@@ -123,6 +123,18 @@ def test_on_google_cloud_each_decision_is_one_json_line_in_the_request_trace(
     assert entry["httpRequest"] == {}
 
 
+def test_the_payload_encoder_writes_what_the_json_module_would_and_only_json():
+    """orjson encodes the entries' payload: the same values as json.dumps, a NaN as null rather than json's NaN (which
+    no JSON reader takes: Cloud Logging would keep the line as text), an integer past 64 bits as json writes it."""
+    from extender.logs.cloud import PayloadEncoder
+
+    fields = {"node": "nœud-ü 🚀", "facts": {"cpu": {"value": 0.564, "ageSeconds": 3.7}}, "count": 764, 7: [None, True]}
+    encoded = json.dumps(fields, ensure_ascii=False, cls=PayloadEncoder)
+    assert json.loads(encoded) == json.loads(json.dumps(fields, ensure_ascii=False))
+    assert json.loads(json.dumps({"value": float("nan")}, cls=PayloadEncoder)) == {"value": None}
+    assert json.dumps({"uid": 2**70}, cls=PayloadEncoder) == json.dumps({"uid": 2**70})
+
+
 def test_on_google_cloud_severity_follows_the_decision(client_factory, tmp_path, monkeypatch):
     client, stream = cloud_client(client_factory, tmp_path, monkeypatch)
     client.post("/filter", data=b"{", content_type="application/json")

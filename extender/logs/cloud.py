@@ -10,9 +10,11 @@ shows under that request in Logs Explorer and Cloud Trace.
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import TextIO
+from typing import Any, TextIO
 
+import orjson
 from google.cloud.logging.handlers import StructuredLogHandler
 
 
@@ -28,12 +30,24 @@ class ExtenderLogHandler(StructuredLogHandler):
         return super().filter(record)
 
 
+class PayloadEncoder(json.JSONEncoder):
+    """The entries' JSON payload encoded by orjson: a decision entry with its nodes' facts takes microseconds, where
+    the json module takes a tenth of a millisecond, on every request. What orjson refuses (an integer past 64 bits)
+    is encoded as the json module would."""
+
+    def encode(self, o: Any) -> str:
+        try:
+            return orjson.dumps(o, option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:
+            return super().encode(o)
+
+
 def structured_handler(stream: TextIO | None = None, project: str | None = None) -> logging.Handler:
     """``project``: GOOGLE_CLOUD_PROJECT, which Terraform sets to save the metadata server lookup."""
     # The handler logs its one diagnostic entry through this logger with itself attached; propagating to the root
     # logger, where the handler is too, would write that entry twice.
     logging.getLogger(StructuredLogHandler.__module__).propagate = False
-    return ExtenderLogHandler(project_id=project or _default_project(), stream=stream)
+    return ExtenderLogHandler(project_id=project or _default_project(), stream=stream, json_encoder_cls=PayloadEncoder)
 
 
 def _default_project() -> str | None:
