@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import extender.logs
-from extender.decision_log import EVENT, MESSAGE
+from extender.decision_log import EVENT, MESSAGE, REJECTION_EVENT
 from extender.logs import setup_logging
 from tests.conftest import ROOT
 from tests.test_decision_log import BIND, FULL_FILTER, write_policy
@@ -121,6 +121,28 @@ def test_on_google_cloud_each_decision_is_one_json_line_in_the_request_trace(
     assert entry["pod"]["name"] == FULL_FILTER.request["Pod"]["metadata"]["name"]
     # No request URL: it would carry the caller token.
     assert entry["httpRequest"] == {}
+
+
+def test_every_entry_of_a_request_is_in_that_requests_trace_and_no_other(client_factory, tmp_path, monkeypatch):
+    """The trace is read once per request (``RequestTraceFilter``): the decision entry and the rejection entry of each
+    request carry its own, the next request's theirs, entries written once Cloud Logging's handler is in place too."""
+    client, stream = cloud_client(client_factory, tmp_path, monkeypatch)
+    path = f"/my-extender/{FULL_FILTER.verb}"
+    client.post(path, data=FULL_FILTER.body, content_type="application/json")
+    written(stream)  # Cloud Logging's handler in place from here on: entries are written as they are logged
+    traces = ["4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"]
+    for trace in traces:
+        headers = {"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}
+        assert client.post(path, data=FULL_FILTER.body, content_type="application/json", headers=headers).status_code
+    # The last two requests' entries (the first request's held no trace).
+    written_entries = [entry for entry in entries(stream) if entry.get("event") in (EVENT, REJECTION_EVENT)][-4:]
+    assert [entry["event"] for entry in written_entries] == [EVENT, REJECTION_EVENT] * 2
+    assert [entry["logging.googleapis.com/trace"] for entry in written_entries] == [
+        f"projects/{PROJECT}/traces/{trace}" for trace in traces for _ in range(2)
+    ]
+    assert all(entry["httpRequest"] == {} for entry in written_entries)
+    loggers = [entry["logging.googleapis.com/labels"]["python_logger"] for entry in written_entries]
+    assert loggers == ["extender.decision", "extender.rejection"] * 2
 
 
 def test_the_payload_encoder_writes_what_the_json_module_would_and_only_json():

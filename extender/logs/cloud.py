@@ -14,20 +14,67 @@ import json
 import logging
 from typing import Any, TextIO
 
+import flask
 import orjson
-from google.cloud.logging.handlers import StructuredLogHandler
+from google.cloud.logging.handlers import CloudLoggingFilter, StructuredLogHandler
 
 
 class ExtenderLogHandler(StructuredLogHandler):
-    """The library's handler without its ``httpRequest``: the request URL carries the caller token.
+    """The library's handler, its filter replaced by ``RequestTraceFilter``."""
 
-    Cloud Run's own request log already records the request; the trace links each entry to it.
+    def __init__(self, *, project_id: str | None = None, stream: TextIO | None = None) -> None:
+        super().__init__(project_id=project_id, stream=stream, json_encoder_cls=PayloadEncoder)
+        self.filters = [RequestTraceFilter(project=project_id)]
+
+
+class RequestTraceFilter(CloudLoggingFilter):
+    """The library's filter (the fields its handler's format reads), with two differences:
+
+    - no ``httpRequest``: the request URL carries the caller token (Cloud Run's own request log records the request;
+      the trace links each entry to it);
+    - the request's trace read once per request, however many entries it logs (a filter request logs its decision
+      and an entry per rule that rejected nodes): the library works out the request's data again for every entry,
+      its URL built and its headers parsed, a tenth of a millisecond each time.
     """
 
-    # From Python 3.12 on, a filter answers the record itself (or its replacement); 3.11's answers a bool.
-    def filter(self, record: logging.LogRecord) -> bool | logging.LogRecord:  # type: ignore[override]  # as 3.12
-        record.http_request = None
-        return super().filter(record)
+    def filter(self, record: logging.LogRecord) -> bool:
+        trace, span, sampled = _request_trace()
+        if trace is not None and self.project is not None:
+            trace = f"projects/{self.project}/traces/{trace}"
+        fields: Any = record  # the library's attributes, set as its filter sets them
+        fields._resource = getattr(record, "resource", None)
+        fields._trace = getattr(record, "trace", trace) or None
+        fields._span_id = getattr(record, "span_id", span) or None
+        fields._trace_sampled = bool(getattr(record, "trace_sampled", sampled))
+        fields._http_request = None
+        fields._source_location = CloudLoggingFilter._infer_source_location(record)
+        labels = {"python_logger": record.name} if record.name else {}
+        fields._labels = {**labels, **self.default_labels, **getattr(record, "labels", {})} or None
+        fields._trace_str = fields._trace or ""
+        fields._span_id_str = fields._span_id or ""
+        fields._trace_sampled_str = "true" if fields._trace_sampled else "false"
+        fields._http_request_str = "{}"
+        fields._source_location_str = json.dumps(fields._source_location or {}, ensure_ascii=False)
+        fields._labels_str = json.dumps(fields._labels or {}, ensure_ascii=False)
+        return True
+
+
+def _request_trace() -> tuple[str | None, str | None, bool]:
+    """The trace id, span id and sampled flag of the request being served (Nones outside one), worked out on its
+    first entry and kept in its application context (``flask.g``), which lives as long as the request."""
+    from google.cloud.logging_v2.handlers._helpers import get_request_data
+
+    if not flask.has_request_context():
+        return None, None, False
+    found: tuple[str | None, str | None, bool] | None = flask.g.get(_TRACE)
+    if found is None:
+        _, trace, span, sampled = get_request_data()
+        found = (trace, span, bool(sampled))
+        setattr(flask.g, _TRACE, found)
+    return found
+
+
+_TRACE = "extender_log_trace"
 
 
 class PayloadEncoder(json.JSONEncoder):
@@ -47,7 +94,7 @@ def structured_handler(stream: TextIO | None = None, project: str | None = None)
     # The handler logs its one diagnostic entry through this logger with itself attached; propagating to the root
     # logger, where the handler is too, would write that entry twice.
     logging.getLogger(StructuredLogHandler.__module__).propagate = False
-    return ExtenderLogHandler(project_id=project or _default_project(), stream=stream, json_encoder_cls=PayloadEncoder)
+    return ExtenderLogHandler(project_id=project or _default_project(), stream=stream)
 
 
 def _default_project() -> str | None:
