@@ -59,9 +59,14 @@ class RequestTraceFilter(CloudLoggingFilter):
         return True
 
 
+# Where a request's trace is kept in its application context.
+_TRACE = "extender_log_trace"
+
+
 def _request_trace() -> tuple[str | None, str | None, bool]:
     """The trace id, span id and sampled flag of the request being served (Nones outside one), worked out on its
-    first entry and kept in its application context (``flask.g``), which lives as long as the request."""
+    first entry by the library's own reading (OpenTelemetry's span, else the trace headers) and kept in the request's
+    application context (``flask.g``), which lives as long as the request."""
     from google.cloud.logging_v2.handlers._helpers import get_request_data
 
     if not flask.has_request_context():
@@ -72,9 +77,6 @@ def _request_trace() -> tuple[str | None, str | None, bool]:
         found = (trace, span, bool(sampled))
         setattr(flask.g, _TRACE, found)
     return found
-
-
-_TRACE = "extender_log_trace"
 
 
 class PayloadEncoder(json.JSONEncoder):
