@@ -38,10 +38,15 @@ def uids(bindings) -> set[str]:
 
 def settled(watch: PodWatch, holds, timeout: float = 3.0):
     """The view once ``holds(uids)``: events take a moment from the API to the stream."""
+    return settled_view(watch, lambda bindings: holds(uids(bindings)), timeout)
+
+
+def settled_view(watch: PodWatch, holds, timeout: float = 3.0):
+    """The view once ``holds(view)``: the view tested is the one returned."""
     deadline = time.monotonic() + timeout
     while True:
         bindings = view(watch)[0]
-        if holds(uids(bindings)) or time.monotonic() > deadline:
+        if holds(bindings) or time.monotonic() > deadline:
             return bindings
         time.sleep(0.02)
 
@@ -303,7 +308,7 @@ def test_an_answered_pod_counts_where_assumed_until_its_binding_shows_where_it_w
     assert own and [p.uid for p in bindings.on("node-b")] == ["u-next"]
     # The scheduler chose another node: once the watch shows it, the pod counts there only.
     apiserver.bind("default", "next", "node-c")
-    after = settled(watch, lambda _: bool(view(watch)[0].on("node-c")))
+    after = settled_view(watch, lambda bindings: bool(bindings.on("node-c")))
     assert [p.uid for p in after.on("node-c")] == ["u-next"] and not after.on("node-b")
     assert not watch._own and not watch._assumed
 
