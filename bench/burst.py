@@ -8,13 +8,16 @@ defaults) and POSTs the binding to the API stand-in (testkit.fake_apiserver, ove
 already sent. Measured for:
 
 - no extender: the stand-in's own pace, the reference;
+- echo floor: bench/echo_floor.py served as the function is, the least a correct extender does (the names echoed,
+  zero scores): what serving an answer costs before any of the extender's own work;
 - node names: the function (served as Cloud Functions serves it, bench.servers) with the default policy, node-name
   requests, ``KUBERNETES_API_URL`` set;
 - node names + NodeLoad: the default policy with NodeLoad filtering and scoring (bench.run's ``NODELOAD_ARGS``) on
   a loopback Prometheus stand-in, in-flight accounting on (the API stand-in the scheduler binds through);
 
 at each cluster size, with that API healthy and hung (the function's ``KUBERNETES_API_URL`` accepts connections and
-never answers; the scheduler's own bindings still land). Every run starts its servers afresh and warms the function
+never answers; the scheduler's own bindings still land; no extender and the echo floor read no API, so they run with
+the healthy one only). Every run starts its servers afresh and warms the function
 up with a few pods (not timed); the pace is the burst's pods over the time from its first cycle to its last binding.
 A run whose cycles pass ``--max-seconds`` stops there and counts the pods bound by then. Ways take turns within each
 round; the table gives medians over the rounds and each pace's ratio to no extender's at that size.
@@ -47,13 +50,15 @@ import orjson
 from bench import report
 from bench.client import Connection
 from bench.run import nodeload_policy
-from bench.servers import AS_DEPLOYED, ROOT, PrometheusAPI, Server, function_spec
+from bench.servers import AS_DEPLOYED, ROOT, PrometheusAPI, Server, ServerSpec, function_spec
 from bench.workload import POOLS, node_name
 from testkit.fake_apiserver import node
 from testkit.scheduling import Scheduler, guaranteed_pod
 
-NONE, NAMES, NODELOAD = "no extender", "node names", "node names + NodeLoad"
-WAYS = (NONE, NAMES, NODELOAD)
+NONE, FLOOR, NAMES, NODELOAD = "no extender", "echo floor", "node names", "node names + NodeLoad"
+WAYS = (NONE, FLOOR, NAMES, NODELOAD)
+# The ways that read no Kubernetes API: run with the healthy one only.
+NO_API = (NONE, FLOOR)
 HEALTHY, HUNG = "healthy API", "hung API"
 DEFAULT_POLICY = ROOT / "extender" / "policy" / "default.yaml"
 # kube-scheduler's clientConnection defaults: the client every binding goes through.
@@ -108,8 +113,8 @@ def run(plan: Plan) -> list[Run]:
                 # Taking turns: the order reversed every other round, so that a drifting machine falls on all alike.
                 turn = ways if round_ % 2 == 0 else ways[::-1]
                 for way in turn:
-                    if way == NONE and api != HEALTHY:
-                        continue  # without an extender nothing reads that API
+                    if way in NO_API and api != HEALTHY:
+                        continue  # nothing reads that API
                     done = burst(plan, way, size, api, round_)
                     ms = f", extender {statistics.median(done.extender_ms):.1f} ms/pod" if done.extender_ms else ""
                     ms += f", its CPU {done.cpu_ms:.1f} ms/pod" if done.cpu_ms is not None else ""
@@ -203,20 +208,7 @@ class ServedFunction:
     """The function served for ``way`` (a context manager): ``ask(verb, payload)`` posts to it as the scheduler does."""
 
     def __init__(self, way: str, plan: Plan, started: dict[str, Any], stack: ExitStack) -> None:
-        root = ROOT
-        if "@" in way:
-            assert plan.against is not None
-            root = plan.against[0]
-        document = (
-            nodeload_policy(started["prometheus"], DEFAULT_POLICY)
-            if way.startswith(NODELOAD)
-            else orjson.dumps(_yaml(DEFAULT_POLICY)).decode()
-        )
-        policy = stack.enter_context(tempfile.NamedTemporaryFile("w", suffix=".json", prefix="policy-burst-"))
-        policy.write(document)
-        policy.flush()
-        env = {**AS_DEPLOYED, **started["extender_api"], "EXTENDER_POLICY": policy.name}
-        self.server = Server(function_spec(way, "main.py", root, **env))
+        self.server = Server(_served_spec(way, plan, started, stack))
 
     def __enter__(self) -> ServedFunction:
         self.server.wait_listening()
@@ -232,6 +224,26 @@ class ServedFunction:
         if status != 200:
             raise RuntimeError(f"{self.server.spec.name} answered {verb} with {status}: {answer[:300]!r}")
         return orjson.loads(answer)
+
+
+def _served_spec(way: str, plan: Plan, started: dict[str, Any], stack: ExitStack) -> ServerSpec:
+    """The echo floor, or the function (this checkout's, or another commit's) on its policy for ``way``."""
+    if way == FLOOR:
+        return function_spec(way, "bench/echo_floor.py", ROOT, **AS_DEPLOYED)
+    root = ROOT
+    if "@" in way:
+        assert plan.against is not None
+        root = plan.against[0]
+    document = (
+        nodeload_policy(started["prometheus"], DEFAULT_POLICY)
+        if way.startswith(NODELOAD)
+        else orjson.dumps(_yaml(DEFAULT_POLICY)).decode()
+    )
+    policy = stack.enter_context(tempfile.NamedTemporaryFile("w", suffix=".json", prefix="policy-burst-"))
+    policy.write(document)
+    policy.flush()
+    env = {**AS_DEPLOYED, **started["extender_api"], "EXTENDER_POLICY": policy.name}
+    return function_spec(way, "main.py", root, **env)
 
 
 def _yaml(path: Path) -> Any:
@@ -409,7 +421,7 @@ def plot(runs: list[Run], target: Path, title: str) -> None:
     groups = [(size, api) for size in dict.fromkeys(run.nodes for run in runs) for api in apis]
     figure, axis = plt.subplots(figsize=(10, 3.4))
     width = 0.8 / max(1, len(ways))
-    colours = {NAMES: "tab:blue", NODELOAD: "tab:green"}
+    colours = {FLOOR: "tab:gray", NAMES: "tab:blue", NODELOAD: "tab:green"}
     for index, way in enumerate(ways):
         paces = [_median_pace(runs, way, size, api) or 0.0 for size, api in groups]
         positions = [group + (index - (len(ways) - 1) / 2) * width for group in range(len(groups))]
