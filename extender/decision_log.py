@@ -335,15 +335,18 @@ def _rule_named(reason: str) -> str:
     """The rule a reason names as the built-in plugins name it, exactly ("" if none): ``NodeLabelPolicy rule
     'ml-on-gpu-pool': ...``, ``NodeNameFilter: node is in maintenance 'pool-a-upgrade' until ...``. The name is
     quoted as Python's repr quotes it (``rule "it's-gpu"`` for a name with a quote), and read back as such."""
-    import ast
-
     named = re.search(_RULE, reason)
     if named is None:
         return ""
+    literal = named.group(1)
+    if "\\" not in literal:  # nothing escaped: the text between the quotes (the parser costs more than the rest)
+        return literal[1:-1]
+    import ast
+
     try:
-        return str(ast.literal_eval(named.group(1)))
+        return str(ast.literal_eval(literal))
     except (ValueError, SyntaxError):  # quoted some other way: the text between the quotes
-        return named.group(1)[1:-1]
+        return literal[1:-1]
 
 
 # A rule's name after "rule" or "maintenance", as a Python string literal. Compiled on first use (re caches it).

@@ -294,3 +294,14 @@ def test_the_top_scores_are_nlargests_whatever_the_ties():
         shown = [(entry["node"], entry["score"]) for entry in _kept_top(result)]
         assert shown == expected, round_
         assert result.best() == [name for name, score in scores.items() if score == max(scores.values())]
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu", "it's-gpu", 'say "hi"', "both ' and \"", "back\\slash", "tab\there", "nœud-ü 🚀", "rule 'x'", ""]
+)
+def test_a_rule_is_read_back_from_its_reason_as_the_plugin_quoted_it(name):
+    from extender.decision_log import _rule_named
+
+    assert _rule_named(f"NodeLabelPolicy rule {name!r}: node lacks a label") == name
+    assert _rule_named(f"NodeNameFilter: node is in maintenance {name!r} until 2026-12-01T02:00:00Z") == name
+    assert _rule_named("NodeLoad: no rule named here") == ""

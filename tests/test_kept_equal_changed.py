@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from extender.framework import status
-from extender.framework.kept import KeptProfile
+from extender.framework.kept import KeptProfile, KeptVerdicts
 from extender.framework.plugin import FilterPlugin, ScorePlugin
 from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.status import Status
@@ -175,3 +175,23 @@ def test_derived_results_equal_plain_ones_from_eight_threads_at_once():
         got = list(pool.map(lambda request: answer(kept, *request, source), burst))
     for index, (pod, _) in enumerate(burst):
         assert got[index] == expected[index], pod.uid
+
+
+def test_a_change_that_moves_no_verdict_keeps_the_kept_verdicts_and_one_that_does_replaces_them():
+    """Most bindings of a burst move no node across a threshold: the verdicts derived for the new key are then the
+    kept ones, the same object (no map of every node copied per request); a node crossing one is replaced."""
+    source = ListedNodes(NODES)
+    kept = KeptProfile(profile(False))
+    names = [node.name for node in NODES]
+    values = dict.fromkeys(names, 10)
+
+    def ask(uid: str, changed: dict[str, int]) -> list[KeptVerdicts]:
+        STATES[uid] = State({**values, **changed}, 0)
+        result = kept.filter_names(Pod(uid=uid, name=uid, namespace="default"), names, source)
+        assert result.feasible == [name for name in names if changed.get(name, 10) <= 70]
+        return list(kept._kept.verdicts.values())
+
+    [first] = ask("u1", {})
+    assert ask("u2", {"node-0": 20})[-1] is first
+    crossed = ask("u3", {"node-0": 90})[-1]
+    assert crossed is not first and crossed.verdicts["node-0"] is not None and first.verdicts["node-0"] is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -235,3 +236,37 @@ def test_no_token_ever_reaches_the_logs(client_factory, tmp_path, monkeypatch, c
     assert logged.count("extender decision") >= 10  # the requests were logged ...
     for secret in (CALLER_TOKEN, CALLER_TOKEN[:-1], KUBERNETES_TOKEN, KUBERNETES_TOKEN.split(".")[1]):
         assert secret not in logged  # ... without the secrets, or pieces of them
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"traceparent": f"00-{TRACE_ID}-b7ad6b7169203331-01"},
+        {"traceparent": f"00-{TRACE_ID}-b7ad6b7169203331-00"},
+        {"traceparent": "ff-not-a-trace"},
+        {"traceparent": f"00-{'0' * 32}-b7ad6b7169203331-01", "X-Cloud-Trace-Context": f"{TRACE_ID}/7;o=1"},
+        {"X-Cloud-Trace-Context": f"{TRACE_ID}/1;o=1"},
+        {"X-Cloud-Trace-Context": f"{TRACE_ID}"},
+        {"X-Cloud-Trace-Context": f"{TRACE_ID}/{2**64};o=0"},
+        {"traceparent": f"00-{TRACE_ID}-b7ad6b7169203331-01", "X-Cloud-Trace-Context": "105445aa7843bc8b/1"},
+    ],
+)
+@pytest.mark.parametrize("in_span", [False, True])
+def test_an_entry_s_trace_is_the_one_the_library_reads_from_the_request(headers, in_span):
+    """The trace is read as google-cloud-logging's get_request_data reads it (OpenTelemetry's span first, then the
+    headers), without the request's URL and user agent it would work out too."""
+    import flask
+    import opentelemetry.trace as otel
+    from google.cloud.logging_v2.handlers._helpers import get_request_data
+
+    from extender.logs.cloud import _request_trace
+
+    span = otel.NonRecordingSpan(
+        otel.SpanContext(int("4bf92f3577b34da6a3ce929d0e0e4736", 16), 0x00F067AA0BA902B7, False, otel.TraceFlags(1))
+    )
+    headers = {**headers, "User-Agent": "kube-scheduler/v1.35.4 (linux/amd64) kubernetes/abcdef0"}
+    with flask.Flask(__name__).test_request_context("/token/filter", method="POST", headers=headers):
+        with otel.use_span(span) if in_span else contextlib.nullcontext():
+            _, trace, span_id, sampled = get_request_data()
+            assert _request_trace() == (trace, span_id, bool(sampled))

@@ -38,7 +38,8 @@ request then touches only the names it carries. Invariants:
   named nodes by every plugin, taken only from the plugins whose keys changed
   (their scores are per node, as the hook promises) and combined with the kept
   ones of the others. The derived entry is the one worked out afresh, since
-  every other node's result is the same under both keys; a node the new
+  every other node's result is the same under both keys (the kept verdicts
+  themselves when the nodes judged again keep theirs); a node the new
   judging skips or fails on makes it worked out whole, as above.
 
 ``EXTENDER_RESULT_CACHE=off`` (``extender.settings``) serves the plain profile.
@@ -114,13 +115,16 @@ class KeptVerdicts:
     ) -> KeptVerdicts:
         """Without the verdicts of ``changed`` names (whose inputs changed), with those on ``nodes`` (judged again or
         first), except those a plugin did not judge or failed on (``unjudged``) or whose source could not describe
-        them: each map copied once."""
+        them: each map copied once, and none when the nodes judged again kept their verdicts (a binding that moves
+        no node across a threshold: most of a burst's)."""
         described = {node.name: node for node in nodes if node.why_unknown is None and node.name not in unjudged}
         gone = [name for name in changed if name in self.nodes and name not in described]
         if not described and not gone:
             return self
         refused = {name: rejected[name] for name in described if name in rejected}
         held = {name: would_reject[name] for name in described if name in would_reject}
+        if not gone and self._holds(described, refused, held):
+            return self
         stale = [*gone, *(name for name in described if name in self.nodes)]
         kept_nodes, verdicts = {**self.nodes, **described}, {**self.verdicts, **dict.fromkeys(described)}
         for name in gone:
@@ -128,6 +132,19 @@ class KeptVerdicts:
         verdicts.update(refused)
         return KeptVerdicts(
             kept_nodes, _replaced(self.rejected, stale, refused), _replaced(self.would_reject, stale, held), verdicts
+        )
+
+    def _holds(
+        self, nodes: Mapping[str, Node], rejected: Mapping[str, Status], would_reject: Mapping[str, tuple[Status, ...]]
+    ) -> bool:
+        """Whether these verdicts are the kept ones, of the same Node objects."""
+        kept_nodes, verdicts, held = self.nodes, self.verdicts, self.would_reject
+        return all(
+            kept_nodes.get(name) is node
+            and name in verdicts
+            and verdicts[name] == rejected.get(name)
+            and held.get(name) == would_reject.get(name)
+            for name, node in nodes.items()
         )
 
 

@@ -98,19 +98,19 @@ class LoadView:
         cause = f" (its last refresh failed: {failure})" if failure else ""
         if answer is None:
             return dict.fromkeys(names, f"NodeLoad: no {metric} answer from {self.source} yet{cause}")
-        asked = self.snapshot.metrics[metric]
-        if answer.unlabelled == answer.series:  # no series at all, or none naming a node
-            absent = f"NodeLoad: metric {metric}: {label_problem(answer, asked.query, asked.node_label)}"
-        else:
-            absent = (
-                f"NodeLoad: no series of {_possessive(self.source)} {metric} query {quoted(asked.query)} has label "
-                f"{asked.node_label} set to this node's name (they name {_others(answer)})"
-            )
-        not_finite = f"NodeLoad: the node's {metric} sample is not a finite number"
-        missing = {
-            name: not_finite if name in answer.not_finite else absent
-            for name in filterfalse(answer.values.__contains__, names)
-        }
+        missing: dict[str, str] = {}
+        without = list(filterfalse(answer.values.__contains__, names))
+        if without:  # the words are worked out only for a request that needs them: most have a value for every node
+            asked = self.snapshot.metrics[metric]
+            if answer.unlabelled == answer.series:  # no series at all, or none naming a node
+                absent = f"NodeLoad: metric {metric}: {label_problem(answer, asked.query, asked.node_label)}"
+            else:
+                absent = (
+                    f"NodeLoad: no series of {_possessive(self.source)} {metric} query {quoted(asked.query)} has "
+                    f"label {asked.node_label} set to this node's name (they name {_others(answer)})"
+                )
+            not_finite = f"NodeLoad: the node's {metric} sample is not a finite number"
+            missing = {name: not_finite if name in answer.not_finite else absent for name in without}
         expired = self.expired[metric]
         if expired:
             times = answer.times
