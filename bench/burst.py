@@ -18,7 +18,8 @@ already sent. Measured for:
 at each cluster size, with that API healthy and hung (the function's ``KUBERNETES_API_URL`` accepts connections and
 never answers; the scheduler's own bindings still land; no extender and the echo floor read no API, so they run with
 the healthy one only). Every run starts its servers afresh and warms the function
-up with a few pods (not timed); the pace is the burst's pods over the time from its first cycle to its last binding.
+up with a few pods (not timed), then pauses (``--pause``: past NodeLoad's refreshInterval, the burst starts as one
+after a quiet spell does); the pace is the burst's pods over the time from its first cycle to its last binding.
 A run whose cycles pass ``--max-seconds`` stops there and counts the pods bound by then. Ways take turns within each
 round; the table gives medians over the rounds and each pace's ratio to no extender's at that size.
 """
@@ -79,6 +80,7 @@ class Plan:
     burst: int = BURST
     max_seconds: float = 20.0
     warm_up: int = WARM_UP_PODS
+    pause: float = WARM_UP_PAUSE
     # Another commit's function (its exported tree and short name), measured in the same run.
     against: tuple[Path, str] | None = None
     log: Callable[[str], None] = print
@@ -148,7 +150,7 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
         for name in pods[: plan.warm_up]:
             scheduler.schedule(guaranteed_pod(name))
         scheduler.wait_for_bindings()
-        time.sleep(WARM_UP_PAUSE)
+        time.sleep(plan.pause)
         scheduler.bindings.clear()
         binder.reset()
         timings.clear()
@@ -458,6 +460,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--warm-up", type=int, default=WARM_UP_PODS, help=f"untimed pods before each burst (default {WARM_UP_PODS})"
     )
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=WARM_UP_PAUSE,
+        help=f"seconds between the warm-up and the burst (default {WARM_UP_PAUSE:g}; 31: past refreshInterval)",
+    )
     parser.add_argument("--against", metavar="COMMIT", help="also measure the function of COMMIT in the same run")
     parser.add_argument("--plot", metavar="PNG", help="draw the paces into this file (matplotlib)")
     parser.add_argument("--json", metavar="FILE", help="write every run's figures to this file")
@@ -477,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         burst=args.burst,
         max_seconds=args.max_seconds,
         warm_up=args.warm_up,
+        pause=args.pause,
         against=against,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
@@ -488,7 +497,10 @@ def main(argv: list[str] | None = None) -> int:
             f"Date: {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC",
             f"Machine: {report.machine()}",
             f"Load average (1/5/15 min) before: {load_before}; after: {report.load()}",
-            f"Burst: {plan.pods} pods after {plan.warm_up} warm-up pods, {plan.rounds} round(s), {limiter}",
+            (
+                f"Burst: {plan.pods} pods after {plan.warm_up} warm-up pods and a {plan.pause:g} s pause, "
+                f"{plan.rounds} round(s), {limiter}"
+            ),
         ]
     )
     print("\n\n".join([head, table(runs, plan.pods), extender_times(runs)]))

@@ -14,6 +14,7 @@ import base64
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
@@ -30,6 +31,7 @@ from extender.plugins.nodeload.auth import BEARER, Credentials, PrometheusAuth
 from extender.settings import Settings
 from testkit.loopback import Loopback, QuietHandler
 from tests.plugin_helpers import node, pod
+from tests.prometheus import refreshes_landed
 
 NODES = [node("a"), node("b")]
 
@@ -187,8 +189,9 @@ def test_an_answer_that_cannot_be_used_leaves_every_node_without_facts_and_says_
     clock[0] += 5  # within refreshInterval: the same snapshot, no new query and no new warning
     profile.filter(pod(), NODES)
     assert endpoint.asked == 1 and len(warnings(caplog)) == 1
-    clock[0] += 6  # a refresh: asked again, one warning again
+    clock[0] += 6  # a refresh, on a thread of its own: asked again, one warning again
     profile.filter(pod(), NODES)
+    refreshes_landed()
     assert endpoint.asked == 2 and len(warnings(caplog)) == 2
 
 
@@ -219,6 +222,28 @@ def test_a_slow_endpoint_costs_the_request_at_most_its_deadline(endpoint, caplog
     result = profile.filter(pod(), NODES)
     assert time.monotonic() - started < 0.9
     assert result.error is not None and "no answer within 0.4 s" in result.error.reason
+
+
+def test_a_warm_refresh_never_holds_a_request_and_one_after_max_age_idle_refreshes_first(endpoint):
+    gate = threading.Event()
+    endpoint.answers(vector(("a", "0.95"), ("b", "0.5"), time_=1000.0))
+    clock = [1000.0]
+    profile = plugin_profile(endpoint.url, clock, http_timeout=20.0)  # a refresh may take 8 s
+    [plugin] = profile.filters
+    assert profile.filter(pod(), NODES).feasible == ["b"]  # cold: it waited for the first answer
+    newer = json.dumps(vector(("a", "0.5"), ("b", "0.95"), time_=1011.0)).encode()
+    endpoint.answer = lambda: (gate.wait(30), (200, {}, [newer], 0.0))[1]
+    clock[0] += 11  # past refreshInterval: the refresh starts, and hangs until the gate opens
+    assert profile.filter(pod(), NODES).feasible == ["b"]  # judged on the answer at hand, at once
+    assert plugin.loads._refreshing.locked()  # the refresh still in flight, on a thread of its own
+    gate.set()
+    refreshes_landed()
+    assert endpoint.asked == 2 and profile.filter(pod(), NODES).feasible == ["a"]  # what it brought
+    # An instance idle for maxAge (180 s) has nothing to judge on: the request refreshes first, and waits for it.
+    endpoint.answers(vector(("a", "0.95"), ("b", "0.5"), time_=1200.0))
+    clock[0] = 1200.0
+    assert profile.filter(pod(), NODES).feasible == ["b"]
+    assert not plugin.loads._refreshing.locked() and endpoint.asked == 3
 
 
 @pytest.mark.parametrize(

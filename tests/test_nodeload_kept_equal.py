@@ -26,6 +26,7 @@ from extender.http.handler import Extender
 from extender.nodesource.base import NamesOnly
 from extender.plugins.nodeload import NodeLoad, Saved
 from extender.policy.loader import parse_policy
+from tests.prometheus import refreshes_landed
 from tests.test_kept_equal import answer
 
 REFRESH, MAX_AGE = 10.0, 30.0
@@ -138,6 +139,16 @@ def extender(cached: bool, answers: Answers, monkeypatch: pytest.MonkeyPatch) ->
     return Extender(policy=policy, source=NamesOnly())
 
 
+def refreshed(served: Extender, now: float) -> None:
+    """The refresh due at ``now`` started, as the first request to find it due starts it (on a thread of its own,
+    that request judging on the answers at hand), and landed."""
+    for profile in served.policy.profiles.values():
+        for plugin in profile.filters:
+            if isinstance(plugin, NodeLoad):
+                plugin.loads.snapshot(now)
+    refreshes_landed()
+
+
 def told(served: Extender, request: dict[str, Any]) -> tuple[int, bytes, list[Any]]:
     body = orjson.dumps(
         {
@@ -174,6 +185,7 @@ def test_kept_and_fresh_answers_agree(monkeypatch, steps, first):
         if kind == "answers":  # a refresh is due, and brings these
             now[0] += REFRESH
             answers.set(step, now[0])
+            refreshed(cached, now[0])
         elif kind == "time":
             now[0] += step
         else:
@@ -202,6 +214,7 @@ def test_the_cache_keeps_one_answer_per_refresh_interval(monkeypatch):
     assert len(asked) == 2  # cpu and memory, once
     now[0] += REFRESH
     told(cached, request)
+    refreshes_landed()
     assert len(asked) == 4
     told(plain, request)
     told(plain, request)

@@ -48,7 +48,7 @@ request then touches only the names it carries. Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
-from itertools import compress, filterfalse
+from itertools import compress
 from operator import attrgetter, not_
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -255,10 +255,9 @@ class KeptProfile:
                 verdicts = None
             if again is not None and verdicts is not None:
                 fresh = source.lookup([name for _, name in again]) if again else []
-            else:  # those nodes and the names without a kept verdict, looked for in one pass each
-                brought = set(names)
-                stale = [name for name in changed if name in brought and name in verdict_of]
-                fresh = source.lookup([*stale, *filterfalse(verdict_of.__contains__, names)])
+            else:  # those nodes and the names without a kept verdict, in the request's order (as plain judges them)
+                stale = {name for name in changed if name in verdict_of}
+                fresh = source.lookup([name for name in names if name in stale or name not in verdict_of])
         rejected, would_reject = kept.rejected, kept.would_reject
         fresh_result = FilterResult(feasible=[])
         if fresh:
@@ -401,8 +400,8 @@ class KeptProfile:
 
 
 def _positions(names: Sequence[str], wanted: Collection[str]) -> list[tuple[int, str]] | None:
-    """Where ``names`` holds each of ``wanted`` (those it lacks left out), found by a scan of the list each; None
-    when there are more than ``MAX_SCANS`` (a pass over every name then costs less)."""
+    """Where ``names`` holds each of ``wanted`` (those it lacks left out), in the request's order, found by a scan of
+    the list each; None when there are more than ``MAX_SCANS`` (a pass over every name then costs less)."""
     if len(wanted) > MAX_SCANS:
         return None
     found = []
@@ -411,7 +410,7 @@ def _positions(names: Sequence[str], wanted: Collection[str]) -> list[tuple[int,
             found.append((names.index(name), name))
         except ValueError:
             continue
-    return found
+    return sorted(found)
 
 
 class Derived(Generic[T]):
@@ -508,6 +507,7 @@ def _store(kept: dict[Hashable, T], keys: Hashable, value: T) -> None:
 
 # Either profile serves requests; only the kept one keeps results across them.
 ServedProfile = Profile | KeptProfile
+
 
 def keeping_results(profile: Profile, enabled: bool) -> ServedProfile:
     """``profile`` with results kept across requests, or the plain profile when the result cache is off."""

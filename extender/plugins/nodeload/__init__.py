@@ -66,7 +66,7 @@ from extender.plugins.nodeload.args import (
 )
 from extender.plugins.nodeload.auth import BASIC, BEARER, GOOGLE, Credentials
 from extender.plugins.nodeload.estimates import Estimator
-from extender.plugins.nodeload.loads import Clock, Loads, LoadView
+from extender.plugins.nodeload.loads import Clock, Loads, LoadView, changed_between
 from extender.plugins.nodeload.predicted import KeptTerms, Prediction, identity
 from extender.plugins.nodeload.prometheus import Authorizer, GoogleAuth, Prometheus, QueryError, source_name
 from extender.plugins.nodeload.units import RATIO
@@ -120,6 +120,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             refresh_interval=args.refresh_interval,
             query_seconds=args.query_seconds,
             keep=args.keep,
+            max_age=args.max_age,
         )
         self.estimator = Estimator(args.estimates)
         self.source = source_name(args.url)
@@ -222,18 +223,30 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         return view.key()
 
     def changed_nodes(self, old: Hashable, new: Hashable) -> Collection[str] | None:
-        """Between two keys (``Prediction.key``) with the same shared part: the nodes whose bound pods differ (a node's
-        term reads only its own pods, and scores are per node). None when anything else differs."""
+        """Between two keys (``Prediction.key``) whose shared parts differ at most in the answers (a refresh): the
+        nodes whose bound pods differ, whose samples moved, and, among those with bound pods, whose sample time moved
+        (an in-flight pod counts by how long before the sample it was bound; a node's term reads only its own pods and
+        samples, and scores are per node). None when anything else differs."""
         if not (isinstance(old, tuple) and isinstance(new, tuple)) or len(old) != 2 or len(new) != 2:
             return None
-        if old[0] != new[0]:
+        (old_shared, before), (new_shared, after) = old, new
+        if old_shared[1:] != new_shared[1:]:
             return None
-        before, after = old[1], new[1]
-        since = getattr(after, "changed_since", None)  # a Bindings (bound_pods is imported only with an API)
-        if since is None or type(before) is not type(after):
+        samples = changed_between(old_shared[0], new_shared[0])
+        if samples is None:
             return None
-        changed: Collection[str] | None = since(before)
-        return changed
+        moved, retimed = samples
+        pods: Collection[str] = ()
+        if before is not after and before != after:
+            since = getattr(after, "changed_since", None)  # a Bindings (bound_pods is imported only with an API)
+            if since is None or type(before) is not type(after):
+                return None
+            pods = since(before)
+        if not moved and not retimed:
+            return pods
+        # Bindings' nodes with pods, in either view (a problem instead of bindings counts no pod).
+        counted = {*getattr(before, "by_node", ()), *getattr(after, "by_node", ())} if retimed else ()
+        return {*moved, *pods, *(node for node in counted if node in retimed)}
 
     def missing_facts(self, point: str, nodes: Sequence[Node], view: Prediction) -> Mapping[str, Status]:
         """Nodes without a fresh finite sample of a metric ``point`` reads (the applicable filter rules', the

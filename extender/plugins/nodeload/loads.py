@@ -6,9 +6,12 @@ A cache, stale-while-revalidate, one per plugin instance. Invariants:
   did). A snapshot is never changed, only replaced in one assignment; a request reads one snapshot, at one
   instant (``LoadView``), so its nodes are all judged on the same answers.
 - **When it is asked.** The first request after ``refreshInterval`` has passed since the last refresh began
-  refreshes, on its own path, within ``query_seconds`` (a share of the scheduler's httpTimeout): one query per
-  metric, the metrics at once. Only one refresh is in flight: the requests meanwhile judge on the snapshot they
-  find. A cold instance has none: its first requests wait for the first refresh (at most ``query_seconds``).
+  starts a refresh on a thread of its own, within ``query_seconds`` (a share of the scheduler's httpTimeout): one
+  query per metric, the metrics at once. Only one refresh is in flight: the requests meanwhile, that one included,
+  judge on the snapshot at hand, so a slow or hung Prometheus never holds a warm request. A request waits only
+  when there is nothing to judge on: a cold instance's first requests (for the first refresh, at most
+  ``query_seconds``), and the first request after the snapshot was asked ``maxAge`` ago or more (an instance idle
+  that long), which refreshes on its own path.
 - **How old it may be.** Never older than ``maxAge`` for judging: a sample (its time as Prometheus gives it) older
   than that is not a fact, whatever is kept. A failed refresh keeps the previous answer of that metric (with one
   WARNING per refresh saying why), so an unreachable Prometheus leaves nodes without facts ``maxAge`` after the last
@@ -22,8 +25,10 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from itertools import filterfalse
 from typing import Any
@@ -46,19 +51,74 @@ WARN_EVERY = 60.0
 
 class Snapshot:
     """Each metric's latest usable answer, and why the last refresh of a metric failed; never changed. ``metrics``
-    are the metrics asked, by name (their queries and node labels, for messages)."""
+    are the metrics asked, by name (their queries and node labels, for messages).
 
-    __slots__ = ("answers", "failures", "metrics")
+    A refreshed snapshot knows what it changed from the one it replaced (``changed_since``), worked out once by the
+    refresh: the nodes whose samples moved (a value, a value that is not a number, or none where there was one) and
+    those whose sample time alone moved. So verdicts and scores kept on the one before are judged again on those
+    nodes only (``NodeLoad.changed_nodes``): a kept result reads nothing of the answers but its node's samples (a
+    node without one is never kept: its words depend on the whole answer)."""
+
+    __slots__ = ("__weakref__", "_changed", "_parent", "answers", "failures", "metrics")
 
     def __init__(
         self,
         answers: Mapping[str, MetricAnswer],
         failures: Mapping[str, str],
         metrics: Mapping[str, Metric],
+        replacing: Snapshot | None = None,
     ) -> None:
         self.answers = answers
         self.failures = failures
         self.metrics = metrics
+        # The snapshot this one replaced (held weakly: no chain of old answers is kept alive) and what changed since.
+        self._parent: weakref.ref[Snapshot] | None = None
+        self._changed: tuple[frozenset[str], frozenset[str]] | None = None
+        if replacing is not None and replacing.answers.keys() == answers.keys():
+            self._parent = weakref.ref(replacing)
+            self._changed = _changed_samples(replacing.answers, answers)
+
+    def changed_since(self, before: Snapshot) -> tuple[frozenset[str], frozenset[str]] | None:
+        """The nodes whose samples moved from ``before`` to this snapshot, and those whose sample time alone moved;
+        None unless ``before`` is this snapshot or the one it replaced (with the same metrics answered)."""
+        if before is self:
+            return frozenset(), frozenset()
+        if self._parent is None or self._parent() is not before:
+            return None
+        return self._changed
+
+
+def _changed_samples(
+    before: Mapping[str, MetricAnswer], after: Mapping[str, MetricAnswer]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Over every metric: the nodes whose sample moved (value, not-a-number text, or presence), and those whose sample
+    time alone moved."""
+    moved: set[str] = set()
+    retimed: set[str] = set()
+    for metric, answer in after.items():
+        old = before[metric]
+        if old is answer:  # a failed refresh keeps the answer
+            continue
+        values, old_values = answer.values, old.values
+        moved.update(values.keys() ^ old_values.keys(), answer.not_finite.keys() ^ old.not_finite.keys())
+        moved.update(node for node, value in values.items() if node in old_values and old_values[node] != value)
+        old_texts = old.not_finite
+        moved.update(node for node, text in answer.not_finite.items() if node in old_texts and old_texts[node] != text)
+        old_times = old.times
+        retimed.update(node for node, at in answer.times.items() if old_times.get(node) != at)
+    return frozenset(moved), frozenset(retimed - moved)
+
+
+def changed_between(before: tuple[Any, ...], after: tuple[Any, ...]) -> tuple[frozenset[str], frozenset[str]] | None:
+    """Between two ``LoadView.key``s: the nodes whose samples moved and those whose sample time alone moved
+    (``Snapshot.changed_since``); None when either view holds a sample too old (which ones are, across two
+    snapshots, is not in the keys) or the snapshots are not one the other's successor."""
+    if before == after:
+        return frozenset(), frozenset()
+    if any(count for _, count in before[1:]) or any(count for _, count in after[1:]):
+        return None
+    snapshot: Snapshot = after[0]
+    return snapshot.changed_since(before[0])
 
 
 NOT_ASKED = Snapshot({}, {}, {})
@@ -146,12 +206,14 @@ class Loads:
         refresh_interval: float,
         query_seconds: float,
         keep: bool,
+        max_age: float = math.inf,
     ) -> None:
         self.metrics = tuple(metrics)
         self._by_name = {metric.name: metric for metric in self.metrics}
         self.querier = querier
         self.refresh_interval = refresh_interval
         self.query_seconds = query_seconds
+        self.max_age = max_age
         self.keep = keep
         self.source = source_of(querier)
         self._current = NOT_ASKED
@@ -163,23 +225,35 @@ class Loads:
         self._warning = threading.Lock()
 
     def snapshot(self, now: float) -> Snapshot:
-        """The snapshot to judge at ``now`` (the request's instant), refreshed first when it is due and no other
-        request is refreshing it."""
+        """The snapshot to judge at ``now`` (the request's instant). When a refresh is due and no other is in flight,
+        it runs on a thread of its own while this request judges on the snapshot at hand; only a request with
+        nothing to judge on (cold, or the snapshot asked ``max_age`` ago or more) refreshes on its own path first."""
         if not self.keep:
             return self._refreshed(NOT_ASKED)
         asked_at = self._asked_at
         if asked_at is not None and 0 <= now - asked_at < self.refresh_interval:
             return self._current
+        if asked_at is not None and 0 <= now - asked_at < self.max_age:
+            if self._refreshing.acquire(blocking=False):
+                name = "extender-nodeload-refresh"
+                threading.Thread(target=self._refresh, args=(now,), name=name, daemon=True).start()
+            return self._current
         cold = asked_at is None  # nothing to judge on meanwhile: wait for the refresh in flight (and its last threads)
         if not self._refreshing.acquire(blocking=cold, timeout=self.query_seconds * 1.25 if cold else -1):
             return self._current
+        self._refresh(now)
+        return self._current
+
+    def _refresh(self, now: float) -> None:
+        """Refresh unless another did meanwhile; called holding ``_refreshing``, which it releases."""
         try:
             asked_at = self._asked_at
             if asked_at is not None and 0 <= now - asked_at < self.refresh_interval:
-                return self._current  # refreshed while this request waited
+                return  # refreshed while this request waited
             self._current = self._refreshed(self._current)
             self._asked_at = now  # after the snapshot: a cold request that finds it set finds the snapshot too
-            return self._current
+        except Exception:  # a bug must cost this refresh (the last answers stay), never a request nor the thread
+            logger.exception("NodeLoad: refreshing the metrics failed")
         finally:
             self._refreshing.release()
 
@@ -196,7 +270,7 @@ class Loads:
             else:
                 failures[metric.name] = outcome
                 _warn(self.source, metric, outcome, answers.get(metric.name))
-        return Snapshot(answers, failures, self._by_name)
+        return Snapshot(answers, failures, self._by_name, previous)
 
     def _ask_all(self) -> dict[str, MetricAnswer | str]:
         """Each metric's answer or why it has none, the metrics asked at once within ``query_seconds``."""

@@ -132,12 +132,13 @@ class Prediction:
 
     def key(self) -> tuple[tuple[Hashable, ...], Hashable]:
         """Every input of a node's verdict besides the node, in two parts: what every node shares (the answers and
-        their freshness, the pod's estimate and rules, whether the pod itself is among the bindings, as it is then
-        not counted twice, and the allocatable list by identity), and the bindings (by identity: a new binding or
-        expiry makes a new one; ``changed_nodes`` names the nodes whose pods differ between two)."""
+        their freshness first, the pod's estimate and rules, whether the pod itself is among the bindings, as it is
+        then not counted twice, and the allocatable list by identity), and the bindings (by identity: a new binding
+        or expiry makes a new one). ``NodeLoad.changed_nodes`` names the nodes whose results may differ between two
+        keys that differ only in the answers and the bindings."""
         bindings = self.bindings
         own = bindings is not None and self.own
-        shared = (*self.loads.key(), self.usage, self.rules, self.pod_uid if own else None, identity(self.allocatable))
+        shared = (self.loads.key(), self.usage, self.rules, self.pod_uid if own else None, identity(self.allocatable))
         return shared, bindings if bindings is not None else self.in_flight_problem
 
     def remember(self, nodes: Sequence[Node]) -> None:
