@@ -1,4 +1,5 @@
-"""A refresh of NodeLoad's answers re-judges only the nodes it changed, and the answers stay those worked out afresh.
+"""A refresh of NodeLoad's answers (or a relist of the nodes' allocatable) re-judges only the nodes it changed, and the
+answers stay those worked out afresh.
 
 A refreshed snapshot names the nodes whose samples moved and those whose sample time alone moved
 (``Snapshot.changed_since``); the kept verdicts and scores of the snapshot before are judged again on the first, and
@@ -32,6 +33,7 @@ from tests.test_nodeload_kept_equal import (
     _loads,
     extender,
     refreshed,
+    time_or_request,
     told,
 )
 
@@ -52,6 +54,11 @@ STEPS = st.lists(
                 st.sampled_from(["500m", "1", "2", None]),  # None: a pod of the node deleted
             ),
         ),
+        # The nodes listed again: a new list, the same allocatable but where a node's changed or it is missing.
+        st.tuples(
+            st.just("relist"),
+            st.dictionaries(st.sampled_from(NODES), st.sampled_from([None, 2.0, 4.0, 8.0]), max_size=2),
+        ),
         st.tuples(st.just("time"), st.sampled_from([0.001, 5.001, 31.0])),
         st.tuples(st.just("request"), REQUESTS),
     ),
@@ -70,6 +77,14 @@ class InFlight:
         self.pods: dict[str, BoundPod] = {}
         self.served = served
         self.bindings = Bindings({})
+        self.allocatable: dict[str, Resources] = dict(ALLOCATABLE)
+        self.publish()
+
+    def relist(self, cpus: dict[str, float | None]) -> None:
+        """A new allocatable list: each node's as before, but a node given another CPU count, or None (not listed)."""
+        changed = {node: Resources(cpu, None, 16 * GI, None) for node, cpu in cpus.items() if cpu}
+        listed = {**self.allocatable, **changed}
+        self.allocatable = {node: found for node, found in listed.items() if cpus.get(node, 1.0) is not None}
         self.publish()
 
     def bind(self, node: str, at: float, cpu: str = "1") -> None:
@@ -89,7 +104,7 @@ class InFlight:
         )
         for served in self.served:
             for plugin in _node_loads(served):
-                plugin._offline = (self.bindings, ALLOCATABLE)
+                plugin._offline = (self.bindings, self.allocatable)
 
 
 def _node_loads(served: Extender) -> list[NodeLoad]:
@@ -132,6 +147,18 @@ def _with_pods(
     ],
     first={**_loads(0.5), "memory": {**_loads(0.5)["memory"], "node-1": (None, 0.0), "node-2": (None, 0.0)}},
 )
+# A node relisted with twice the CPU: its pod in flight now a smaller share.
+@example(
+    steps=[
+        ("bind", ("node-3", 25.0, "2")),
+        ("request", _ALL),
+        ("request", _SCORES),
+        ("relist", {"node-3": 8.0}),
+        ("request", _ALL),
+        ("request", _SCORES),
+    ],
+    first=_loads(0.5),
+)
 def test_answers_after_a_refresh_equal_those_worked_out_afresh(monkeypatch, steps, first):
     now = [1_000_000.0]
     answers = Answers()
@@ -150,11 +177,10 @@ def test_answers_after_a_refresh_equal_those_worked_out_afresh(monkeypatch, step
                 in_flight.bind(node, now[0] + after - DELAY, cpu)
             else:
                 in_flight.delete(node)
-        elif kind == "time":
-            now[0] += step
+        elif kind == "relist":
+            in_flight.relist(step)
         else:
-            for _ in range(2):  # the second answers from what the first kept
-                assert told(cached, step) == told(plain, step)
+            time_or_request(kind, step, now, cached, plain)
 
 
 def test_a_refresh_with_the_same_values_judges_again_only_the_nodes_with_bound_pods(monkeypatch):
@@ -193,3 +219,9 @@ def test_a_refresh_with_the_same_values_judges_again_only_the_nodes_with_bound_p
     assert sorted(judged) == ["node-2", "node-4"]
     assert moved_answer == told(plain, _ALL)
     assert b"node-4" in moved_answer[1].split(b'"FailedNodes"')[1]
+    for relisted, again in (({}, []), ({"node-3": 2.0}, ["node-3"])):  # listed again: all alike, or one node's less
+        judged.clear()
+        in_flight.relist(relisted)
+        relisted_answer = told(cached, _ALL)
+        assert judged == again
+        assert relisted_answer == told(plain, _ALL)

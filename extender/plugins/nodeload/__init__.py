@@ -67,7 +67,7 @@ from extender.plugins.nodeload.args import (
 from extender.plugins.nodeload.auth import BASIC, BEARER, GOOGLE, Credentials
 from extender.plugins.nodeload.estimates import Estimator
 from extender.plugins.nodeload.loads import Clock, Loads, LoadView, changed_between
-from extender.plugins.nodeload.predicted import KeptTerms, Prediction, identity
+from extender.plugins.nodeload.predicted import KeptTerms, Prediction, changed_allocatable, identity
 from extender.plugins.nodeload.prometheus import Authorizer, GoogleAuth, Prometheus, QueryError, source_name
 from extender.plugins.nodeload.units import RATIO
 from extender.settings import PROJECT_ENV, Need
@@ -223,19 +223,22 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         return view.key()
 
     def changed_nodes(self, old: Hashable, new: Hashable) -> Collection[str] | None:
-        """Between two keys (``Prediction.key``) whose shared parts differ at most in the answers (a refresh): the
-        nodes whose bound pods differ, whose samples moved, and, among those with bound pods, whose sample time moved
-        (an in-flight pod counts by how long before the sample it was bound; a node's term reads only its own pods and
-        samples, and scores are per node). None when anything else differs."""
+        """Between two keys (``Prediction.key``) whose shared parts differ at most in the answers (a refresh) and the
+        allocatable list (a relist): the nodes whose bound pods differ, whose samples or allocatable moved, and, among
+        those with bound pods, whose sample time moved (an in-flight pod counts by how long before the sample it was
+        bound; a node's term reads only its own pods, samples and allocatable, and scores are per node). None when
+        anything else differs."""
         if not (isinstance(old, tuple) and isinstance(new, tuple)) or len(old) != 2 or len(new) != 2:
             return None
         (old_shared, before), (new_shared, after) = old, new
-        if old_shared[1:] != new_shared[1:]:
+        if old_shared[1:-1] != new_shared[1:-1]:
             return None
         samples = changed_between(old_shared[0], new_shared[0])
-        if samples is None:
+        listed = changed_allocatable(old_shared[-1], new_shared[-1])
+        if samples is None or listed is None:
             return None
         moved, retimed = samples
+        moved = moved | listed if listed else moved
         pods: Collection[str] = ()
         if before is not after and before != after:
             since = getattr(after, "changed_since", None)  # a Bindings (bound_pods is imported only with an API)

@@ -135,7 +135,7 @@ class Prediction:
         their freshness first, the pod's estimate and rules, whether the pod itself is among the bindings, as it is
         then not counted twice, and the allocatable list by identity), and the bindings (by identity: a new binding
         or expiry makes a new one). ``NodeLoad.changed_nodes`` names the nodes whose results may differ between two
-        keys that differ only in the answers and the bindings."""
+        keys that differ only in the answers, the allocatable list and the bindings."""
         bindings = self.bindings
         own = bindings is not None and self.own
         shared = (self.loads.key(), self.usage, self.rules, self.pod_uid if own else None, identity(self.allocatable))
@@ -248,6 +248,20 @@ class Prediction:
 
 def _rounded(value: float) -> float:
     return round(value, 4)
+
+
+def changed_allocatable(before: Hashable, after: Hashable) -> frozenset[str] | None:
+    """The nodes whose allocatable differs between two lists as a key holds them (``identity``): none for the same
+    list, those whose entry differs for two lists (a relist, mostly the same), None when either list is missing (the
+    first list changes every node's term)."""
+    if before == after:
+        return frozenset()
+    if not (isinstance(before, _Identity) and isinstance(after, _Identity)):
+        return None
+    old, new = before.held, after.held
+    if not (isinstance(old, Mapping) and isinstance(new, Mapping)):
+        return None
+    return frozenset(node for node in old.keys() | new.keys() if old.get(node) != new.get(node))
 
 
 def identity(held: object) -> _Identity:
