@@ -7,7 +7,8 @@ deadline of its first request (later requests, and every request once that list 
 nothing). A failed list keeps the last one; without any, NodeLoad falls back to the metric's ``capacity`` query
 (``extender.plugins.nodeload.predicted``), and each failure is a WARNING (one per ``WARN_SECONDS``). A node the
 list lacks (new since) is listed again at once (at most every ``RETRY_SECONDS``) and meanwhile judged by the other
-sources.
+sources. Each list is a new mapping, never changed: NodeLoad keeps verdicts under its identity and, after a relist,
+judges again only the nodes whose entry differs (``predicted.changed_allocatable``).
 """
 
 from __future__ import annotations
