@@ -30,6 +30,7 @@ from extender.plugins import NodeLoad
 from extender.settings import Settings
 from testkit.loopback import Loopback, QuietHandler
 from tests.plugin_helpers import node, pod
+from tests.prometheus import refreshes_landed
 
 ACCESS_TOKEN = "ya29.stand-in-access-token"
 SERVICE_ACCOUNT = "extender@acme.iam.gserviceaccount.com"
@@ -158,9 +159,10 @@ def test_the_gke_preset_queries_with_the_function_s_own_google_token(google, cap
     [grant] = google.token_requests  # signed by the service account's key, for Cloud Monitoring read access
     assert grant["iss"] == SERVICE_ACCOUNT and grant["aud"] == "https://oauth2.googleapis.com/token"
     assert grant["scope"] == "https://www.googleapis.com/auth/monitoring.read"
-    for _ in range(2):  # later refreshes reuse the token while it is valid
+    for _ in range(2):  # later refreshes (each on a thread of its own) reuse the token while it is valid
         clock[0] += 31
         assert served.filter(pod(), [node("gke-a")]).feasible == ["gke-a"]
+        refreshes_landed()
     assert len(google.queries) == 6 and len(google.token_requests) == 1
     assert ACCESS_TOKEN not in caplog.text
 
@@ -172,6 +174,7 @@ def test_a_token_about_to_expire_is_refreshed_before_the_query(google):
     served.filter(pod(), [node("gke-a")])
     clock[0] += 31
     served.filter(pod(), [node("gke-a")])
+    refreshes_landed()
     # Each refresh asks two queries (the load, the allocatable cores), each with a token refreshed first.
     assert len(google.token_requests) == 4 and google.queries == [f"Bearer {ACCESS_TOKEN}"] * 4
 
@@ -240,6 +243,8 @@ def test_looking_for_credentials_never_holds_a_request_past_its_deadline(google,
     assert "(its last refresh failed: no Google " in answer.error.reason
     assert all("within 0.4 s" in why for why in plugin.loads._current.failures.values())
     time.sleep(0.6)
-    clock[0] += 31  # the next refresh
+    clock[0] += 31  # the next refresh, on a thread of its own: judged on once it lands
+    served.filter(pod(), [node("gke-a")])
+    refreshes_landed()
     assert served.filter(pod(), [node("gke-a")]).feasible == ["gke-a"]
     assert google.queries == [f"Bearer {ACCESS_TOKEN}"] * 2

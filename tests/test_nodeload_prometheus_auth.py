@@ -28,7 +28,7 @@ from extender.settings import Settings
 from testkit.auth_proxy import AuthProxy
 from testkit.certs import CertificateAuthority
 from tests.plugin_helpers import node, pod
-from tests.prometheus import METRIC, write_nodeload_policy
+from tests.prometheus import METRIC, refreshes_landed, write_nodeload_policy
 from tests.token_leaks import RecordKeeper, leaks
 
 TOKEN = "glc_eyJvIjoiMTIzNDU2Iiwibi-stand-in-token-0123456789"
@@ -74,6 +74,14 @@ def judged(profile: Profile) -> tuple[list[str], dict[str, str], str]:
     return result.feasible, rejected, result.error.reason if result.error is not None else ""
 
 
+def refreshed(profile: Profile, clock: list[float]) -> None:
+    """Past refreshInterval, with the refresh it makes due landed: a request starts it on a thread of its own (and
+    judges on the answers at hand)."""
+    clock[0] += 31
+    judged(profile)
+    refreshes_landed()
+
+
 def assert_secret_free(records: RecordKeeper, *texts: str, secrets: tuple[str, ...] = (TOKEN, ROTATED, PASSWORD)):
     for text in [*records.texts, *texts]:
         assert not leaks(text, secrets), text
@@ -97,13 +105,13 @@ def test_a_bearer_token_file_is_sent_and_read_again_when_prometheus_refuses_it(
         # Rotated: the proxy takes the new token only; the file is rewritten (a new Secret Manager version).
         proxy.bearer = ROTATED
         token_file.write_text(ROTATED)
-        clock[0] += 31
+        refreshed(profile, clock)
         # The old token is refused: the last answer serves meanwhile.
         assert judged(profile) == (["a"], {"b": OVER}, "")
         [warning] = nodeload_warnings(records)
         assert "answered 401 Unauthorized: unauthorized: missing or wrong bearer token" in warning
         assert f"the bearer token (prometheus.tokenFile {token_file}) was refused" in warning
-        clock[0] += 31
+        refreshed(profile, clock)
         assert judged(profile) == (["a"], {"b": OVER}, "")  # read again after the refusal
         assert proxy.seen[-1]["headers"]["Authorization"] == f"Bearer {ROTATED}"
     finally:
@@ -194,7 +202,7 @@ def test_a_missing_token_file_says_so_and_the_next_refresh_reads_it(prometheus, 
         assert f"prometheus.tokenFile {token_file} does not exist" in error
         assert proxy.seen == []  # nothing sent without the token
         token_file.write_text(TOKEN)
-        clock[0] += 31  # a file that could not be read is read again with the next query
+        refreshed(profile, clock)  # a file that could not be read is read again with the next query
         assert judged(profile) == (["a"], {"b": OVER}, "")
     finally:
         proxy.close()
@@ -406,7 +414,7 @@ def test_a_rotated_client_certificate_is_read_again_and_makes_a_new_tls_context(
         # answer should be): either way the certificate is named.
         assert f"{proxy.url} " in error and f"client certificate prometheus.tls.certFile {cert_file}" in error
         ca.issue_client("nodeload").write(tmp_path, "client")  # the new version of both secrets
-        clock[0] += 31
+        refreshed(profile, clock)
         assert judged(profile) == (["a"], {"b": OVER}, "")
         assert proxy.seen[-1]["client_cert"]
     finally:

@@ -32,7 +32,8 @@ request then touches only the names it carries. Invariants:
   requests at worst work a value out twice.
 - A request whose keys differ from a kept entry's of this generation only
   where the plugins name the nodes that changed (``Plugin.changed_nodes``,
-  e.g. NodeLoad's in-flight pods after a binding) derives its entry from that
+  e.g. NodeLoad's in-flight pods after a binding, or its answers after a
+  refresh) derives its entry from that
   one: verdicts of the named nodes are dropped and judged again through the
   whole chain; scores of the same candidate set are worked out again for the
   named nodes by every plugin, taken only from the plugins whose keys changed
