@@ -11,7 +11,6 @@ stand-in in its place.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import math
 import os
@@ -196,8 +195,8 @@ def write_nodeload_policy(directory: Path, args: dict[str, Any]) -> Path:
 def refreshes_landed() -> None:
     """Wait for every NodeLoad refresh in flight in this process: a warm instance refreshes on a thread of its own
     while the request that found the refresh due judges on the answers at hand (``loads.Loads.snapshot``)."""
-    from extender.plugins.nodeload.loads import Loads
+    from extender.plugins.nodeload import loads
 
-    for loads in [found for found in gc.get_objects() if isinstance(found, Loads)]:
-        with loads._refreshing:  # held while its refresh is in flight
+    for live in list(loads._LIVE):
+        with live._refreshing:  # held while its refresh is in flight
             pass

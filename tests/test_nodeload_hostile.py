@@ -353,6 +353,40 @@ def test_a_forked_worker_asks_on_connections_of_its_own(endpoint):
     assert endpoint.asked == 3 and len(endpoint.connections) == 2  # the master's, kept
 
 
+def test_a_forked_worker_refreshes_though_a_refresh_was_in_flight_at_the_fork(endpoint):
+    gate = threading.Event()
+    endpoint.answers(vector(("a", "0.95"), ("b", "0.5"), time_=1000.0))
+    clock = [1000.0]
+    profile = plugin_profile(endpoint.url, clock, http_timeout=20.0)
+    [plugin] = profile.filters
+    assert profile.filter(pod(), NODES).feasible == ["b"]
+    newer = json.dumps(vector(("a", "0.5"), ("b", "0.95"), time_=1011.0)).encode()
+    endpoint.answer = lambda: (gate.wait(30), (200, {}, [newer], 0.0))[1]
+    clock[0] += 11
+    profile.filter(pod(), NODES)  # a refresh starts, and hangs: its thread holds the lock
+    assert plugin.loads._refreshing.locked()
+    endpoint.answers(newer)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker: no refresh thread here, so its own refresh starts and lands
+        try:
+            if plugin.loads._refreshing.locked():
+                os._exit(3)  # held by a thread the worker does not have: it would never refresh
+            clock[0] += 11
+            profile.filter(pod(), NODES)
+            refreshes_landed()
+            os.write(write, json.dumps(profile.filter(pod(), NODES).feasible).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answered:
+        told = answered.read()
+    assert os.waitpid(pid, 0)[1] == 0
+    assert json.loads(told) == ["a"]
+    gate.set()
+    refreshes_landed()
+
+
 def test_an_unreadable_ca_bundle_fails_the_query_naming_it(monkeypatch, tmp_path):
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "missing.pem"))
     missing = "the CA bundle .*missing.pem \\(REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE\\) cannot be loaded: "

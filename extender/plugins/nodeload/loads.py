@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import os
 import threading
 import time
 import weakref
@@ -223,6 +224,7 @@ class Loads:
         # When each kind of odd answer was last warned about (monotonic), by metric: bounded by the metrics.
         self._warned: dict[tuple[str, str], float] = {}
         self._warning = threading.Lock()
+        _LIVE.add(self)
 
     def snapshot(self, now: float) -> Snapshot:
         """The snapshot to judge at ``now`` (the request's instant). When a refresh is due and no other is in flight,
@@ -384,3 +386,17 @@ def _warn(source: str, metric: Metric, problem: str, kept: MetricAnswer | None, 
 def _possessive(name: str) -> str:
     """``Prometheus'``, ``Cloud Monitoring's``."""
     return f"{name}'" if name.endswith("s") else f"{name}'s"
+
+
+# Every instance's snapshot holder, for the fork handler below.
+_LIVE: weakref.WeakSet[Loads] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A refresh in flight in the parent (its thread does not exist in the child) must not keep the child's lock."""
+    for loads in list(_LIVE):
+        loads._refreshing = threading.Lock()
+        loads._warning = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
