@@ -353,6 +353,8 @@ def test_a_forked_worker_asks_on_connections_of_its_own(endpoint):
     assert endpoint.asked == 3 and len(endpoint.connections) == 2  # the master's, kept
 
 
+# Forking while a thread runs is the case under test (Python 3.12 warns of it).
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_worker_refreshes_though_a_refresh_was_in_flight_at_the_fork(endpoint):
     gate = threading.Event()
     endpoint.answers(vector(("a", "0.95"), ("b", "0.5"), time_=1000.0))

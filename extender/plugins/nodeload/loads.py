@@ -17,6 +17,8 @@ A cache, stale-while-revalidate, one per plugin instance. Invariants:
   WARNING per refresh saying why), so an unreachable Prometheus leaves nodes without facts ``maxAge`` after the last
   answer, not at once.
 - **Bounded.** One snapshot per instance, each answer at most ``MAX_SERIES`` series of at most ``MAX_ANSWER_BYTES``.
+- **Forks.** A refresh in flight when the process forks has no thread in the child: the child's refresh lock starts
+  free (gunicorn forks its worker from the process that built the function).
 - **Switchable off.** ``keep`` false (``EXTENDER_RESULT_CACHE=off``) asks Prometheus on every request and keeps
   nothing; tests/test_nodeload_kept_equal*.py check that both answer alike while the answers do not change.
 """
