@@ -470,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", metavar="PNG", help="draw the paces into this file (matplotlib)")
     parser.add_argument("--json", metavar="FILE", help="write every run's figures to this file")
     args = parser.parse_args(argv)
+    if args.pause < 0:
+        parser.error(f"--pause must be 0 or more seconds, not {args.pause:g}")
     apis = tuple({"healthy": HEALTHY, "hung": HUNG}[name] for name in args.apis.split(",") if name)
     against = None
     if args.against:
