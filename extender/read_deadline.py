@@ -27,13 +27,16 @@ import threading
 import time
 from collections.abc import Callable
 
+from extender.background import started
+
 _changed = threading.Condition()
 # (deadline, alarm number): the earliest first.
 _deadlines: list[tuple[float, int]] = []
 # Alarm number -> what to do when it goes off, while armed.
 _armed: dict[int, Callable[[], None]] = {}
 _numbers = itertools.count()
-# The process the watchdog thread runs in: a forked worker starts its own.
+# The process the alarms belong to, and the one the watchdog thread runs in: a forked worker starts its own.
+_deadlines_pid: int | None = None
 _watchdog_pid: int | None = None
 # When the watchdog looks at the deadlines next (infinity: not before it is notified).
 _wakes_at = math.inf
@@ -48,14 +51,16 @@ def arm(sock: socket.socket, seconds: float) -> int:
 
 def arm_action(action: Callable[[], None], seconds: float) -> int:
     """Call ``action`` (on the watchdog thread: it must be quick and never raise) in ``seconds`` unless disarmed."""
-    global _watchdog_pid, _wakes_at
+    global _deadlines_pid, _watchdog_pid, _wakes_at
+    pid = os.getpid()
     with _changed:
-        if _watchdog_pid != os.getpid():
+        if _deadlines_pid != pid:  # a forked worker's copy of its parent's alarms: none is its own
             _deadlines.clear()
             _armed.clear()
             _wakes_at = math.inf
-            threading.Thread(target=_watch, name="read-deadline", daemon=True).start()
-            _watchdog_pid = os.getpid()
+            _deadlines_pid = pid
+        if _watchdog_pid != pid and started(threading.Thread(target=_watch, name="read-deadline", daemon=True)):
+            _watchdog_pid = pid  # else the next alarm armed starts it, and the alarms armed before go off then
         number = next(_numbers)
         _armed[number] = action
         deadline = time.monotonic() + seconds

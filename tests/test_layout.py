@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("extender.framework",),
     ("extender.outbound",),
     ("extender.settings", "extender.urls", "extender.read_deadline"),
-    ("extender.duration", "extender.errors", "extender.protocol", "extender"),
+    ("extender.background", "extender.duration", "extender.errors", "extender.protocol", "extender"),
 )
 
 

@@ -62,6 +62,7 @@ from functools import cache
 from typing import Any
 
 from extender import read_deadline
+from extender.background import started
 from extender.http.after_answer import after_this_answer
 
 # mallopt's parameter numbers (malloc.h), and the values held.
@@ -129,7 +130,8 @@ class Release:
                 read_deadline.arm_action(self._check, again)
                 return
             self._armed = False
-        threading.Thread(target=self.give_back, name="memory-release", daemon=True).start()
+        # A thread that cannot start gives nothing back this time: the next quiet spell tries again.
+        started(threading.Thread(target=self.give_back, name="memory-release", daemon=True))
 
     def give_back(self) -> bool:
         """Forget the kept request data, let go of the interpreter's free lists, then return every free page of

@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from extender.background import started
 from extender.kube.demand import Resources
 from extender.kube.errors import KubeError
 
@@ -67,7 +68,7 @@ class NodeAllocatable:
                 self._cold_until = until
             cold_until = min(until, self._cold_until or until)
         if thread is not None:
-            thread.start()
+            self._start(thread)
         if not self._first.is_set():
             self._first.wait(max(0.0, cold_until - time.monotonic()))
         return self.nodes, self.problem
@@ -80,7 +81,14 @@ class NodeAllocatable:
                 return
             self._attempt_at = now
             thread = self._listing = threading.Thread(target=self._list, name="extender-allocatable", daemon=True)
-        thread.start()
+        self._start(thread)
+
+    def _start(self, thread: threading.Thread) -> None:
+        """The list's thread started; when it cannot start, none is in flight (the next due request tries again)."""
+        if not started(thread):
+            with self._lock:
+                if self._listing is thread:
+                    self._listing = None
 
     def _list(self) -> None:
         try:

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from extender.background import started
 from extender.kube.demand import PodDemand
 from extender.kube.errors import KubeError
 from extender.kube.lists import BoundPod, decode_watch_event
@@ -410,7 +411,7 @@ class PodWatch:
             thread = self._connecting = threading.Thread(
                 target=self._connect, args=(now,), name="extender-bound-pods", daemon=True
             )
-        thread.start()
+        started(thread)  # one that cannot start is not alive: the next request tries again
 
     def _await_expected(self, until: float, now: float, exclude: str) -> None:
         """Read on (the reader only) until the watch shows the binding of every other pod placed elsewhere that this

@@ -99,7 +99,12 @@ class DeferredCloudHandler(logging.Handler):
         """With ``_state`` held."""
         if self._importer is None:
             self._importer = threading.Thread(target=self._import_when_due, name="extender-cloud-logging", daemon=True)
-            self._importer.start()
+            try:
+                self._importer.start()
+            except RuntimeError:
+                # No thread to spare: the entries stay held until one starts. Not warned about: the warning would come
+                # back to this handler, whose lock is held here.
+                self._importer = None
 
     def _import_when_due(self) -> None:
         self._due.wait(HOLD_SECONDS)

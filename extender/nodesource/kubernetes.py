@@ -34,6 +34,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, NamedTuple
 
+from extender.background import started
 from extender.framework.types import Node
 from extender.nodesource.base import unavailable
 from extender.nodesource.health import SourceHealth
@@ -187,7 +188,10 @@ class KubernetesNodes:
             self._last_attempt = now
             future: Future[_Snapshot] = Future()
             self._refreshing = future
-        threading.Thread(target=self._list, args=(future,), name="extender-node-list", daemon=True).start()
+        if not started(threading.Thread(target=self._list, args=(future,), name="extender-node-list", daemon=True)):
+            with self._lock:  # no list in flight: the next one the rate limit allows tries again
+                self._refreshing = None
+            return None
         return future
 
     def _list(self, future: Future[_Snapshot]) -> None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from marshmallow import Schema, ValidationError, fields, post_load, validates_schema
 from marshmallow.validate import Length, OneOf, Regexp
 
+from extender.background import started
 from extender.framework.args import failed_fields
 
 if TYPE_CHECKING:
@@ -202,7 +203,8 @@ class SecretFile:
             due = self._value is None or time.monotonic() - self._read_at >= REREAD_SECONDS
             if self._reading is None and due:
                 self._reading = threading.Thread(target=self._read, name="nodeload-secret-file", daemon=True)
-                self._reading.start()
+                if not started(self._reading):
+                    self._reading = None  # read again at the next use
             reading = self._reading if self._value is None else None
         if reading is not None:
             reading.join(max(0.0, deadline - time.monotonic()))

@@ -37,6 +37,7 @@ from itertools import filterfalse
 from typing import Any
 from urllib.parse import urlsplit
 
+from extender.background import started
 from extender.errors import bounded
 from extender.plugins.nodeload.answers import AnswerError, MetricAnswer, label_problem, parse_answer, quoted
 from extender.plugins.nodeload.args import Metric
@@ -240,7 +241,8 @@ class Loads:
         if asked_at is not None and 0 <= now - asked_at < self.max_age:
             if self._refreshing.acquire(blocking=False):
                 name = "extender-nodeload-refresh"
-                threading.Thread(target=self._refresh, args=(now,), name=name, daemon=True).start()
+                if not started(threading.Thread(target=self._refresh, args=(now,), name=name, daemon=True)):
+                    self._refreshing.release()  # no thread to refresh on: the next request past the interval tries
             return self._current
         cold = asked_at is None  # nothing to judge on meanwhile: wait for the refresh in flight (and its last threads)
         if not self._refreshing.acquire(blocking=cold, timeout=self.query_seconds * 1.25 if cold else -1):
@@ -284,11 +286,17 @@ class Loads:
         def ask(metric: Metric) -> None:
             outcomes[metric.name] = self._ask(metric, deadline - time.monotonic())
 
-        others = [threading.Thread(target=ask, args=(metric,), daemon=True) for metric in self.metrics[1:]]
-        for thread in others:
-            thread.start()
-        ask(self.metrics[0])
-        for thread in others:
+        running: list[threading.Thread] = []
+        unstarted: list[Metric] = []  # asked on this thread, after the first, when theirs cannot start
+        for metric in self.metrics[1:]:
+            thread = threading.Thread(target=ask, args=(metric,), name="extender-nodeload-query", daemon=True)
+            if started(thread):
+                running.append(thread)
+            else:
+                unstarted.append(metric)
+        for metric in (self.metrics[0], *unstarted):
+            ask(metric)
+        for thread in running:
             thread.join(max(0.0, deadline - time.monotonic()))
         late = f"no answer within {self.query_seconds:.1f} s"
         return {metric.name: outcomes.get(metric.name, late) for metric in self.metrics}

@@ -25,6 +25,7 @@ from urllib.parse import urlencode, urlsplit
 import orjson
 
 from extender import __version__
+from extender.background import started
 from extender.errors import bounded, redacted, secret_forms
 from extender.plugins.nodeload.answers import error_text
 from extender.plugins.nodeload.auth import Credential, PrometheusAuth, TlsFiles, tls_context
@@ -245,7 +246,9 @@ class GoogleAuth:
         if self._finding is None:
             self._found = None
             self._finding = threading.Thread(target=self._look, name="nodeload-credentials", daemon=True)
-            self._finding.start()
+            if not started(self._finding):
+                self._finding = None
+                raise QueryError("no Google credentials: no thread could be started to look for them")
         self._finding.join(max(0.0, deadline - time.monotonic()))
         if self._finding.is_alive():
             raise QueryError(f"no Google credentials found within {seconds:.1f} s (still looking)")
