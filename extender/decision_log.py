@@ -175,7 +175,7 @@ def decision_fields(
         if result.audited:
             fields["audited"] = list(result.audited)
     else:
-        fields["rejected"] = _rejections(result.rejected, by_rule=True)
+        fields["rejected"] = _rejection_groups(result)
     if isinstance(result, FilterResult | ScoreResult) and result.assumed:
         fields["assumedOn"] = _name(result.assumed)  # counted there until its binding shows (extender.verbs.assumed)
     if isinstance(result, FilterResult) and result.exempt:
@@ -232,14 +232,26 @@ def _noted(notes: Mapping[str, tuple[Status, ...]]) -> list[tuple[str, Status]]:
     return [(node, status) for node, statuses in notes.items() for status in statuses]
 
 
+def _rejection_groups(result: FilterResult | PreemptResult) -> dict[str, Any]:
+    """``_rejections`` by rule, worked out once per kept rejections (``FilterResult.rejected_kept``)."""
+    kept = isinstance(result, FilterResult) and result.rejected_kept
+    groups = _kept_groups.get(result.rejected) if kept else None
+    if groups is None:
+        groups = _rejections(result.rejected, by_rule=True)
+        if kept:
+            _kept_groups.put(result.rejected, groups)
+    return groups
+
+
 def _rejections(rejected: Mapping[str, Status], by_rule: bool = False) -> dict[str, Any]:
     """Rejected nodes grouped as the pod's FailedScheduling event groups them: one line per plugin and reason;
     ``count`` is the number of nodes. ``by_rule`` adds ``rules``: the nodes of every plugin and rule, not only of the
-    largest groups.
+    largest groups. Nodes are taken in the order of their names: the same entry however the scheduler ordered them.
 
     Statuses are counted at C speed (equal statuses are one group: same plugin, code and reason) and only the few
     nodes each shown group names are looked for: a request rejecting thousands of nodes pays little here."""
-    return _grouped(Counter(rejected.values()), rejected.items(), len(rejected), by_rule)
+    pairs = sorted(rejected.items(), key=itemgetter(0))
+    return _grouped(Counter(map(itemgetter(1), pairs)), pairs, len(rejected), by_rule)
 
 
 def _noted_groups(notes: Notes) -> dict[str, Any]:
@@ -353,6 +365,9 @@ def _rule_named(reason: str) -> str:
 _RULE = r"\b(?:rule|maintenance) ('(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\")"
 
 
+# The ``rejected`` groups of kept rejections, by their identity: shared by the entries of every request that rejects
+# exactly those nodes, so read only.
+_kept_groups: Derived[dict[str, Any]] = Derived()
 # The top scores of kept scores (``ScoreResult.kept``), with the plugins' score objects they came from: kept results
 # hand back the same (never changed) score objects for the same candidates, whose top need not be searched again.
 # Results not kept (the result cache off) are never memoized.

@@ -296,7 +296,10 @@ class KeptProfile:
         # One lookup per name, then C-speed passes: which names are refused, in the request's order.
         if any(verdicts):
             result.feasible = list(compress(names, map(not_, verdicts)))
-            result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts), strict=True))
+            if _all_kept(kept.rejected, len(names) - len(result.feasible), names, verdicts):
+                result.rejected, result.rejected_kept = kept.rejected, True
+            else:
+                result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts), strict=True))
         return judged_or_error(result, len(names))
 
     def prioritize_names(
@@ -398,6 +401,17 @@ class KeptProfile:
         if set(map(_why_unknown, nodes)) - {None}:
             return False
         return self.plain.facts == Facts.NAME or None not in map(_labels, nodes)
+
+
+def _all_kept(
+    kept: Mapping[str, Status], refused: int, names: Sequence[str], verdicts: Sequence[Status | None]
+) -> bool:
+    """Whether the request's ``refused`` rejections are the kept ones, every one (``names`` unique): the kept map then
+    stands for the request's, as ``FilterResult.rejected_kept`` says."""
+    if refused != len(kept):
+        return False
+    refusals = zip(compress(names, verdicts), filter(None, verdicts), strict=True)
+    return all(kept.get(name) == status for name, status in refusals)
 
 
 def _positions(names: Sequence[str], wanted: Collection[str]) -> list[tuple[int, str]] | None:

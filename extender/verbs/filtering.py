@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any
 
-from extender.framework.kept import ServedProfile
+from extender.framework.kept import Derived, ServedProfile
 from extender.framework.profile import FilterResult
-from extender.framework.status import Code, Status
+from extender.framework.status import Code
 from extender.framework.types import Facts
 from extender.kube import assume, assuming, expect
 from extender.nodesource.base import NamesOnly, NodeSource
@@ -18,6 +18,8 @@ from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, ExtenderFilt
 _NAMES_ONLY = NamesOnly()
 _args = ExtenderArgsSchema()
 _result = ExtenderFilterResultSchema()
+# The failure maps of kept rejections (``FilterResult.rejected_kept``), by their identity: never changed, read only.
+_failures: Derived[tuple[dict[str, str], dict[str, str]]] = Derived()
 
 
 def names_source(profile: ServedProfile, source: NodeSource) -> NodeSource:
@@ -33,7 +35,7 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
             result.assumed = assume(args.pod.uid, result.feasible) or ""
         else:
             expect(args.pod.uid)  # placed by whichever instance answers its prioritize
-    failed, unresolvable = _failure_maps(result.rejected)
+    failed, unresolvable = _failure_maps(result)
     answer: dict[str, Any] = {
         "FailedNodes": failed,
         "FailedAndUnresolvableNodes": unresolvable,
@@ -56,18 +58,25 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
     )
 
 
-def _failure_maps(rejected: Mapping[str, Status]) -> tuple[dict[str, str], dict[str, str]]:
-    """FailedNodes and FailedAndUnresolvableNodes: node -> reason, by the status's code (the code looked up once, not
-    per node: an Enum member read from its class costs a lookup each time, and a request may reject thousands)."""
+def _failure_maps(result: FilterResult) -> tuple[dict[str, str], dict[str, str]]:
+    """FailedNodes and FailedAndUnresolvableNodes: node -> reason by the status's code, in the order of the node names
+    (the same answer however the scheduler ordered the nodes), worked out once per kept rejections."""
+    kept = _failures.get(result.rejected) if result.rejected_kept else None
+    if kept is not None:
+        return kept
+    # The code looked up once, not per node: an Enum member read from its class costs a lookup each time, and a
+    # request may reject thousands.
     resolvable, unresolvable_code = Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
-    for name, status in rejected.items():
+    for name, status in sorted(result.rejected.items(), key=itemgetter(0)):
         code = status.code
         if code is resolvable:
             failed[name] = status.reason
         elif code is unresolvable_code:
             unresolvable[name] = status.reason
+    if result.rejected_kept:
+        _failures.put(result.rejected, (failed, unresolvable))
     return failed, unresolvable
 
 
