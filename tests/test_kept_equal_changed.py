@@ -11,11 +11,13 @@ from collections.abc import Collection, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from extender.framework import status
 from extender.framework.kept import KeptProfile, KeptVerdicts
 from extender.framework.plugin import FilterPlugin, ScorePlugin
-from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
+from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry, top_nodes, top_nodes_after
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
 from tests.plugin_helpers import ListedNodes
@@ -147,7 +149,10 @@ def answer(served: Profile | KeptProfile, pod: Pod, names: list[str], source: Li
         filtered = served.filter(pod, source.lookup(names))
         scored = served.prioritize(pod, source.lookup(filtered.feasible)) if filtered.feasible else None
     verdicts = (filtered.feasible, dict(filtered.rejected), dict(filtered.would_reject), filtered.error)
-    scores = None if scored is None else (dict(scored.scores), scored.by_plugin, scored.error, scored.audited)
+    scores = None
+    if scored is not None:
+        # The top nodes as a set: their order is the kept scores' (the first request's), the plain ones the request's.
+        scores = (dict(scored.scores), scored.by_plugin, scored.error, scored.audited, sorted(scored.best()))
     return verdicts, scores
 
 
@@ -195,3 +200,33 @@ def test_a_change_that_moves_no_verdict_keeps_the_kept_verdicts_and_one_that_doe
     assert ask("u2", {"node-0": 20})[-1] is first
     crossed = ask("u3", {"node-0": 90})[-1]
     assert crossed is not first and crossed.verdicts["node-0"] is not None and first.verdicts["node-0"] is None
+
+
+@given(
+    st.lists(st.integers(0, 10), min_size=1, max_size=30),
+    st.dictionaries(st.integers(0, 29), st.integers(0, 10), max_size=4),
+)
+def test_the_top_nodes_after_a_few_changes_are_those_of_the_whole_pass(before_scores, changes):
+    """Derived kept scores take their top nodes from the entry they came from (``top_nodes_after``): the same nodes,
+    in the same order, as a pass over every score, or None when only that pass can tell."""
+    names = [f"node-{index}" for index in range(len(before_scores))]
+    before = dict(zip(names, before_scores, strict=True))
+    changed = [names[index] for index in changes if index < len(names)]
+    after = {**before, **{names[index]: score for index, score in changes.items() if index < len(names)}}
+    derived = top_nodes_after(top_nodes(before), before, after, changed)
+    assert derived is None or derived == top_nodes(after)
+
+
+@pytest.mark.parametrize(
+    ("change", "derived"),
+    [
+        ({"b": 5}, ["a", "c"]),  # a top node falls, others stay at the top
+        ({"d": 6}, ["a", "b", "c"]),  # a node below moves, still below
+        ({"d": 10}, ["d"]),  # one node rises above every other
+        ({"d": 9}, None),  # one joins the top: its place among the others needs the pass
+        ({"a": 1, "b": 1, "c": 1}, None),  # every top node fell
+    ],
+)
+def test_the_top_nodes_are_derived_where_a_few_changes_tell_them(change, derived):
+    before = {"a": 9, "b": 9, "d": 3, "c": 9}
+    assert top_nodes_after(top_nodes(before), before, {**before, **change}, list(change)) == derived

@@ -62,6 +62,8 @@ from extender.framework.profile import (
     ScoreResult,
     _to_extender_priorities,
     judged_or_error,
+    top_nodes,
+    top_nodes_after,
 )
 from extender.framework.status import Status
 from extender.framework.types import Facts, Node, Pod, Victims
@@ -164,9 +166,10 @@ _NO_VERDICTS = KeptVerdicts({}, {}, {})
 
 
 class KeptScores:
-    """The scores of one candidate set: only that set may use them. Shared by every request: nobody changes them."""
+    """The scores of one candidate set: only that set may use them. Shared by every request: nobody changes them
+    (``best``, worked out from them, is set once)."""
 
-    __slots__ = ("audited", "by_plugin", "names", "scores")
+    __slots__ = ("_best", "audited", "by_plugin", "names", "scores")
 
     def __init__(
         self,
@@ -174,11 +177,19 @@ class KeptScores:
         by_plugin: Mapping[str, dict[str, int]],
         scores: dict[str, int],
         audited: tuple[str, ...] = (),
+        best: list[str] | None = None,
     ) -> None:
         self.names = names
         self.by_plugin = by_plugin
         self.scores = scores
         self.audited = audited
+        self._best = best
+
+    def best(self) -> list[str]:
+        """``top_nodes`` of the scores: given by the entry these were derived from, else worked out once."""
+        if self._best is None:
+            self._best = top_nodes(self.scores)
+        return self._best
 
 
 class _Generation:
@@ -379,8 +390,10 @@ class KeptProfile:
             ]
             totals = {name: sum(weight * scores[name] for weight, scores in weighted) for name in rescored}
             priorities = _to_extender_priorities(totals, sum(weight for weight, _ in weighted), {})
-            # The kept entry's name objects stay the keys (an update keeps a key that is there).
-            kept = KeptScores(old.names, by_plugin, {**old.scores, **priorities}, old.audited)
+            # The kept entry's name objects stay the keys (an update keeps a key that is there), in its order.
+            scores = {**old.scores, **priorities}
+            best = top_nodes_after(old.best(), old.scores, scores, rescored)
+            kept = KeptScores(old.names, by_plugin, scores, old.audited, best)
             seconds.update(result.seconds_by_plugin)
             observed = result.observed
             derived_from = (old.scores, tuple(rescored))
@@ -509,6 +522,7 @@ def _kept_scores(
         observed=plain.observations(cycle, plugins) if observed is None else observed,
         derived_from=derived_from,
         incomplete=plain.incompletes(cycle, plugins),
+        best=kept.best(),
     )
 
 

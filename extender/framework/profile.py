@@ -200,6 +200,7 @@ class ScoreResult:
         observed: dict[str, Observed] | None = None,
         derived_from: tuple[dict[str, int], tuple[str, ...]] | None = None,
         incomplete: dict[str, str] | None = None,
+        best: list[str] | None = None,
     ) -> None:
         # Final extender scores (0..10) per node name; empty when ``error`` is set.
         self.scores = scores
@@ -226,16 +227,48 @@ class ScoreResult:
         # it at the top that the answer gave one point less.
         self.assumed = ""
         self.demoted: tuple[str, ...] = ()
-        self._best: list[str] | None = None
+        # ``best()`` when known already (kept scores' own: ``extender.framework.kept``).
+        self._best = best
 
     def best(self) -> list[str]:
-        """The nodes with the highest score, in the order of ``scores``: worked out once per result, in one C-speed
-        pass, since the answer's tie-break and the decision entry both read it."""
+        """The nodes with the highest score, in the order of ``scores``: worked out once per result, since the
+        answer's tie-break and the decision entry both read it."""
         if self._best is None:
-            scores = self.scores
-            top = max(scores.values(), default=None)
-            self._best = [] if top is None else list(compress(scores, map(eq, scores.values(), repeat(top))))
+            self._best = top_nodes(self.scores)
         return self._best
+
+
+def top_nodes(scores: Mapping[str, int]) -> list[str]:
+    """The nodes with the highest score, in the order of ``scores``: one C-speed pass over every score."""
+    top = max(scores.values(), default=None)
+    return [] if top is None else list(compress(scores, map(eq, scores.values(), repeat(top))))
+
+
+def top_nodes_after(
+    best: list[str], before: Mapping[str, int], scores: Mapping[str, int], changed: Iterable[str]
+) -> list[str] | None:
+    """``top_nodes(scores)`` from ``best``, the ``top_nodes(before)``, where ``scores`` holds the same nodes in the
+    same order and differs from ``before`` at most at ``changed``: without a pass over every score. None when that
+    pass is needed: a changed node joined the top among others (its place among them is not known here), or every
+    node at the top fell."""
+    if not best:
+        return None
+    top = before[best[0]]
+    fell: set[str] = set()
+    rose: list[str] = []
+    for name in changed:
+        old, new = before[name], scores[name]
+        if new > top or (new == top and old != top):
+            rose.append(name)
+        elif old == top and new != top:
+            fell.add(name)
+    if rose:  # one node alone above every other is the top; anything else needs the pass
+        highest = max(scores[name] for name in rose)
+        alone = [name for name in rose if scores[name] == highest]
+        return alone if highest > top and len(alone) == 1 else None
+    if not fell:
+        return best
+    return [name for name in best if name not in fell] or None
 
 
 class PreemptResult:
