@@ -42,6 +42,11 @@ request then touches only the names it carries. Invariants:
   every other node's result is the same under both keys (the kept verdicts
   themselves when the nodes judged again keep theirs); a node the new
   judging skips or fails on makes it worked out whole, as above.
+- What is worked out from kept values is kept with them, by identity: a
+  request that rejects exactly the kept rejections answers with the kept map
+  itself (``FilterResult.rejected_kept``), and kept scores carry their top
+  nodes, those of derived scores taken from the entry they came from
+  (``top_nodes_after``) where the few nodes scored again tell them.
 
 ``EXTENDER_RESULT_CACHE=off`` (``extender.settings``) serves the plain profile.
 """
