@@ -234,12 +234,12 @@ def _noted(notes: Mapping[str, tuple[Status, ...]]) -> list[tuple[str, Status]]:
 
 def _rejection_groups(result: FilterResult | PreemptResult) -> dict[str, Any]:
     """``_rejections`` by rule, worked out once per kept rejections (``FilterResult.rejected_kept``)."""
-    kept = isinstance(result, FilterResult) and result.rejected_kept
-    groups = _kept_groups.get(result.rejected) if kept else None
+    kept_as = result.rejected_kept if isinstance(result, FilterResult) else None
+    groups = _kept_groups.get(kept_as) if kept_as is not None else None
     if groups is None:
         groups = _rejections(result.rejected, by_rule=True)
-        if kept:
-            _kept_groups.put(result.rejected, groups)
+        if kept_as is not None:
+            _kept_groups.put(kept_as, groups)
     return groups
 
 

@@ -222,6 +222,29 @@ def test_each_names_whole_verdict_is_kept_and_only_new_names_are_looked_up():
     assert source.looked_up == [5, 4]  # a new list is a new generation: its names are looked up once
 
 
+def test_requests_rejecting_the_kept_rejections_share_what_is_derived_from_them():
+    """Their answers' failure maps and decision-entry groups are worked out once per kept rejections (and are the same
+    whatever the order of the names); a request rejecting another set works its own out."""
+    from extender.decision_log import _rejection_groups
+    from extender.verbs.filtering import _failure_maps
+
+    reusing = profile()
+    pools = {"n-1": "web", "n-2": "gpu", "n-9": "web", "n-4": "web"}
+    source = ListedNodes([node(name, pool=pool) for name, pool in pools.items()])
+    names = ["n-1", "n-2", "n-9", "n-4"]
+    first = reusing.filter_names(pod(), names, source)
+    again = reusing.filter_names(pod(name="another-replica"), names[::-1], source)
+    assert first.rejected_kept is not None and again.rejected_kept is first.rejected_kept
+    assert again.rejected is not again.rejected_kept  # the request's own copy, which its caller may change
+    assert _failure_maps(again) is _failure_maps(first) and _rejection_groups(again) is _rejection_groups(first)
+    # By name, whatever order the names came in: the plain profile's answer to the reversed names is the same.
+    plain = reusing.plain.filter(pod(), source.lookup(names[::-1]))
+    assert list(_failure_maps(plain)[1]) == list(_failure_maps(first)[1]) == ["n-2", "n-9"]
+    fewer = reusing.filter_names(pod(), ["n-1", "n-2", "n-4"], source)  # n-9 not asked about: not the kept set
+    assert fewer.rejected_kept is None and set(fewer.rejected) == {"n-2"}
+    assert _failure_maps(fewer)[1] == {"n-2": first.rejected["n-2"].reason}
+
+
 def test_a_profile_without_filters_passes_every_name_without_looking_any_up():
     source = ListedNodes([node("n-1")])
     result = Profile("p").filter_names(pod(), ["n-1", "unlisted"], source)

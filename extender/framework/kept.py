@@ -44,7 +44,7 @@ request then touches only the names it carries. Invariants:
   judging skips or fails on makes it worked out whole, as above.
 - What is worked out from kept values is kept with them, by identity: a
   request that rejects exactly the kept rejections answers with the kept map
-  itself (``FilterResult.rejected_kept``), and kept scores carry their top
+  copied (``FilterResult.rejected_kept``), and kept scores carry their top
   nodes, those of derived scores taken from the entry they came from
   (``top_nodes_after``) where the few nodes scored again tell them.
 
@@ -313,7 +313,7 @@ class KeptProfile:
         if any(verdicts):
             result.feasible = list(compress(names, map(not_, verdicts)))
             if _all_kept(kept.rejected, len(names) - len(result.feasible), names, verdicts):
-                result.rejected, result.rejected_kept = kept.rejected, True
+                result.rejected, result.rejected_kept = dict(kept.rejected), kept.rejected
             else:
                 result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts), strict=True))
         return judged_or_error(result, len(names))
@@ -424,8 +424,8 @@ class KeptProfile:
 def _all_kept(
     kept: Mapping[str, Status], refused: int, names: Sequence[str], verdicts: Sequence[Status | None]
 ) -> bool:
-    """Whether the request's ``refused`` rejections are the kept ones, every one (``names`` unique): the kept map then
-    stands for the request's, as ``FilterResult.rejected_kept`` says."""
+    """Whether the request's ``refused`` rejections are the kept ones, every one (``names`` unique): its rejections
+    are then a copy of the kept map (one C-speed copy), which ``FilterResult.rejected_kept`` names."""
     if refused != len(kept):
         return False
     refusals = zip(compress(names, verdicts), filter(None, verdicts), strict=True)

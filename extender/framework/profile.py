@@ -132,7 +132,7 @@ class FilterResult:
     def __init__(
         self,
         feasible: list[str],
-        rejected: Mapping[str, Status] | None = None,
+        rejected: dict[str, Status] | None = None,
         error: Status | None = None,
         seconds_by_plugin: dict[str, float] | None = None,
         skipped: Notes | None = None,
@@ -145,12 +145,11 @@ class FilterResult:
     ) -> None:
         # The names of the nodes every filter accepts, in input order.
         self.feasible = feasible
-        # Node -> its rejection; read only (a kept map may stand for it: ``rejected_kept``).
-        self.rejected: Mapping[str, Status] = {} if rejected is None else rejected
-        # Whether ``rejected`` is a kept map (``extender.framework.kept``): every request that rejects exactly those
-        # nodes shares it and nobody changes it, so what is derived from it (the answer's failure maps, the decision
-        # entry's groups) may be kept by its identity.
-        self.rejected_kept = False
+        self.rejected = _or_empty(rejected)
+        # The kept map ``rejected`` equals, when it does (``extender.framework.kept``): never changed, so what is
+        # derived from the rejections (the answer's failure maps, the decision entry's groups) may be kept by its
+        # identity. ``rejected`` stays the request's own.
+        self.rejected_kept: Mapping[str, Status] | None = None
         self.error = error
         self.seconds_by_plugin = _or_empty(seconds_by_plugin)
         self.skipped = _or_empty(skipped)
@@ -366,7 +365,6 @@ class Profile:
         # Split at C speed: most nodes pass, and only the others need a look of their own.
         passed = list(map(is_, map(_code, verdicts), repeat(Code.SUCCESS)))
         if False in passed:
-            rejected: dict[str, Status] = {}
             for name, verdict in compress(zip(names, verdicts, strict=True), map(not_, passed)):
                 if verdict.code is Code.ERROR:
                     return FilterResult(
@@ -376,8 +374,7 @@ class Profile:
                         observed=result.observed,
                         incomplete=result.incomplete,
                     )
-                rejected[name] = verdict
-            result.rejected = rejected
+                result.rejected[name] = verdict
             result.feasible = list(compress(names, passed))
         return result
 

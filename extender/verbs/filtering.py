@@ -61,7 +61,8 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
 def _failure_maps(result: FilterResult) -> tuple[dict[str, str], dict[str, str]]:
     """FailedNodes and FailedAndUnresolvableNodes: node -> reason by the status's code, in the order of the node names
     (the same answer however the scheduler ordered the nodes), worked out once per kept rejections."""
-    kept = _failures.get(result.rejected) if result.rejected_kept else None
+    kept_as = result.rejected_kept
+    kept = _failures.get(kept_as) if kept_as is not None else None
     if kept is not None:
         return kept
     # The code looked up once, not per node: an Enum member read from its class costs a lookup each time, and a
@@ -75,9 +76,10 @@ def _failure_maps(result: FilterResult) -> tuple[dict[str, str], dict[str, str]]
             failed[name] = status.reason
         elif code is unresolvable_code:
             unresolvable[name] = status.reason
-    if result.rejected_kept:
-        _failures.put(result.rejected, (failed, unresolvable))
-    return failed, unresolvable
+    maps = failed, unresolvable
+    if kept_as is not None:
+        _failures.put(kept_as, maps)
+    return maps
 
 
 def _filter(args: ExtenderArgs, profile: ServedProfile, source: NodeSource) -> FilterResult:
