@@ -235,12 +235,7 @@ def _noted(notes: Mapping[str, tuple[Status, ...]]) -> list[tuple[str, Status]]:
 def _rejection_groups(result: FilterResult | PreemptResult) -> dict[str, Any]:
     """``_rejections`` by rule, worked out once per kept rejections (``FilterResult.rejected_kept``)."""
     kept_as = result.rejected_kept if isinstance(result, FilterResult) else None
-    groups = _kept_groups.get(kept_as) if kept_as is not None else None
-    if groups is None:
-        groups = _rejections(result.rejected, by_rule=True)
-        if kept_as is not None:
-            _kept_groups.put(kept_as, groups)
-    return groups
+    return _kept_groups.memo(kept_as, lambda: _rejections(result.rejected, by_rule=True))
 
 
 def _rejections(rejected: Mapping[str, Status], by_rule: bool = False) -> dict[str, Any]:

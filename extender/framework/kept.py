@@ -469,6 +469,16 @@ class Derived(Generic[T]):
         values[id(kept)] = (kept, value)
         self._values = values
 
+    def memo(self, kept: object | None, make: Callable[[], T]) -> T:
+        """What ``make`` works out, kept for ``kept``; worked out afresh when there is no kept object (None)."""
+        if kept is None:
+            return make()
+        found = self.get(kept)
+        if found is None:
+            found = make()
+            self.put(kept, found)
+        return found
+
 
 def _derivable(
     kept: Mapping[Hashable, T],

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any
 
 from extender.framework.kept import Derived, ServedProfile
 from extender.framework.profile import FilterResult
-from extender.framework.status import Code
+from extender.framework.status import Code, Status
 from extender.framework.types import Facts
 from extender.kube import assume, assuming, expect
 from extender.nodesource.base import NamesOnly, NodeSource
@@ -59,27 +60,24 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
 
 
 def _failure_maps(result: FilterResult) -> tuple[dict[str, str], dict[str, str]]:
-    """FailedNodes and FailedAndUnresolvableNodes: node -> reason by the status's code, in the order of the node names
-    (the same answer however the scheduler ordered the nodes), worked out once per kept rejections."""
-    kept_as = result.rejected_kept
-    kept = _failures.get(kept_as) if kept_as is not None else None
-    if kept is not None:
-        return kept
-    # The code looked up once, not per node: an Enum member read from its class costs a lookup each time, and a
-    # request may reject thousands.
+    """FailedNodes and FailedAndUnresolvableNodes, worked out once per kept rejections."""
+    return _failures.memo(result.rejected_kept, lambda: _by_code(result.rejected))
+
+
+def _by_code(rejected: Mapping[str, Status]) -> tuple[dict[str, str], dict[str, str]]:
+    """Node -> reason by the status's code, in the order of the node names (the same answer however the scheduler
+    ordered the nodes). The code is looked up once, not per node: an Enum member read from its class costs a lookup
+    each time, and a request may reject thousands."""
     resolvable, unresolvable_code = Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
-    for name, status in sorted(result.rejected.items(), key=itemgetter(0)):
+    for name, status in sorted(rejected.items(), key=itemgetter(0)):
         code = status.code
         if code is resolvable:
             failed[name] = status.reason
         elif code is unresolvable_code:
             unresolvable[name] = status.reason
-    maps = failed, unresolvable
-    if kept_as is not None:
-        _failures.put(kept_as, maps)
-    return maps
+    return failed, unresolvable
 
 
 def _filter(args: ExtenderArgs, profile: ServedProfile, source: NodeSource) -> FilterResult:
