@@ -255,6 +255,8 @@ class KeptProfile:
         # Each name's verdict: None (it passes) or its rejection; and where the names judged again are among them.
         verdicts: list[Status | None] | None = None
         again: list[tuple[int, str]] | None = None
+        # The kept verdicts ``verdicts`` were read from, one per name (``_all_kept``).
+        read_from: KeptVerdicts | None = None
         if kept is None:  # the first request of this generation with these keys
             nodes = source.lookup(names)
             previous = kept_now.inherited.pop(keys, _NO_VERDICTS)
@@ -268,6 +270,7 @@ class KeptProfile:
             again = _positions(names, [name for name in changed if name in verdict_of])
             try:
                 verdicts = list(map(verdict_of.__getitem__, names)) if again is not None else None
+                read_from = kept if verdicts is not None else None
             except KeyError:  # names without a kept verdict (nodes that joined)
                 verdicts = None
             if again is not None and verdicts is not None:
@@ -312,7 +315,7 @@ class KeptProfile:
         # One lookup per name, then C-speed passes: which names are refused, in the request's order.
         if any(verdicts):
             result.feasible = list(compress(names, map(not_, verdicts)))
-            if _all_kept(kept.rejected, len(names) - len(result.feasible), names, verdicts):
+            if _all_kept(kept, read_from, len(names) - len(result.feasible), names, verdicts):
                 result.rejected, result.rejected_kept = dict(kept.rejected), kept.rejected
             else:
                 result.rejected = dict(zip(compress(names, verdicts), filter(None, verdicts), strict=True))
@@ -422,14 +425,24 @@ class KeptProfile:
 
 
 def _all_kept(
-    kept: Mapping[str, Status], refused: int, names: Sequence[str], verdicts: Sequence[Status | None]
+    kept: KeptVerdicts,
+    read_from: KeptVerdicts | None,
+    refused: int,
+    names: Sequence[str],
+    verdicts: Sequence[Status | None],
 ) -> bool:
     """Whether the request's ``refused`` rejections are the kept ones, every one (``names`` unique): its rejections
-    are then a copy of the kept map (one C-speed copy), which ``FilterResult.rejected_kept`` names."""
-    if refused != len(kept):
+    are then a copy of the kept map (one C-speed copy), which ``FilterResult.rejected_kept`` names.
+
+    Verdicts read from these very kept verdicts (``read_from`` is ``kept``: the nodes judged again kept theirs, or
+    ``replacing`` would have made new ones) are each name's kept verdict, so the names refused are kept rejections
+    with their statuses, and the count alone tells; otherwise each refusal is compared with the kept one."""
+    if refused != len(kept.rejected):
         return False
+    if read_from is kept:
+        return True
     refusals = zip(compress(names, verdicts), filter(None, verdicts), strict=True)
-    return all(kept.get(name) == status for name, status in refusals)
+    return all(kept.rejected.get(name) == status for name, status in refusals)
 
 
 def _positions(names: Sequence[str], wanted: Collection[str]) -> list[tuple[int, str]] | None:
