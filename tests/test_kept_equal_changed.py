@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from extender.framework import status
 from extender.framework.kept import KeptProfile, KeptVerdicts
 from extender.framework.plugin import FilterPlugin, ScorePlugin
-from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry, top_nodes, top_nodes_after
+from extender.framework.profile import EntryPolicy, FilterResult, Profile, ScorePluginEntry, top_nodes, top_nodes_after
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
 from tests.plugin_helpers import ListedNodes
@@ -200,6 +200,27 @@ def test_a_change_that_moves_no_verdict_keeps_the_kept_verdicts_and_one_that_doe
     assert ask("u2", {"node-0": 20})[-1] is first
     crossed = ask("u3", {"node-0": 90})[-1]
     assert crossed is not first and crossed.verdicts["node-0"] is not None and first.verdicts["node-0"] is None
+
+
+def test_refusals_read_from_the_kept_verdicts_are_the_kept_ones_and_a_swapped_rejection_is_not():
+    """A filter whose verdicts were read from the kept verdicts it ends with refuses exactly the kept rejections when
+    the counts match (its rejections a copy of the kept map: ``FilterResult.rejected_kept``); a change that swaps one
+    rejection for another keeps the count, not the set, and answers the new set."""
+    source = ListedNodes(NODES)
+    kept = KeptProfile(profile(False))
+    names = [node.name for node in NODES]
+    values = {**dict.fromkeys(names, 10), "node-1": 90}
+
+    def ask(uid: str, changed: dict[str, int]) -> FilterResult:
+        STATES[uid] = State({**values, **changed}, 0)
+        return kept.filter_names(Pod(uid=uid, name=uid, namespace="default"), names, source)
+
+    first = ask("r1", {})
+    moved = ask("r2", {"node-1": 95, "node-0": 20})  # both judged again, both keep their verdicts
+    assert set(moved.rejected) == {"node-1"} and moved.rejected_kept is first.rejected_kept is not None
+    swapped = ask("r3", {"node-1": 10, "node-2": 90})
+    assert set(swapped.rejected) == {"node-2"} and swapped.feasible == [name for name in names if name != "node-2"]
+    assert swapped.rejected_kept is not None and set(swapped.rejected_kept) == {"node-2"}
 
 
 @given(
