@@ -23,6 +23,7 @@ from extender.policy.loader import Policy, load_policy
 from extender.protocol import Route
 from extender.settings import CALLER_TOKEN_ENV, PREVIOUS_CALLER_TOKEN_ENV, Settings
 from extender.verbs import Answer, filtering
+from extender.wire.answered_names import AnsweredNames
 from extender.wire.decode import decoder_for
 from extender.wire.decode_cost import Meter
 from extender.wire.kept_nodes import KeptNodes
@@ -75,6 +76,8 @@ class Extender:
         self.budget = BodyBudget(settings.max_body_bytes_in_flight)
         # Full-node requests' decoded nodes, by their bytes, unless nothing may be kept across requests.
         self.kept_nodes = KeptNodes(settings.max_body_bytes) if settings.result_cache else None
+        # Node-name filter answers, for the prioritize bodies that name them again; on with kept results only.
+        self.answered = AnsweredNames() if settings.result_cache else None
         # What requests leave behind goes back when the instance is quiet (process tuning on: not in tests' apps).
         forget = self.kept_nodes.forget if self.kept_nodes is not None else _nothing
         self.release = Release(forget, self.budget.idle, settings.memory_idle) if settings.process_tuning else None
@@ -133,7 +136,8 @@ class Extender:
                 # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
                 body = read_body(request, settings.max_body_bytes, settings.http_timeout, holding)
                 size, meter = len(body), Meter(settings.max_body_bytes, holding.take)
-                payload = decoder_for(where.verb, settings.full_decoder, self.kept_nodes)(body, meter)
+                decode = decoder_for(where.verb, settings.full_decoder, self.kept_nodes, self.answered)
+                payload = decode(body, meter)
                 return self._verb(where, payload)
         finally:
             if self.release is not None:
@@ -148,7 +152,7 @@ class Extender:
             return bind.handle(payload, self.kube)
         profile = self.policy.profiles[where.profile]
         if where.verb == "filter":
-            return filtering.handle(payload, profile, self.source)
+            return filtering.handle(payload, profile, self.source, self.answered)
         if where.verb == "prioritize":
             from extender.verbs import prioritize
 

@@ -13,6 +13,7 @@ from extender.framework.types import Facts
 from extender.kube import assume, assuming, expect
 from extender.nodesource.base import NamesOnly, NodeSource
 from extender.verbs import Answer, load_request
+from extender.wire.answered_names import AnsweredNames
 from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema, ExtenderFilterResultSchema
 
 # Nodes known by name only, shared by every request whatever the policy's source.
@@ -28,7 +29,10 @@ def names_source(profile: ServedProfile, source: NodeSource) -> NodeSource:
     return source if profile.facts > Facts.NAME else _NAMES_ONLY
 
 
-def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
+def handle(
+    payload: Any, profile: ServedProfile, source: NodeSource, answered: AnsweredNames | None = None
+) -> Answer:
+    """``answered`` keeps a node-name answer's names for the prioritize request that names them again."""
     args = load_request(_args, payload, "ExtenderArgs")
     result = _filter(args, profile, source)
     if result.error is None and assuming():
@@ -48,6 +52,8 @@ def handle(payload: Any, profile: ServedProfile, source: NodeSource) -> Answer:
         nodes_in = len(args.nodes)
     else:
         answer["NodeNames"] = result.feasible
+        if answered is not None and len(result.feasible) > 1:  # one node or none: no prioritize follows
+            answered.remember(result.feasible)
         nodes_in = len(args.node_names or ())
     return Answer(
         _result.dump(answer),

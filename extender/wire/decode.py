@@ -14,6 +14,11 @@ cold instance's first answer does not wait for the fast decoder's import. The
 hint decides only which decoder looks first: a body it misjudges is answered
 alike, by the full decoder.
 
+A node-name prioritize body that ends with names this instance's filter just
+answered (``extender.wire.answered_names``) has only its rest decoded, the
+names taken from that answer: the same payload the full decoder builds, within
+the same limits; anything else about such a body sends it to the full decoder.
+
 The fast decoder returns None for anything unusual, and the full one then
 answers it, so the two must agree on every body: the same status and the
 same answer (tests/test_decoders_agree.py), but for the two leniencies
@@ -41,6 +46,7 @@ from extender.wire.limits import MAX_DEPTH, MAX_NODES, RAW_ITEM_BYTES
 from extender.wire.nesting import deeper_than
 
 if TYPE_CHECKING:
+    from extender.wire.answered_names import AnsweredNames
     from extender.wire.kept_nodes import KeptNodes
 
 # Verbs whose ExtenderArgs body can carry thousands of full node objects.
@@ -54,16 +60,23 @@ _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 
 
 def decoder_for(
-    verb: str, full_decoder: bool = False, kept: KeptNodes | None = None
+    verb: str, full_decoder: bool = False, kept: KeptNodes | None = None, answered: AnsweredNames | None = None
 ) -> Callable[[bytes | bytearray, Meter], Any]:
     """How ``verb``'s body is decoded: fast where it can carry node objects, unless ``full_decoder`` forces the
-    full one; the fast decoder takes the nodes ``kept`` holds from it (``extender.wire.kept_nodes``)."""
+    full one; the fast decoder takes the nodes ``kept`` holds from it (``extender.wire.kept_nodes``), and a
+    prioritize body the names of a filter answer ``answered`` holds."""
     if verb in FAST_VERBS and not full_decoder:
-        return partial(decode_fast_or_full, kept=kept)
+        return partial(decode_fast_or_full, kept=kept, answered=answered if verb == "prioritize" else None)
     return decode_full
 
 
-def decode_fast_or_full(body: bytes | bytearray, meter: Meter, kept: KeptNodes | None = None) -> Any:
+def decode_fast_or_full(
+    body: bytes | bytearray, meter: Meter, kept: KeptNodes | None = None, answered: AnsweredNames | None = None
+) -> Any:
+    if answered is not None:
+        payload = _decode_answered(body, meter, answered)
+        if payload is not None:
+            return payload
     if _ENDS_AS_NODE_OBJECTS.search(body, max(0, len(body) - _TAIL)) is None:
         return decode_full(body, meter)
     # A Raw for each node item, kept as bytes: an item per comma at most.
@@ -73,6 +86,32 @@ def decode_fast_or_full(body: bytes | bytearray, meter: Meter, kept: KeptNodes |
 
     payload = decode_extender_args(body, kept, meter)
     return payload if payload is not None else decode_full(body, meter)
+
+
+def _decode_answered(body: bytes | bytearray, meter: Meter, answered: AnsweredNames) -> dict[str, Any] | None:
+    """What the full decoder builds from a body ending with a filter answer's names (``AnsweredNames.take``): the
+    rest decoded, the names that answer's; None for anything else, which the full decoder then reads whole."""
+    found = answered.take(body)
+    if found is None:
+        return None
+    start, names = found
+    cost = value_cost(body, meter)
+    if not meter.afford(cost):
+        return None
+    # The members before the names, closed: an object with at least one member, so the body is that object with
+    # one more member (anything else does not decode here, or is left to the full decoder). A ``NodeNames`` among
+    # them is replaced, as orjson keeps a repeated key's last value in its first place.
+    try:
+        payload = orjson.loads(body[:start] + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    # The names are two levels deep, far within the limit: the whole is too deep exactly when the rest is.
+    if type(payload) is not dict or not payload or deeper_than(payload, MAX_DEPTH):
+        return None
+    meter.built(cost)
+    payload["NodeNames"] = names
+    _check_node_count(payload)
+    return payload
 
 
 def decode_full(body: bytes | bytearray, meter: Meter) -> Any:
