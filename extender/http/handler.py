@@ -76,8 +76,9 @@ class Extender:
         self.budget = BodyBudget(settings.max_body_bytes_in_flight)
         # Full-node requests' decoded nodes, by their bytes, unless nothing may be kept across requests.
         self.kept_nodes = KeptNodes(settings.max_body_bytes) if settings.result_cache else None
-        # Node-name filter answers, for the prioritize bodies that name them again; on with kept results only.
-        self.answered = AnsweredNames() if settings.result_cache else None
+        # Node-name filter answers, for the prioritize bodies that name them again: with kept results and the fast
+        # decoder allowed only.
+        self.answered = AnsweredNames() if settings.result_cache and not settings.full_decoder else None
         # What requests leave behind goes back when the instance is quiet (process tuning on: not in tests' apps).
         forget = self.kept_nodes.forget if self.kept_nodes is not None else _nothing
         self.release = Release(forget, self.budget.idle, settings.memory_idle) if settings.process_tuning else None
