@@ -5,6 +5,8 @@ served function keeping them equal those of one keeping nothing (EXTENDER_RESULT
 from __future__ import annotations
 
 import random
+from contextlib import closing
+from functools import partial
 from typing import Any
 
 import orjson
@@ -17,9 +19,9 @@ from extender.wire import decode
 from extender.wire.answered_names import MAX_ANSWERS, AnsweredNames
 from extender.wire.decode_cost import Meter
 from extender.wire.limits import MAX_DEPTH, MAX_NODES
-from tests.conftest import make_client, serving
+from tests.conftest import make_client
 from tests.test_kept_equal_served import NAMES as SERVED_NAMES
-from tests.test_kept_equal_served import SERVED_POLICY, cluster, from_threads, post, wait_until_listed
+from tests.test_kept_equal_served import from_threads, post, served_phases
 
 POD = {"metadata": {"name": "p", "namespace": "default", "uid": "u", "labels": {"app": "web"}}, "spec": {}}
 NAMES = [f"node-{index}" for index in range(12)]
@@ -150,7 +152,6 @@ def test_a_served_cycle_decodes_its_prioritize_from_the_filter_answer(monkeypatc
     assert answers[0] == answers[1] and len(answers[0]) == len(NAMES)
 
 
-PHASES = 3
 CYCLES_PER_PHASE = 16
 
 
@@ -166,8 +167,10 @@ def cycles(rng: random.Random) -> list[tuple[dict[str, Any], list[str]]]:
     ]
 
 
-def scheduled(url: str, pod: dict[str, Any], names: list[str], change: str) -> tuple[tuple[int, bytes], ...]:
-    """Filter, then prioritize over what it kept, as kube-scheduler does (``change``: the prioritize body altered)."""
+def scheduled(url: str, change: str, request: bytes) -> tuple[tuple[int, bytes], ...]:
+    """Filter ``request`` (a pod and its names), then prioritize over what it kept, as kube-scheduler does;
+    ``change``: the prioritize body altered."""
+    pod, names = orjson.loads(request)
     status, answer = post(url, "filter", orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names}))
     kept = orjson.loads(answer)["NodeNames"] if status == 200 else None
     if not kept:
@@ -183,26 +186,15 @@ def test_eight_threads_scheduling_through_a_keeping_function_answer_as_through_o
     apiserver, tmp_path
 ):
     rng = random.Random(38)
-    path = tmp_path / "policy.yaml"
-    path.write_text(SERVED_POLICY)
-    env = {"EXTENDER_POLICY": str(path), **apiserver.environment()}
-    apiserver.set_nodes(cluster(rng, 0))
-    with serving(EXTENDER_RESULT_CACHE="on", **env) as kept, serving(EXTENDER_RESULT_CACHE="off", **env) as plain:
-        for phase in range(PHASES):
-            if phase:
-                apiserver.set_nodes(cluster(rng, phase))  # labels change between refreshes, nodes come and go
-            for url in (kept, plain):
-                wait_until_listed(url, f"marker-{phase}")
+    with closing(served_phases(apiserver, tmp_path, rng)) as phases:
+        for kept, plain in phases:
             requests_ = [
                 (change, orjson.dumps([pod, names]))
                 for pod, names in cycles(rng)
                 for change in ("as sent", "one fewer", "another pod")
             ]
-            expected = [scheduled(plain, *orjson.loads(data), change) for change, data in requests_]
+            expected = [scheduled(plain, change, request) for change, request in requests_]
             assert any(len(answers) == 2 and answers[1][0] == 200 for answers in expected)
 
-            def send(change: str, data: bytes) -> Any:
-                return scheduled(kept, *orjson.loads(data), change)
-
-            for index, answers in from_threads(send, requests_):
+            for index, answers in from_threads(partial(scheduled, kept), requests_):
                 assert answers == expected[index], requests_[index]

@@ -6,8 +6,11 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -86,8 +89,10 @@ def from_threads(
         return [answer for answers in pool.map(send_all, range(THREADS)) for answer in answers]
 
 
-def test_eight_threads_against_a_cached_function_answer_as_an_uncached_one(apiserver, tmp_path):
-    rng = random.Random(14)
+def served_phases(apiserver: Any, tmp_path: Path, rng: random.Random) -> Iterator[tuple[str, str]]:
+    """A function keeping results and one keeping nothing (their URLs), both served on SERVED_POLICY, through
+    PHASES phases of the cluster: each phase given once both have listed it. Close it (``contextlib.closing``) to
+    stop them."""
     path = tmp_path / "policy.yaml"
     path.write_text(SERVED_POLICY)
     env = {"EXTENDER_POLICY": str(path), **apiserver.environment()}
@@ -98,9 +103,16 @@ def test_eight_threads_against_a_cached_function_answer_as_an_uncached_one(apise
                 apiserver.set_nodes(cluster(rng, phase))  # labels change between refreshes, nodes come and go
             for url in (cached, plain):
                 wait_until_listed(url, f"marker-{phase}")
+            yield cached, plain
+
+
+def test_eight_threads_against_a_cached_function_answer_as_an_uncached_one(apiserver, tmp_path):
+    rng = random.Random(14)
+    with closing(served_phases(apiserver, tmp_path, rng)) as phases:
+        for cached, plain in phases:
             requests_ = [request(rng) for _ in range(REQUESTS_PER_PHASE)]
             expected = [post(plain, verb, data) for verb, data in requests_]
             assert any(status == 200 and b"FailedAndUnresolvableNodes" in body for status, body in expected)
 
-            for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
+            for index, answer in from_threads(partial(post, cached), requests_):
                 assert answer == expected[index], requests_[index]
