@@ -41,7 +41,8 @@ def prioritize_body(names: list[str], pod: Any = POD) -> bytes:
 
 
 def answered_with(*answers: list[str]) -> AnsweredNames:
-    answered = AnsweredNames()
+    """Answers kept, as after a first prioritize over node names."""
+    answered = prioritizing()
     for names in answers:
         answered.remember(names)
     return answered
@@ -74,6 +75,20 @@ def test_each_answer_is_taken_once_and_as_a_copy():
     answered._answers = read_by_that_filter
     found[1].append("changed by the request that took them")
     assert decoded(body, answered) == ("payload", orjson.loads(body))
+
+
+def prioritizing() -> AnsweredNames:
+    answered = AnsweredNames()
+    assert answered.take(prioritize_body(["node-x", "node-y"])) is None
+    return answered
+
+
+def test_answers_are_kept_once_a_prioritize_over_node_names_came():
+    answered = AnsweredNames()
+    answered.remember(NAMES)  # a scheduler without prioritizeVerb: nothing kept
+    assert answered.take(prioritize_body(NAMES)) is None
+    answered.remember(NAMES)
+    assert answered.take(prioritize_body(NAMES)) is not None
 
 
 def test_only_the_newest_answers_are_kept():
@@ -144,6 +159,7 @@ def test_a_served_cycle_decodes_its_prioritize_from_the_filter_answer(monkeypatc
     answers = []
     for cache in ("on", "off"):
         client = make_client(monkeypatch, EXTENDER_RESULT_CACHE=cache)
+        client.post("/prioritize", data=prioritize_body(NAMES), content_type="application/json")  # the first pod's
         filtered = client.post("/filter", json={"Pod": POD, "Nodes": None, "NodeNames": NAMES}).get_json()
         body = prioritize_body(filtered["NodeNames"])
         whole.clear()

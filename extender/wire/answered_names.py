@@ -17,22 +17,28 @@ from __future__ import annotations
 
 import orjson
 
-# kube-scheduler sends a pod's prioritize right after its filter, one pod at a time; a few cover the schedulers or
-# profiles of one cluster sharing an instance. Each holds at most ``limits.MAX_NODES`` names.
-MAX_ANSWERS = 4
+# kube-scheduler sends a pod's prioritize right after its filter, one pod at a time; a second answer covers another
+# scheduler's filter in between. Each holds at most ``limits.MAX_NODES`` names. Few, as an answer never taken (its
+# prioritize went to another instance) is freed when a newer one pushes it out, its strings out of every cache.
+MAX_ANSWERS = 2
 # The last member of kube-scheduler's prioritize body (``ExtenderArgs``, compact JSON), up to its value.
 LAST_MEMBER = b',"NodeNames":'
 
 
 class AnsweredNames:
-    __slots__ = ("_answers",)
+    __slots__ = ("_answers", "_prioritizing")
 
     def __init__(self) -> None:
         # The newest first: each list's encoding, and the list.
         self._answers: tuple[tuple[bytes, list[str]], ...] = ()
+        # Whether a node-name prioritize body came: a scheduler without ``prioritizeVerb`` never sends one.
+        self._prioritizing = False
 
     def remember(self, names: list[str]) -> None:
-        """Keep a filter answer's ``NodeNames``."""
+        """Keep a filter answer's ``NodeNames``, once a node-name prioritize came: where none comes, filter pays
+        nothing for it."""
+        if not self._prioritizing:
+            return
         try:
             encoded = orjson.dumps(names)
         except orjson.JSONEncodeError:  # a name orjson cannot encode (a lone surrogate) cannot come back as these bytes
@@ -45,6 +51,7 @@ class AnsweredNames:
         That answer is then dropped: its prioritize came, and its names go with that request, as decoded ones do."""
         if not body.endswith(b"]}"):
             return None
+        self._prioritizing = True
         end = len(body) - 1
         answers = self._answers
         for answer in answers:
