@@ -10,7 +10,7 @@ Invariant: each kept list is a copy nobody changes, kept with ``orjson.dumps`` o
 bytes equal to that encoding decode to a list equal to it (orjson encodes a string so that it decodes to the same
 string). Bounded: the ``MAX_ANSWERS`` newest answers not yet taken, replaced in one assignment (concurrent requests
 at worst miss an answer, whose prioritize is then decoded whole, or take one twice). Off with
-``EXTENDER_RESULT_CACHE=off``.
+``EXTENDER_RESULT_CACHE=off`` and with ``EXTENDER_DECODER=full`` (``Extender`` then keeps none).
 """
 
 from __future__ import annotations
