@@ -1,7 +1,8 @@
 """``python -m bench.burst``: pods per second through kube-scheduler's cycle, with and without the extender.
 
 A burst of pods, all pending at once, placed one after another by testkit.scheduling's stand-in for kube-scheduler's
-scheduling cycle (the in-tree fit filter, the extender's filter, the in-tree resource scores beside the extender's
+scheduling cycle (the in-tree fit filter, which stops at ``percentageOfNodesToScore`` of the nodes feasible, the
+extender's filter over those, the in-tree resource scores beside the extender's
 prioritize score × weight 5, the highest total), each pod then bound asynchronously as kube-scheduler's binding cycle
 does: a thread per pod waits for kube-scheduler's client rate limiter (``clientConnection`` qps 50, burst 100, its
 defaults) and POSTs the binding to the API stand-in (testkit.fake_apiserver, over TLS) while the next pod's filter is
@@ -81,6 +82,8 @@ class Plan:
     max_seconds: float = 20.0
     warm_up: int = WARM_UP_PODS
     pause: float = WARM_UP_PAUSE
+    # kube-scheduler's percentageOfNodesToScore: 0, its default, asks the extender about an adaptive sample.
+    percentage: int = 0
     # Another commit's function (its exported tree and short name), measured in the same run.
     against: tuple[Path, str] | None = None
     log: Callable[[str], None] = print
@@ -146,7 +149,14 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
         timings: list[float] = []
         served = stack.enter_context(ServedFunction(way, plan, started, stack)) if way != NONE else None
         call = _no_extender if served is None else _timed(served.ask, timings)
-        scheduler = Scheduler(nodes, call, weight=WEIGHT, bind=binder.bind, bind_delay=(0.0, 0.0))
+        scheduler = Scheduler(
+            nodes,
+            call,
+            weight=WEIGHT,
+            bind=binder.bind,
+            bind_delay=(0.0, 0.0),
+            percentage_of_nodes_to_score=plan.percentage,
+        )
         for name in pods[: plan.warm_up]:
             scheduler.schedule(guaranteed_pod(name))
         scheduler.wait_for_bindings()
@@ -466,6 +476,14 @@ def main(argv: list[str] | None = None) -> int:
         default=WARM_UP_PAUSE,
         help=f"seconds between the warm-up and the burst (default {WARM_UP_PAUSE:g}; 31: past refreshInterval)",
     )
+    parser.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=int,
+        default=0,
+        choices=range(101),
+        metavar="0..100",
+        help="the scheduler's percentageOfNodesToScore (default 0: kube-scheduler's adaptive default; 100: every node)",
+    )
     parser.add_argument("--against", metavar="COMMIT", help="also measure the function of COMMIT in the same run")
     parser.add_argument("--plot", metavar="PNG", help="draw the paces into this file (matplotlib)")
     parser.add_argument("--json", metavar="FILE", help="write every run's figures to this file")
@@ -488,6 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         max_seconds=args.max_seconds,
         warm_up=args.warm_up,
         pause=args.pause,
+        percentage=args.percentage_of_nodes_to_score,
         against=against,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
@@ -501,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Load average (1/5/15 min) before: {load_before}; after: {report.load()}",
             (
                 f"Burst: {plan.pods} pods after {plan.warm_up} warm-up pods and a {plan.pause:g} s pause, "
-                f"{plan.rounds} round(s), {limiter}"
+                f"{plan.rounds} round(s), {limiter}, percentageOfNodesToScore {plan.percentage or 'adaptive'}"
             ),
         ]
     )

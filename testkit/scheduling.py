@@ -4,6 +4,9 @@ What it does per pod, as kube-scheduler v1.28 does with one extender (``pkg/sche
 
 1. Filter: the in-tree ``NodeResourcesFit`` (the pod's requests fit what the node's allocatable leaves beside the
    requests of the pods assigned or assumed there), then the extender's filter (node names or full Node objects).
+   As ``findNodesThatPassFilters`` does, the in-tree filter stops once it found ``percentageOfNodesToScore`` of the
+   nodes feasible (adaptive by default: ``numFeasibleNodesToFind``) and the next pod's search starts where this one
+   stopped, so in a large cluster the extender is asked about a sample that moves round the cluster pod by pod.
 2. Score, unless one node is left: the in-tree ``NodeResourcesFit`` (LeastAllocated, CPU and memory weighted 1) and
    ``NodeResourcesBalancedAllocation`` scores (each 0..100, weight 1), as the scheduler computes them from its own
    cache (``in_tree=False`` leaves them out), plus the extender's prioritize score × weight × 10.
@@ -25,6 +28,8 @@ from typing import Any
 from extender.kube.quantity import parse_quantity
 
 MAX_NODE_SCORE = 100
+# kube-scheduler's bounds for the feasible nodes a cycle looks for (``pkg/scheduler/schedule_one.go``).
+MIN_FEASIBLE_NODES_TO_FIND, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, BASE_PERCENTAGE_OF_NODES_TO_SCORE = 100, 5, 50
 MAX_EXTENDER_PRIORITY = 10
 # The scheduler's defaults for a container that requests nothing (for scoring only): 100m CPU, 200 MiB.
 NON_ZERO_CPU, NON_ZERO_MEMORY = 0.1, 200 * 2**20
@@ -40,6 +45,15 @@ def requests_of(pod: dict[str, Any]) -> tuple[float, float]:
         cpu += parse_quantity(requests["cpu"]) if "cpu" in requests else 0.0
         memory += parse_quantity(requests["memory"]) if "memory" in requests else 0.0
     return cpu, memory
+
+
+def feasible_nodes_to_find(percentage: int, all_nodes: int) -> int:
+    """kube-scheduler's ``numFeasibleNodesToFind``: ``percentage`` 0 is its default, adaptive to the cluster's size."""
+    if all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return all_nodes
+    if percentage == 0:
+        percentage = max(BASE_PERCENTAGE_OF_NODES_TO_SCORE - all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return min(all_nodes, max(all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND))
 
 
 @dataclass
@@ -70,6 +84,7 @@ class Scheduler:
         bind: Callable[[dict[str, Any], str], None],
         bind_delay: tuple[float, float] = (0.02, 0.15),
         seed: int = 7,
+        percentage_of_nodes_to_score: int = 0,
     ) -> None:
         self.nodes = [
             NodeState(node, *(parse_quantity(node["status"]["allocatable"][r]) for r in ("cpu", "memory")))
@@ -83,6 +98,8 @@ class Scheduler:
         self.bind_delay = bind_delay
         self.random = random.Random(seed)
         self._by_name = {node.name: node for node in self.nodes}
+        self.to_find = feasible_nodes_to_find(percentage_of_nodes_to_score, len(self.nodes))
+        self.next_start = 0
         self.bindings: list[threading.Thread] = []
         # Per pod shape (CPU, memory), every node's in-tree score: a cycle changes only the node it assumed a pod on.
         self._in_tree: dict[tuple[float, float], dict[str, int]] = {}
@@ -90,11 +107,7 @@ class Scheduler:
     def schedule(self, pod: dict[str, Any]) -> str | None:
         """One scheduling cycle; the node the pod was assumed on (its binding under way), None if none fits."""
         cpu, memory = requests_of(pod)
-        fitting = [
-            node
-            for node in self.nodes
-            if node.requested_cpu + cpu <= node.cpu + 1e-9 and node.requested_memory + memory <= node.memory
-        ]
+        fitting = self._in_tree_filter(cpu, memory)
         if not fitting:
             return None
         feasible = self._extender_filter(pod, fitting)
@@ -120,6 +133,19 @@ class Scheduler:
         thread.start()
         self.bindings.append(thread)
         return chosen
+
+    def _in_tree_filter(self, cpu: float, memory: float) -> list[NodeState]:
+        """The first ``to_find`` nodes that fit, from where the last cycle stopped, round the cluster."""
+        fitting: list[NodeState] = []
+        count = len(self.nodes)
+        processed = 0
+        while processed < count and len(fitting) < self.to_find:
+            node = self.nodes[(self.next_start + processed) % count]
+            processed += 1
+            if node.requested_cpu + cpu <= node.cpu + 1e-9 and node.requested_memory + memory <= node.memory:
+                fitting.append(node)
+        self.next_start = (self.next_start + processed) % count
+        return fitting
 
     def _in_tree_scores(self, cpu: float, memory: float) -> dict[str, int]:
         scores = self._in_tree.get((cpu, memory))

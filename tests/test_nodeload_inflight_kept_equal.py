@@ -148,3 +148,54 @@ def test_bindings_on_unchanged_loads_re_judge_only_their_nodes_and_answer_as_lis
             apiserver.add_pod(pod(marker, f"u-{marker}", "", cpu="3300m"))
             apiserver.bind("default", marker, marker)
             answer_alike(cached, plain, marker, rng, apiserver)
+
+
+CLUSTER = [f"node-{index}" for index in range(40)]
+SAMPLE = 12  # not a divisor of the cluster's size: each round of samples starts elsewhere
+SAMPLES = 24
+
+
+def test_a_sample_moving_round_the_cluster_answers_as_lists_on_every_request(
+    apiserver, prometheus, exporter, tmp_path
+):
+    """kube-scheduler asks a large cluster's extender about a sample of its nodes that moves round the cluster pod by
+    pod (``percentageOfNodesToScore``; testkit.scheduling), so the nodes a binding changed are seldom in the next
+    request: the cached function judges them beside the request, and keeps scores across samples (NodeLoad's are
+    each node's own: ``ScorePlugin.scores_per_node``), adding the nodes a sample brings and scoring again those a
+    binding changed. Each filter, and the prioritize over the nodes it kept, answers exactly as the uncached one."""
+    rng = random.Random(44)
+    markers = [f"marker-{step}" for step in range(SAMPLES)]
+    args = {**ARGS, "refreshInterval": "5m", "maxAge": "10m"}
+    path = tmp_path / "policy.json"
+    path.write_text(policy(prometheus.url, args))
+    apiserver.set_nodes([node(name) for name in [*CLUSTER, *markers]])
+    loads = {name: rng.choice([0.05, 0.2, 0.4, 0.55, 0.7, 0.79]) for name in CLUSTER}
+    loads.update(dict.fromkeys(markers, 0.0))
+    exporter.set(loads)
+    prometheus.wait_until(METRIC, lambda values: values == loads)
+    env = {"EXTENDER_POLICY": str(path), "EXTENDER_ASSUME_PODS": "off", **apiserver.environment()}
+    start = 0
+    with serving(EXTENDER_RESULT_CACHE="on", **env) as cached, serving(EXTENDER_RESULT_CACHE="off", **env) as plain:
+        for step, marker in enumerate(markers):
+            sample = [CLUSTER[(start + offset) % len(CLUSTER)] for offset in range(SAMPLE)]
+            start = (start + SAMPLE) % len(CLUSTER)
+            the_pod = pod(f"w{step}", f"u-w{step}", "", cpu=rng.choice(["50m", "400m", "1"]))
+            body = orjson.dumps({"Pod": the_pod, "Nodes": None, "NodeNames": sample})
+            filtered = post(plain, "filter", body)
+            assert post(cached, "filter", body) == filtered, step
+            kept = orjson.loads(filtered[1])["NodeNames"]
+            if kept:
+                body = orjson.dumps({"Pod": the_pod, "Nodes": None, "NodeNames": kept})
+                assert post(cached, "prioritize", body) == post(plain, "prioritize", body), step
+            # Bound where the next sample does not look, beside a marker both functions are seen to count.
+            upcoming = {CLUSTER[(start + offset) % len(CLUSTER)] for offset in range(SAMPLE)}
+            name = f"b{step}"
+            apiserver.add_pod(pod(name, f"u-{name}", "", cpu=rng.choice(["800m", "1500m", "3300m"])))
+            apiserver.bind("default", name, rng.choice([node for node in CLUSTER if node not in upcoming]))
+            apiserver.add_pod(pod(marker, f"u-{marker}", "", cpu="3300m"))
+            apiserver.bind("default", marker, marker)
+            deadline = time.monotonic() + 20
+            for url in (cached, plain):
+                while not judges(url, marker):
+                    assert time.monotonic() < deadline, f"{url} never counted {marker}'s pod"
+                    time.sleep(0.2)

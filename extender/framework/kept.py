@@ -289,7 +289,8 @@ class KeptProfile:
         else:
             unjudged = set()
         if fresh or changed:
-            kept = kept.replacing(changed, fresh, fresh_result.rejected, fresh_result.would_reject, unjudged)
+            judged = _judged_beside(plain, pod, source, cycle, kept, changed, again, fresh, fresh_result, unjudged)
+            kept = kept.replacing(changed, *judged)
             # The kept maps lack what was not judged (skipped, failed): this request's own results count for it.
             rejected = {**kept.rejected, **fresh_result.rejected} if fresh_result.rejected else kept.rejected
             would_reject = {**kept.would_reject, **fresh_result.would_reject}
@@ -325,7 +326,8 @@ class KeptProfile:
         self, pod: Pod, names: Sequence[str], source: NodeSource, cycle: CycleState | None = None
     ) -> ScoreResult:
         """Scores kept for the candidate set, in whatever order it comes (kube-scheduler's parallel filters hand
-        the same candidates over in another order each cycle)."""
+        the same candidates over in another order each cycle); with scores each node's own, for any candidates the
+        kept scores hold."""
         plain = self.plain
         cycle = cycle or CycleState(pod)
         keys = tuple(cycle.reuse_key(entry.plugin) for entry in plain.scores)
@@ -337,7 +339,7 @@ class KeptProfile:
         if kept is not None and len(kept.names) == len(names) and kept.names.issuperset(names):
             seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
             return _kept_scores(plain, cycle, kept, seconds, None, None)
-        derived = self._derived_scores(pod, names, source, cycle, kept_now, keys)
+        derived = self._derived_scores(pod, names, source, cycle, kept_now, keys, kept)
         if derived is not None:
             return derived
         nodes = source.lookup(names)
@@ -361,53 +363,75 @@ class KeptProfile:
         cycle: CycleState,
         kept_now: _Generation,
         keys: tuple[Hashable, ...],
+        kept: KeptScores | None,
     ) -> ScoreResult | None:
         """The scores of a kept entry for the same candidates under keys that differ only on nodes the plugins name,
         with those nodes scored again (module docstring); None when there is none, or the new scoring skipped or
-        failed somewhere (the request is then scored whole)."""
+        failed somewhere (the request is then scored whole).
+
+        With every score plugin's scores each node's own (``ScorePlugin.scores_per_node``), the entry may hold other
+        nodes too (``kept``, of these keys, or the newest derivable one), and the candidates it lacks are scored and
+        added: kube-scheduler asks about a sample of a large cluster that moves round it pod by pod, so an entry
+        grows to the nodes of the generation (its bound) and each request takes its candidates' part of it."""
         plain = self.plain
-        found = _derivable(
-            kept_now.scores,
-            keys,
-            [entry.plugin for entry in plain.scores],
-            lambda kept: len(kept.names) == len(names) and kept.names.issuperset(names),
-        )
-        if found is None:
-            return None
-        old, changed, plugins = found
+        plugins = [entry.plugin for entry in plain.scores]
+        per_node = all(plugin.scores_per_node for plugin in plugins)
+        rescored: list[str] = []
+        changed_plugins: list[str] = []
+        if per_node and kept is not None:
+            old = kept
+        else:
+            found = _derivable(kept_now.scores, keys, plugins, None if per_node else _holding_only(names))
+            if found is None:
+                return None
+            old, changed, changed_plugins = found
+            rescored = [name for name in changed if name in old.names]
+            if per_node and len(rescored) > len(names):  # scoring the candidates whole costs less
+                return None
+        added = [name for name in names if name not in old.names] if per_node else []
         generation = kept_now.generation
-        seconds = dict.fromkeys((entry.plugin.name for entry in plain.scores), 0.0)
-        rescored = [name for name in changed if name in old.names]
+        seconds = dict.fromkeys((plugin.name for plugin in plugins), 0.0)
         kept = old
         observed = None
         derived_from = None
-        if rescored:
-            nodes = source.lookup(rescored)
+        if rescored or added:
+            nodes = source.lookup([*rescored, *added])
             result = plain.prioritize(pod, nodes, cycle)
             if result.error is not None or result.skipped or result.audit_failed or not self._described(nodes):
                 return None
             by_plugin = dict(old.by_plugin)
-            for name in plugins:
+            # Every plugin's scores for the nodes added; only the changed plugins' for the nodes scored again.
+            for name in {*changed_plugins, *(by_plugin if added else ())}:
                 if name not in by_plugin or name not in result.by_plugin:
                     return None
-                by_plugin[name] = {**by_plugin[name], **result.by_plugin[name]}
+                fresh = result.by_plugin[name]
+                if name not in changed_plugins:
+                    fresh = {node: fresh[node] for node in added}
+                by_plugin[name] = {**by_plugin[name], **fresh}
+            if added and by_plugin.keys() != result.by_plugin.keys():
+                return None
             weighted = [
                 (entry.weight, by_plugin[entry.plugin.name])
                 for entry in plain.scores
                 if entry.plugin.name in by_plugin and entry.plugin.name not in old.audited
             ]
-            totals = {name: sum(weight * scores[name] for weight, scores in weighted) for name in rescored}
+            new = [*rescored, *added]
+            totals = {name: sum(weight * scores[name] for weight, scores in weighted) for name in new}
             priorities = _to_extender_priorities(totals, sum(weight for weight, _ in weighted), {})
             # The kept entry's name objects stay the keys (an update keeps a key that is there), in its order.
             scores = {**old.scores, **priorities}
-            best = top_nodes_after(old.best(), old.scores, scores, rescored)
-            kept = KeptScores(old.names, by_plugin, scores, old.audited, best)
+            # The top of scores holding other nodes is not this request's: worked out if ever needed.
+            same = not added and len(old.names) == len(names)
+            best = top_nodes_after(old.best(), old.scores, scores, rescored) if same else None
+            kept = KeptScores(old.names.union(added) if added else old.names, by_plugin, scores, old.audited, best)
             seconds.update(result.seconds_by_plugin)
             observed = result.observed
-            derived_from = (old.scores, tuple(rescored))
+            derived_from = (old.scores, tuple(new))
         if source.generation() is not generation:
             return None
         _store(kept_now.scores, keys, kept)
+        if len(kept.names) != len(names):
+            return _part_of(plain, cycle, kept, names, seconds, observed, derived_from)
         return _kept_scores(plain, cycle, kept, seconds, observed, derived_from)
 
     def _current(self, generation: object) -> _Generation:
@@ -443,6 +467,44 @@ def _all_kept(
         return True
     refusals = zip(compress(names, verdicts), filter(None, verdicts), strict=True)
     return all(kept.rejected.get(name) == status for name, status in refusals)
+
+
+def _judged_beside(
+    plain: Profile,
+    pod: Pod,
+    source: NodeSource,
+    cycle: CycleState,
+    kept: KeptVerdicts,
+    changed: Collection[str],
+    again: list[tuple[int, str]] | None,
+    fresh: Sequence[Node],
+    fresh_result: FilterResult,
+    unjudged: Collection[str],
+) -> tuple[Sequence[Node], Mapping[str, Status], Mapping[str, tuple[Status, ...]], Collection[str]]:
+    """The verdicts to keep from a request's judging (``KeptVerdicts.replacing``'s arguments), with those of the
+    changed nodes the request does not bring, judged too when the request's own are a few (``again``).
+
+    kube-scheduler asks about a sample of a large cluster that moves round it pod by pod, so the node a binding
+    changed is seldom in the next request: judging it (a node or a few) lets verdicts that held stay the kept ones
+    themselves, where dropping it copies every kept map. Its verdict is worked out under the request's keys, as a
+    later request bringing it would work it out; one the chain cannot judge (a failure, a skip) is dropped as before.
+    """
+    if again is None:
+        return fresh, fresh_result.rejected, fresh_result.would_reject, unjudged
+    brought = {name for _, name in again}
+    outside = [name for name in changed if name in kept.verdicts and name not in brought]
+    if not outside:
+        return fresh, fresh_result.rejected, fresh_result.would_reject, unjudged
+    nodes = source.lookup(outside)
+    beside = plain.filter_each(pod, nodes, cycle)
+    if beside.error is not None:
+        return fresh, fresh_result.rejected, fresh_result.would_reject, unjudged
+    return (
+        [*fresh, *nodes],
+        {**fresh_result.rejected, **beside.rejected},
+        {**fresh_result.would_reject, **beside.would_reject},
+        {*unjudged, *beside.skipped, *beside.audit_failed},
+    )
 
 
 def _positions(names: Sequence[str], wanted: Collection[str]) -> list[tuple[int, str]] | None:
@@ -551,6 +613,36 @@ def _kept_scores(
         derived_from=derived_from,
         incomplete=plain.incompletes(cycle, plugins),
         best=kept.best(),
+    )
+
+
+def _holding_only(names: Sequence[str]) -> Callable[[KeptScores], bool]:
+    """Whether kept scores are of exactly the candidates ``names`` (unique)."""
+    return lambda kept: len(kept.names) == len(names) and kept.names.issuperset(names)
+
+
+def _part_of(
+    plain: Profile,
+    cycle: CycleState,
+    kept: KeptScores,
+    names: Sequence[str],
+    seconds: dict[str, float],
+    observed: dict[str, Observed] | None,
+    derived_from: tuple[dict[str, int], tuple[str, ...]] | None,
+) -> ScoreResult:
+    """``_kept_scores`` of the candidates ``names`` only, from scores each node's own that hold more nodes."""
+    plugins = [entry.plugin for entry in plain.scores]
+    scores = kept.scores
+    return ScoreResult(
+        dict(zip(names, map(scores.__getitem__, names), strict=True)),
+        {plugin: dict(zip(names, map(of.__getitem__, names), strict=True)) for plugin, of in kept.by_plugin.items()},
+        seconds_by_plugin=seconds,
+        kept=True,
+        audited=list(kept.audited),
+        observed=plain.observations(cycle, plugins) if observed is None else observed,
+        derived_from=derived_from,
+        incomplete=plain.incompletes(cycle, plugins),
+        covering=scores,
     )
 
 

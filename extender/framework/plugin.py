@@ -175,6 +175,10 @@ class FilterPlugin(Plugin):
 
 
 class ScorePlugin(Plugin):
+    # True when each node's score depends on that node alone (``normalize_scores`` rescales none by the others):
+    # kept scores (``extender.framework.kept``) then serve any candidate set among the nodes they hold.
+    scores_per_node: ClassVar[bool] = False
+
     def score(self, pod: Pod, node: Node) -> int:
         """A raw score; ``normalize_scores`` must bring all of them into 0..100."""
         raise NotImplementedError

@@ -175,6 +175,7 @@ class ScoreResult:
         "audit_failed",
         "audited",
         "by_plugin",
+        "covering",
         "demoted",
         "derived_from",
         "error",
@@ -200,6 +201,7 @@ class ScoreResult:
         derived_from: tuple[dict[str, int], tuple[str, ...]] | None = None,
         incomplete: dict[str, str] | None = None,
         best: list[str] | None = None,
+        covering: dict[str, int] | None = None,
     ) -> None:
         # Final extender scores (0..10) per node name; empty when ``error`` is set.
         self.scores = scores
@@ -222,6 +224,9 @@ class ScoreResult:
         # Kept scores derived from kept ones (``extender.framework.kept``): those, and the only names whose scores
         # may differ, so that what was derived from them is updated for those names only.
         self.derived_from = derived_from
+        # Kept scores of more nodes than ``scores`` (a plugin's scores are each node's own: ``scores_per_node``), of
+        # which ``scores`` is the part this request asked about; ``kept`` and ``derived_from`` then speak of them.
+        self.covering = covering
         # This request's alone (``extender.verbs.assumed``): the node the pod was assumed on, and the nodes tied with
         # it at the top that the answer gave one point less.
         self.assumed = ""

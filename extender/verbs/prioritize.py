@@ -25,8 +25,8 @@ from extender.wire.schemas import ExtenderArgs, ExtenderArgsSchema
 _args = ExtenderArgsSchema()
 _result = HostPrioritySchema(many=True)
 # The encoded answer entries of kept scores (``ScoreResult.kept``), by node name: kept results hand back the same
-# scores object for the same candidates, and then each node's entry is the same too, only the order of the request is
-# new. Scores not kept are encoded afresh.
+# scores object for the same candidates (or scores holding them: ``ScoreResult.covering``), and then each node's entry
+# is the same too, only the order and choice of the request's names are new. Scores not kept are encoded afresh.
 _encoded: Derived[dict[str, bytes]] = Derived()
 
 
@@ -59,8 +59,9 @@ def _prioritize(args: ExtenderArgs, profile: ServedProfile, source: NodeSource) 
 
 
 def _answer(result: ScoreResult, names: Sequence[str]) -> orjson.Fragment:
-    """One entry per node, in the request's order, joined from entries encoded once per kept scores object."""
-    scores = result.scores
+    """One entry per node, in the request's order, joined from entries encoded once per kept scores object (those
+    the request's scores are part of, when they hold more nodes: ``ScoreResult.covering``)."""
+    scores = result.covering if result.covering is not None else result.scores
     encoded = _encoded.get(scores) if result.kept else None
     if encoded is None and result.kept and result.derived_from is not None:
         # Derived from kept scores whose entries are encoded: only the names whose scores may differ are encoded.
@@ -75,7 +76,8 @@ def _answer(result: ScoreResult, names: Sequence[str]) -> orjson.Fragment:
         encoded = dict(zip(scores, map(orjson.dumps, entries), strict=True))
         if result.kept:
             _encoded.put(scores, encoded)
+    entries_of = map(encoded.__getitem__, names)
     if result.demoted:  # a tie at the top broken (``extender.verbs.assumed``): this answer's alone
         lower = _result.dump([{"Host": name, "Score": scores[name] - 1} for name in result.demoted])
-        encoded = {**encoded, **dict(zip(result.demoted, map(orjson.dumps, lower), strict=True))}
-    return orjson.Fragment(b"[%b]" % b",".join(map(encoded.__getitem__, names)))
+        entries_of = map(dict(zip(result.demoted, map(orjson.dumps, lower), strict=True)).get, names, entries_of)
+    return orjson.Fragment(b"[%b]" % b",".join(entries_of))

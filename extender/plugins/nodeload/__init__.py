@@ -108,6 +108,7 @@ def authorizer(config: NodeLoadConfig) -> Authorizer | None:
 
 class NodeLoad(FilterPlugin, ScorePlugin):
     name: ClassVar[str] = "NodeLoad"
+    scores_per_node: ClassVar[bool] = True  # each from its node's load alone (``normalize_scores``)
     args_schema = NodeLoadArgs
 
     def __init__(self, args: NodeLoadConfig, clock: Clock | None = None) -> None:
