@@ -1,12 +1,12 @@
 """``python -m bench.burst``: pods per second through kube-scheduler's cycle, with and without the extender.
 
 A burst of pods, all pending at once, placed one after another by testkit.scheduling's stand-in for kube-scheduler's
-scheduling cycle (the in-tree fit filter, which stops at ``percentageOfNodesToScore`` of the nodes feasible, the
-extender's filter over those, the in-tree resource scores beside the extender's
-prioritize score × weight 5, the highest total), each pod then bound asynchronously as kube-scheduler's binding cycle
-does: a thread per pod waits for kube-scheduler's client rate limiter (``clientConnection`` qps 50, burst 100, its
-defaults) and POSTs the binding to the API stand-in (testkit.fake_apiserver, over TLS) while the next pod's filter is
-already sent. Measured for:
+scheduling cycle (the in-tree fit filter, which stops at ``percentageOfNodesToScore`` of the nodes feasible: every
+node by default, as Terraform sets it, or kube-scheduler's adaptive sample; the extender's filter over those, the
+in-tree resource scores beside the extender's prioritize score × weight 5, the highest total), each pod then bound
+asynchronously as kube-scheduler's binding cycle does: a thread per pod waits for kube-scheduler's client rate
+limiter (``clientConnection`` qps 50, burst 100, its defaults) and POSTs the binding to the API stand-in
+(testkit.fake_apiserver, over TLS) while the next pod's filter is already sent. Measured for:
 
 - no extender: the stand-in's own pace, the reference;
 - echo floor: bench/echo_floor.py served as the function is, the least a correct extender does (the names echoed,
@@ -82,8 +82,9 @@ class Plan:
     max_seconds: float = 20.0
     warm_up: int = WARM_UP_PODS
     pause: float = WARM_UP_PAUSE
-    # kube-scheduler's percentageOfNodesToScore: 0, its default, asks the extender about an adaptive sample.
-    percentage: int = 0
+    # The scheduler's percentageOfNodesToScore: 100 (Terraform's on the extender's profile) asks the extender about
+    # every node; 0 (kube-scheduler's default) about an adaptive sample that moves round the cluster.
+    percentage: int = 100
     # Another commit's function (its exported tree and short name), measured in the same run.
     against: tuple[Path, str] | None = None
     log: Callable[[str], None] = print
@@ -479,10 +480,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--percentage-of-nodes-to-score",
         type=int,
-        default=0,
+        default=100,
         choices=range(101),
         metavar="0..100",
-        help="the scheduler's percentageOfNodesToScore (default 0: kube-scheduler's adaptive default; 100: every node)",
+        help=(
+            "the scheduler's percentageOfNodesToScore (default 100, as Terraform sets it on the extender's profile: "
+            "every node; 0: kube-scheduler's adaptive default, a sample)"
+        ),
     )
     parser.add_argument("--against", metavar="COMMIT", help="also measure the function of COMMIT in the same run")
     parser.add_argument("--plot", metavar="PNG", help="draw the paces into this file (matplotlib)")

@@ -136,13 +136,15 @@ class Scheduler:
 
     def _in_tree_filter(self, cpu: float, memory: float) -> list[NodeState]:
         """The first ``to_find`` nodes that fit, from where the last cycle stopped, round the cluster."""
+        if self.to_find == len(self.nodes):  # every node: the search starts where it stopped, at the first
+            return [node for node in self.nodes if _fits(node, cpu, memory)]
         fitting: list[NodeState] = []
         count = len(self.nodes)
         processed = 0
         while processed < count and len(fitting) < self.to_find:
             node = self.nodes[(self.next_start + processed) % count]
             processed += 1
-            if node.requested_cpu + cpu <= node.cpu + 1e-9 and node.requested_memory + memory <= node.memory:
+            if _fits(node, cpu, memory):
                 fitting.append(node)
         self.next_start = (self.next_start + processed) % count
         return fitting
@@ -181,6 +183,11 @@ class Scheduler:
         best = max(totals.values())
         tied = [name for name, total in totals.items() if total == best]
         return tied[self.random.randrange(len(tied))] if len(tied) > 1 else tied[0]
+
+
+def _fits(node: NodeState, cpu: float, memory: float) -> bool:
+    """``NodeResourcesFit``'s filter on CPU and memory."""
+    return node.requested_cpu + cpu <= node.cpu + 1e-9 and node.requested_memory + memory <= node.memory
 
 
 def _in_tree_score(node: NodeState, cpu: float, memory: float) -> int:

@@ -153,6 +153,8 @@ def test_bindings_on_unchanged_loads_re_judge_only_their_nodes_and_answer_as_lis
 CLUSTER = [f"node-{index}" for index in range(40)]
 SAMPLE = 12  # not a divisor of the cluster's size: each round of samples starts elsewhere
 SAMPLES = 24
+# Then requests about most of the cluster, a few nodes left out (as a few rejected since): bound there.
+MOST = 6
 
 
 def test_a_sample_moving_round_the_cluster_answers_as_lists_on_every_request(
@@ -162,9 +164,10 @@ def test_a_sample_moving_round_the_cluster_answers_as_lists_on_every_request(
     pod (``percentageOfNodesToScore``; testkit.scheduling), so the nodes a binding changed are seldom in the next
     request: the cached function judges them beside the request, and keeps scores across samples (NodeLoad's are
     each node's own: ``ScorePlugin.scores_per_node``), adding the nodes a sample brings and scoring again those a
-    binding changed. Each filter, and the prioritize over the nodes it kept, answers exactly as the uncached one."""
+    binding changed; then requests about most of the nodes kept, each bound beside it, keep their part instead.
+    Each filter, and the prioritize over the nodes it kept, answers exactly as the uncached one."""
     rng = random.Random(44)
-    markers = [f"marker-{step}" for step in range(SAMPLES)]
+    markers = [f"marker-{step}" for step in range(SAMPLES + MOST)]
     args = {**ARGS, "refreshInterval": "5m", "maxAge": "10m"}
     path = tmp_path / "policy.json"
     path.write_text(policy(prometheus.url, args))
@@ -174,11 +177,11 @@ def test_a_sample_moving_round_the_cluster_answers_as_lists_on_every_request(
     exporter.set(loads)
     prometheus.wait_until(METRIC, lambda values: values == loads)
     env = {"EXTENDER_POLICY": str(path), "EXTENDER_ASSUME_PODS": "off", **apiserver.environment()}
-    start = 0
+    rounds = range(SAMPLES)
+    samples = [[CLUSTER[(turn * SAMPLE + offset) % len(CLUSTER)] for offset in range(SAMPLE)] for turn in rounds]
+    samples += [rng.sample(CLUSTER, len(CLUSTER) - 3) for _ in range(MOST)]
     with serving(EXTENDER_RESULT_CACHE="on", **env) as cached, serving(EXTENDER_RESULT_CACHE="off", **env) as plain:
-        for step, marker in enumerate(markers):
-            sample = [CLUSTER[(start + offset) % len(CLUSTER)] for offset in range(SAMPLE)]
-            start = (start + SAMPLE) % len(CLUSTER)
+        for step, (sample, marker) in enumerate(zip(samples, markers, strict=True)):
             the_pod = pod(f"w{step}", f"u-w{step}", "", cpu=rng.choice(["50m", "400m", "1"]))
             body = orjson.dumps({"Pod": the_pod, "Nodes": None, "NodeNames": sample})
             filtered = post(plain, "filter", body)
@@ -187,8 +190,8 @@ def test_a_sample_moving_round_the_cluster_answers_as_lists_on_every_request(
             if kept:
                 body = orjson.dumps({"Pod": the_pod, "Nodes": None, "NodeNames": kept})
                 assert post(cached, "prioritize", body) == post(plain, "prioritize", body), step
-            # Bound where the next sample does not look, beside a marker both functions are seen to count.
-            upcoming = {CLUSTER[(start + offset) % len(CLUSTER)] for offset in range(SAMPLE)}
+            # Bound where the next request does not look, beside a marker both functions are seen to count.
+            upcoming = set(samples[step + 1]) if step + 1 < len(samples) else set()
             name = f"b{step}"
             apiserver.add_pod(pod(name, f"u-{name}", "", cpu=rng.choice(["800m", "1500m", "3300m"])))
             apiserver.bind("default", name, rng.choice([node for node in CLUSTER if node not in upcoming]))

@@ -8,7 +8,9 @@ keeps, for node-name requests only:
 - each node name's verdict of the whole filter chain, per tuple of the filter
   plugins' keys;
 - the scores of one candidate set (normalizing depends on every candidate),
-  per tuple of the score plugins' keys;
+  per tuple of the score plugins' keys; when every score plugin's scores are
+  each node's own (``ScorePlugin.scores_per_node``), of every node asked
+  about under those keys, of which a request takes its candidates' part;
 
 both for one generation of the node source (``NodeSource.generation``). A warm
 request then touches only the names it carries. Invariants:
@@ -41,7 +43,12 @@ request then touches only the names it carries. Invariants:
   ones of the others. The derived entry is the one worked out afresh, since
   every other node's result is the same under both keys (the kept verdicts
   themselves when the nodes judged again keep theirs); a node the new
-  judging skips or fails on makes it worked out whole, as above.
+  judging skips or fails on makes it worked out whole, as above. The few
+  changed nodes a filter request does not bring are judged beside it, so
+  that kept verdicts that held stay as they are (kube-scheduler asks about a
+  sample of a large cluster, ``percentageOfNodesToScore``, which moves on pod
+  by pod); scores each node's own are derived from the newest such entry
+  whatever its candidates, the request's candidates it lacks scored and added.
 - What is worked out from kept values is kept with them, by identity: a
   request that rejects exactly the kept rejections answers with the kept map
   copied (``FilterResult.rejected_kept``), and kept scores carry their top
@@ -171,8 +178,9 @@ _NO_VERDICTS = KeptVerdicts({}, {}, {})
 
 
 class KeptScores:
-    """The scores of one candidate set: only that set may use them. Shared by every request: nobody changes them
-    (``best``, worked out from them, is set once)."""
+    """The scores of one candidate set: only that set may use them, or any set of the nodes they hold when the
+    scores are each node's own. Shared by every request: nobody changes them (``best``, worked out from them, is set
+    once)."""
 
     __slots__ = ("_best", "audited", "by_plugin", "names", "scores")
 
@@ -189,6 +197,16 @@ class KeptScores:
         self.scores = scores
         self.audited = audited
         self._best = best
+
+    def part(self, names: Sequence[str]) -> KeptScores:
+        """These scores of ``names`` alone, in their order: scores each node's own (``ScorePlugin.scores_per_node``)."""
+
+        def of(scores: Mapping[str, int]) -> dict[str, int]:
+            return dict(zip(names, map(scores.__getitem__, names), strict=True))
+
+        scores = of(self.scores)
+        by_plugin = {name: of(each) for name, each in self.by_plugin.items()}
+        return KeptScores(frozenset(scores), by_plugin, scores, self.audited)
 
     def best(self) -> list[str]:
         """``top_nodes`` of the scores: given by the entry these were derived from, else worked out once."""
@@ -372,7 +390,8 @@ class KeptProfile:
         With every score plugin's scores each node's own (``ScorePlugin.scores_per_node``), the entry may hold other
         nodes too (``kept``, of these keys, or the newest derivable one), and the candidates it lacks are scored and
         added: kube-scheduler asks about a sample of a large cluster that moves round it pod by pod, so an entry
-        grows to the nodes of the generation (its bound) and each request takes its candidates' part of it."""
+        grows to the nodes of the generation (its bound) and each request takes its candidates' part of it. A part of
+        more than half the entry's nodes, none new (every node asked about, a few rejected since), is kept instead."""
         plain = self.plain
         plugins = [entry.plugin for entry in plain.scores]
         per_node = all(plugin.scores_per_node for plugin in plugins)
@@ -388,7 +407,8 @@ class KeptProfile:
             rescored = [name for name in changed if name in old.names]
             if per_node and len(rescored) > len(names):  # scoring the candidates whole costs less
                 return None
-        added = [name for name in names if name not in old.names] if per_node else []
+        held = old.names
+        added = [] if not per_node or held.issuperset(names) else [name for name in names if name not in held]
         generation = kept_now.generation
         seconds = dict.fromkeys((plugin.name for plugin in plugins), 0.0)
         kept = old
@@ -429,10 +449,19 @@ class KeptProfile:
             derived_from = (old.scores, tuple(new))
         if source.generation() is not generation:
             return None
-        _store(kept_now.scores, keys, kept)
+        answered = kept
         if len(kept.names) != len(names):
-            return _part_of(plain, cycle, kept, names, seconds, observed, derived_from)
-        return _kept_scores(plain, cycle, kept, seconds, observed, derived_from)
+            answered = kept.part(names)
+            if not added and 2 * len(names) > len(kept.names):
+                # Most of the nodes they hold, none new (every node asked about, a few rejected since, where a sample
+                # is at most half of them): the part is kept, so that the next requests with these candidates take
+                # it whole rather than a part each; what it is derived from names its own nodes only.
+                base, changed_names = derived_from or (kept.scores, ())
+                derived_from = (base, tuple(name for name in changed_names if name in answered.names))
+                kept = answered
+        _store(kept_now.scores, keys, kept)
+        covering = kept.scores if answered is not kept else None
+        return _kept_scores(plain, cycle, answered, seconds, observed, derived_from, covering)
 
     def _current(self, generation: object) -> _Generation:
         """What is kept for ``generation``: a new generation drops every older one's values."""
@@ -600,8 +629,10 @@ def _kept_scores(
     seconds: dict[str, float],
     observed: dict[str, Observed] | None,
     derived_from: tuple[dict[str, int], tuple[str, ...]] | None,
+    covering: dict[str, int] | None = None,
 ) -> ScoreResult:
-    """A result of kept (or derived) scores: what this request observed and found incomplete is its own, never kept."""
+    """A result of kept (or derived) scores: what this request observed and found incomplete is its own, never kept;
+    ``covering``, the kept scores of more nodes these are part of (``ScoreResult.covering``)."""
     plugins = [entry.plugin for entry in plain.scores]
     return ScoreResult(
         kept.scores,
@@ -613,37 +644,13 @@ def _kept_scores(
         derived_from=derived_from,
         incomplete=plain.incompletes(cycle, plugins),
         best=kept.best(),
+        covering=covering,
     )
 
 
 def _holding_only(names: Sequence[str]) -> Callable[[KeptScores], bool]:
     """Whether kept scores are of exactly the candidates ``names`` (unique)."""
     return lambda kept: len(kept.names) == len(names) and kept.names.issuperset(names)
-
-
-def _part_of(
-    plain: Profile,
-    cycle: CycleState,
-    kept: KeptScores,
-    names: Sequence[str],
-    seconds: dict[str, float],
-    observed: dict[str, Observed] | None,
-    derived_from: tuple[dict[str, int], tuple[str, ...]] | None,
-) -> ScoreResult:
-    """``_kept_scores`` of the candidates ``names`` only, from scores each node's own that hold more nodes."""
-    plugins = [entry.plugin for entry in plain.scores]
-    scores = kept.scores
-    return ScoreResult(
-        dict(zip(names, map(scores.__getitem__, names), strict=True)),
-        {plugin: dict(zip(names, map(of.__getitem__, names), strict=True)) for plugin, of in kept.by_plugin.items()},
-        seconds_by_plugin=seconds,
-        kept=True,
-        audited=list(kept.audited),
-        observed=plain.observations(cycle, plugins) if observed is None else observed,
-        derived_from=derived_from,
-        incomplete=plain.incompletes(cycle, plugins),
-        covering=scores,
-    )
 
 
 def _store(kept: dict[Hashable, T], keys: Hashable, value: T) -> None:

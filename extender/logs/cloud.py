@@ -34,7 +34,8 @@ class RequestTraceFilter(CloudLoggingFilter):
       the trace links each entry to it);
     - the request's trace read once per request, however many entries it logs (a filter request logs its decision
       and an entry per rule that rejected nodes): the library works out the request's data again for every entry,
-      its URL built and its headers parsed, a tenth of a millisecond each time.
+      its URL built and its headers parsed, a tenth of a millisecond each time;
+    - the source location and labels encoded by orjson.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -54,8 +55,9 @@ class RequestTraceFilter(CloudLoggingFilter):
         fields._span_id_str = fields._span_id or ""
         fields._trace_sampled_str = "true" if fields._trace_sampled else "false"
         fields._http_request_str = "{}"
-        fields._source_location_str = json.dumps(fields._source_location or {}, ensure_ascii=False)
-        fields._labels_str = json.dumps(fields._labels or {}, ensure_ascii=False)
+        # As the library's ``json.dumps(..., ensure_ascii=False)``, which makes an encoder on every call.
+        fields._source_location_str = orjson.dumps(fields._source_location or {}).decode()
+        fields._labels_str = orjson.dumps(fields._labels or {}).decode()
         return True
 
 
