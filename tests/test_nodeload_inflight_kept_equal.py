@@ -85,16 +85,37 @@ def judges(url: str, marker: str) -> bool:
     return True
 
 
+def counted(marker: str, *urls: str) -> None:
+    """Once each function at ``urls`` counts ``marker``'s pod (``judges``): what was bound before it is seen too."""
+    deadline = time.monotonic() + 20
+    for url in urls:
+        while not judges(url, marker):
+            assert time.monotonic() < deadline, f"{url} never counted {marker}'s pod"
+            time.sleep(0.2)
+
+
+def steady_loads(
+    rng: random.Random, nodes: list[str], markers: list[str], apiserver, prometheus, exporter, tmp_path
+) -> dict[str, str]:
+    """Loads that stay (one snapshot throughout) on ``nodes``, none on the markers, and the served functions'
+    environment: their policy reading them, the API stand-in's bound pods, nothing assumed."""
+    args = {**ARGS, "refreshInterval": "5m", "maxAge": "10m"}
+    path = tmp_path / "policy.json"
+    path.write_text(policy(prometheus.url, args))
+    apiserver.set_nodes([node(name) for name in [*nodes, *markers]])
+    loads = {name: rng.choice([0.05, 0.2, 0.4, 0.55, 0.7, 0.79]) for name in nodes}
+    loads.update(dict.fromkeys(markers, 0.0))
+    exporter.set(loads)
+    prometheus.wait_until(METRIC, lambda values: values == loads)
+    return {"EXTENDER_POLICY": str(path), "EXTENDER_ASSUME_PODS": "off", **apiserver.environment()}
+
+
 def answer_alike(
     cached: str, plain: str, marker: str, rng: random.Random, apiserver: FakeApiServer
 ) -> list[tuple[int, bytes]]:
     """Once both functions count ``marker``'s pod: a phase's requests, the cached function's answers (from eight
     threads) equal to the plain one's, which are returned."""
-    deadline = time.monotonic() + 20
-    for url in (cached, plain):
-        while not judges(url, marker):
-            assert time.monotonic() < deadline, f"{url} never counted {marker}'s pod"
-            time.sleep(0.2)
+    counted(marker, cached, plain)
     requests_ = [request(rng, apiserver) for _ in range(REQUESTS_PER_PHASE)]
     expected = [post(plain, verb, data) for verb, data in requests_]
     for index, answer in from_threads(lambda verb, data: post(cached, verb, data), requests_):
@@ -130,15 +151,7 @@ def test_bindings_on_unchanged_loads_re_judge_only_their_nodes_and_answer_as_lis
     judged again, ``Plugin.changed_nodes``), and answers 8 threads at once exactly as the uncached one."""
     rng = random.Random(38)
     markers = [f"marker-{step}" for step in range(STEPS)]
-    args = {**ARGS, "refreshInterval": "5m", "maxAge": "10m"}
-    path = tmp_path / "policy.json"
-    path.write_text(policy(prometheus.url, args))
-    apiserver.set_nodes([node(name) for name in [*NODES, *markers]])
-    loads = {name: rng.choice([0.05, 0.2, 0.4, 0.55, 0.7, 0.79]) for name in NODES}
-    loads.update(dict.fromkeys(markers, 0.0))
-    exporter.set(loads)
-    prometheus.wait_until(METRIC, lambda values: values == loads)
-    env = {"EXTENDER_POLICY": str(path), "EXTENDER_ASSUME_PODS": "off", **apiserver.environment()}
+    env = steady_loads(rng, NODES, markers, apiserver, prometheus, exporter, tmp_path)
     with serving(EXTENDER_RESULT_CACHE="on", **env) as cached, serving(EXTENDER_RESULT_CACHE="off", **env) as plain:
         for step, marker in enumerate(markers):
             for index in range(rng.randint(1, 3)):
@@ -168,15 +181,7 @@ def test_a_sample_moving_round_the_cluster_answers_as_lists_on_every_request(
     Each filter, and the prioritize over the nodes it kept, answers exactly as the uncached one."""
     rng = random.Random(44)
     markers = [f"marker-{step}" for step in range(SAMPLES + MOST)]
-    args = {**ARGS, "refreshInterval": "5m", "maxAge": "10m"}
-    path = tmp_path / "policy.json"
-    path.write_text(policy(prometheus.url, args))
-    apiserver.set_nodes([node(name) for name in [*CLUSTER, *markers]])
-    loads = {name: rng.choice([0.05, 0.2, 0.4, 0.55, 0.7, 0.79]) for name in CLUSTER}
-    loads.update(dict.fromkeys(markers, 0.0))
-    exporter.set(loads)
-    prometheus.wait_until(METRIC, lambda values: values == loads)
-    env = {"EXTENDER_POLICY": str(path), "EXTENDER_ASSUME_PODS": "off", **apiserver.environment()}
+    env = steady_loads(rng, CLUSTER, markers, apiserver, prometheus, exporter, tmp_path)
     rounds = range(SAMPLES)
     samples = [[CLUSTER[(turn * SAMPLE + offset) % len(CLUSTER)] for offset in range(SAMPLE)] for turn in rounds]
     samples += [rng.sample(CLUSTER, len(CLUSTER) - 3) for _ in range(MOST)]
@@ -197,8 +202,4 @@ def test_a_sample_moving_round_the_cluster_answers_as_lists_on_every_request(
             apiserver.bind("default", name, rng.choice([node for node in CLUSTER if node not in upcoming]))
             apiserver.add_pod(pod(marker, f"u-{marker}", "", cpu="3300m"))
             apiserver.bind("default", marker, marker)
-            deadline = time.monotonic() + 20
-            for url in (cached, plain):
-                while not judges(url, marker):
-                    assert time.monotonic() < deadline, f"{url} never counted {marker}'s pod"
-                    time.sleep(0.2)
+            counted(marker, cached, plain)
