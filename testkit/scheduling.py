@@ -28,11 +28,11 @@ from typing import Any
 from extender.kube.quantity import parse_quantity
 
 MAX_NODE_SCORE = 100
-# kube-scheduler's bounds for the feasible nodes a cycle looks for (``pkg/scheduler/schedule_one.go``).
-MIN_FEASIBLE_NODES_TO_FIND, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, BASE_PERCENTAGE_OF_NODES_TO_SCORE = 100, 5, 50
 MAX_EXTENDER_PRIORITY = 10
 # The scheduler's defaults for a container that requests nothing (for scoring only): 100m CPU, 200 MiB.
 NON_ZERO_CPU, NON_ZERO_MEMORY = 0.1, 200 * 2**20
+# kube-scheduler's bounds for the feasible nodes a cycle looks for (``pkg/scheduler/schedule_one.go``).
+MIN_FEASIBLE_NODES_TO_FIND, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, BASE_PERCENTAGE_OF_NODES_TO_SCORE = 100, 5, 50
 
 Call = Callable[[str, dict[str, Any]], Any]
 
