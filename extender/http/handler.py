@@ -26,8 +26,9 @@ from extender.verbs import Answer, filtering
 from extender.wire.answered_names import AnsweredNames
 from extender.wire.decode import decoder_for
 from extender.wire.decode_cost import Meter
+from extender.wire.kept_names import KeptNames
 from extender.wire.kept_nodes import KeptNodes
-from extender.wire.limits import GIVE_BACK_SHARE
+from extender.wire.limits import GIVE_BACK_SHARE, MAX_NODES
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -79,6 +80,8 @@ class Extender:
         # Node-name filter answers, for the prioritize bodies that name them again: with kept results and the fast
         # decoder allowed only.
         self.answered = AnsweredNames() if settings.result_cache and not settings.full_decoder else None
+        # Node names as one string each (``extender.wire.kept_names``): the node-name decoder only, as ``answered``.
+        self.kept_names = KeptNames(MAX_NODES) if settings.result_cache and not settings.full_decoder else None
         # What requests leave behind goes back when the instance is quiet (process tuning on: not in tests' apps).
         forget = self.kept_nodes.forget if self.kept_nodes is not None else _nothing
         self.release = Release(forget, self.budget.idle, settings.memory_idle) if settings.process_tuning else None
@@ -137,7 +140,9 @@ class Extender:
                 # The scheduler stops waiting after its httpTimeout: a body still arriving then is of no use.
                 body = read_body(request, settings.max_body_bytes, settings.http_timeout, holding)
                 size, meter = len(body), Meter(settings.max_body_bytes, holding.take)
-                decode = decoder_for(where.verb, settings.full_decoder, self.kept_nodes, self.answered)
+                decode = decoder_for(
+                    where.verb, settings.full_decoder, self.kept_nodes, self.answered, self.kept_names
+                )
                 payload = decode(body, meter)
                 return self._verb(where, payload)
         finally:

@@ -47,6 +47,7 @@ from extender.wire.nesting import deeper_than
 
 if TYPE_CHECKING:
     from extender.wire.answered_names import AnsweredNames
+    from extender.wire.kept_names import KeptNames
     from extender.wire.kept_nodes import KeptNodes
 
 # Verbs whose ExtenderArgs body can carry thousands of full node objects.
@@ -60,25 +61,36 @@ _TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 
 
 def decoder_for(
-    verb: str, full_decoder: bool = False, kept: KeptNodes | None = None, answered: AnsweredNames | None = None
+    verb: str,
+    full_decoder: bool = False,
+    kept: KeptNodes | None = None,
+    answered: AnsweredNames | None = None,
+    names: KeptNames | None = None,
 ) -> Callable[[bytes | bytearray, Meter], Any]:
     """How ``verb``'s body is decoded: fast where it can carry node objects, unless ``full_decoder`` forces the
-    full one; the fast decoder takes the nodes ``kept`` holds from it (``extender.wire.kept_nodes``), and a
-    prioritize body the names of a filter answer ``answered`` holds."""
+    full one; the fast decoder takes the nodes ``kept`` holds from it (``extender.wire.kept_nodes``), a
+    prioritize body the names of a filter answer ``answered`` holds, and a node-name body the name strings
+    ``names`` holds (``extender.wire.kept_names``)."""
     if verb in FAST_VERBS and not full_decoder:
-        return partial(decode_fast_or_full, kept=kept, answered=answered if verb == "prioritize" else None)
+        answered = answered if verb == "prioritize" else None
+        return partial(decode_fast_or_full, kept=kept, answered=answered, names=names)
     return decode_full
 
 
 def decode_fast_or_full(
-    body: bytes | bytearray, meter: Meter, kept: KeptNodes | None = None, answered: AnsweredNames | None = None
+    body: bytes | bytearray,
+    meter: Meter,
+    kept: KeptNodes | None = None,
+    answered: AnsweredNames | None = None,
+    names: KeptNames | None = None,
 ) -> Any:
     if answered is not None:
         payload = _decode_answered(body, meter, answered)
         if payload is not None:
-            return payload
+            return payload  # its names are an answer's, which were kept ones
     if _ENDS_AS_NODE_OBJECTS.search(body, max(0, len(body) - _TAIL)) is None:
-        return decode_full(body, meter)
+        payload = decode_full(body, meter)
+        return names.replace_in(payload) if names is not None else payload
     # A Raw for each node item, kept as bytes: an item per comma at most.
     if not meter.afford(value_cost(body, meter, RAW_ITEM_BYTES, containers=False)):
         return decode_full(body, meter)
