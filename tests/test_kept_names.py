@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.wire.kept_names import KeptNames
+from extender.wire.kept_names import MAX_NAME_CHARS, KeptNames
 from tests.conftest import make_client
 from tests.test_kept_nodes import POD
 
@@ -67,6 +67,17 @@ def test_only_a_plain_list_of_strings_is_replaced(payload):
     if isinstance(payload, dict):
         assert payload.get("NodeNames") is names
     assert kept._kept == {}
+
+
+def test_names_longer_than_a_node_name_can_be_are_not_kept():
+    kept = KeptNames(limit=100)
+    longest = ["a", "b" * MAX_NAME_CHARS]
+    first = kept.kept(fresh(longest))
+    assert all(x is y for x, y in zip(kept.kept(fresh(longest)), first, strict=True))
+    # A request adding a longer one leaves nothing kept (its names are given back equal, as always).
+    assert kept.kept(fresh(["a", "c" * (MAX_NAME_CHARS + 1)])) == ["a", "c" * (MAX_NAME_CHARS + 1)]
+    assert kept._kept == {}
+    assert kept.kept(fresh(["a"]))[0] is not first[0]
 
 
 def test_eight_threads_keep_each_name_once():

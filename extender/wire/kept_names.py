@@ -9,9 +9,10 @@ entries) then find their keys by identity, and the decoded strings are freed at 
 
 Invariants (a cache, as ``docs/architecture.md`` defines one):
 
-- A kept string equals the name it stands for (it is the first string that name came as): the names a request is
-  given are equal to those it sent, in the same order, so every answer is the uncached one.
-- Bounded: at most ``limit`` names stay kept after a request; one that would keep more starts afresh with its own.
+- A kept string equals the name it stands for (the first string that name came as since the map started): the
+  names a request is given are equal to those it sent, in the same order, so every answer is the uncached one.
+- Bounded: at most ``limit`` names stay kept after a request (one that would keep more starts afresh with its own),
+  each at most ``MAX_NAME_CHARS`` long: a request adding a longer one (no node's name) leaves nothing kept.
 - Threads: ``dict.setdefault`` keeps a name once however many requests bring it at a time; the map is replaced
   whole, never cleared, so a request still using the one before at worst compares characters as before.
 - Only a plain list of strings is replaced: anything else is left for the schemas to refuse as they always do.
@@ -23,6 +24,9 @@ from __future__ import annotations
 from typing import Any
 
 from extender.wire.fields import all_strings
+
+# The longest name a Kubernetes node can have (a DNS subdomain).
+MAX_NAME_CHARS = 253
 
 
 class KeptNames:
@@ -43,7 +47,11 @@ class KeptNames:
     def kept(self, names: list[str]) -> list[str]:
         """The kept string of each of ``names`` (strings), in order; names not kept yet are kept as they are."""
         table = self._kept
+        before = len(table)
         found = list(map(table.setdefault, names, names))
-        if len(table) > self.limit:  # names of another cluster, or a hostile caller's: start afresh with these
-            self._kept = dict(zip(found, found, strict=True))
+        if len(table) != before:  # names new to the map (an instance's first requests, nodes that joined): bounded?
+            if max(map(len, names)) > MAX_NAME_CHARS:  # no node's list: none of it stays kept
+                self._kept = {}
+            elif len(table) > self.limit:  # another cluster's names, or a hostile caller's: afresh with these
+                self._kept = dict(zip(found, found, strict=True))
         return found
