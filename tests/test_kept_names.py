@@ -38,11 +38,11 @@ def test_names_are_given_back_equal_in_order_and_as_the_first_strings_they_came_
 
 def test_what_is_kept_stays_within_its_bound():
     kept = KeptNames(limit=4)
-    first = kept.kept(fresh(["a", "b", "c"]))
-    assert all(x is y for x, y in zip(kept.kept(fresh(["a", "b", "c"])), first, strict=True))
+    first = kept.kept(fresh(["node-a", "node-b", "node-c"]))
+    assert all(x is y for x, y in zip(kept.kept(fresh(["node-a", "node-b", "node-c"])), first, strict=True))
     # Two more pass the bound: only this request's names stay kept.
-    kept.kept(fresh(["d", "e"]))
-    assert kept.kept(fresh(["a"]))[0] is not first[0]
+    kept.kept(fresh(["node-d", "node-e"]))
+    assert kept.kept(fresh(["node-a"]))[0] is not first[0]
     assert len(kept._kept) <= kept.limit
 
 
@@ -71,13 +71,14 @@ def test_only_a_plain_list_of_strings_is_replaced(payload):
 
 def test_names_longer_than_a_node_name_can_be_are_not_kept():
     kept = KeptNames(limit=100)
-    longest = ["a", "b" * MAX_NAME_CHARS]
+    longest = ["node-a", "b" * MAX_NAME_CHARS]
     first = kept.kept(fresh(longest))
     assert all(x is y for x, y in zip(kept.kept(fresh(longest)), first, strict=True))
     # A request adding a longer one leaves nothing kept (its names are given back equal, as always).
-    assert kept.kept(fresh(["a", "c" * (MAX_NAME_CHARS + 1)])) == ["a", "c" * (MAX_NAME_CHARS + 1)]
+    longer = ["node-a", "c" * (MAX_NAME_CHARS + 1)]
+    assert kept.kept(fresh(longer)) == longer
     assert kept._kept == {}
-    assert kept.kept(fresh(["a"]))[0] is not first[0]
+    assert kept.kept(fresh(["node-a"]))[0] is not first[0]
 
 
 def test_eight_threads_keep_each_name_once():
