@@ -45,7 +45,8 @@ class KeptNames:
         return payload
 
     def kept(self, names: list[str]) -> list[str]:
-        """The kept string of each of ``names`` (strings), in order; names not kept yet are kept as they are."""
+        """The kept string of each of ``names`` (strings), in order; names not kept yet are kept as they are, within
+        the bounds (module docstring)."""
         table = self._kept
         before = len(table)
         found = list(map(table.setdefault, names, names))
