@@ -18,7 +18,9 @@ from extender.errors import RequestError
 from extender.wire import decode
 from extender.wire.answered_names import MAX_ANSWERS, AnsweredNames
 from extender.wire.decode_cost import Meter
+from extender.wire.fields import BuiltNames
 from extender.wire.limits import MAX_DEPTH, MAX_NODES
+from extender.wire.schemas import ExtenderArgsSchema
 from tests.conftest import make_client
 from tests.test_kept_equal_served import NAMES as SERVED_NAMES
 from tests.test_kept_equal_served import from_threads, post, served_phases
@@ -75,6 +77,15 @@ def test_each_answer_is_taken_once_and_as_a_copy():
     answered._answers = read_by_that_filter
     found[1].append("changed by the request that took them")
     assert decoded(body, answered) == ("payload", orjson.loads(body))
+
+
+def test_names_taken_from_an_answer_are_known_distinct_and_loaded_as_they_are():
+    """Part of a filter request's names, which its schema checked: the prioritize's schema takes them unchecked."""
+    answered = answered_with(NAMES)
+    kind, payload = decoded(prioritize_body(NAMES), answered)
+    assert kind == "payload" and type(payload["NodeNames"]) is BuiltNames and payload["NodeNames"].distinct
+    args = ExtenderArgsSchema().load(payload)
+    assert args.node_names == NAMES and type(args.node_names) is list
 
 
 def prioritizing() -> AnsweredNames:

@@ -13,8 +13,11 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from marshmallow import EXCLUDE, ValidationError
 
+from extender.wire.fields import BuiltNames
 from extender.wire.kept_names import MAX_NAME_CHARS, KeptNames
+from extender.wire.schemas import ExtenderArgsSchema
 from tests.conftest import make_client
 from tests.test_kept_nodes import POD
 
@@ -79,6 +82,20 @@ def test_names_longer_than_a_node_name_can_be_are_not_kept():
     assert kept.kept(fresh(longer)) == longer
     assert kept._kept == {}
     assert kept.kept(fresh(["node-a"]))[0] is not first[0]
+
+
+@pytest.mark.parametrize(
+    ("names", "message"), [(["node-a", "node-b", "node-a"], "duplicate node name 'node-a'"), (["node-a", ""], "")]
+)
+@pytest.mark.parametrize("fields", [False, True], ids=["one pass", "fields"])
+def test_kept_names_are_still_checked_distinct_and_non_empty(names, message, fields):
+    """Kept names are known strings, not known distinct: the schema checks that, in its one-pass load and in its
+    fields alike (which an ``unknown`` option sends the body to)."""
+    payload = KeptNames(8).replace_in({"Pod": POD, "Nodes": None, "NodeNames": fresh(names)})
+    assert type(payload["NodeNames"]) is BuiltNames and not payload["NodeNames"].distinct
+    with pytest.raises(ValidationError) as refused:
+        ExtenderArgsSchema().load(payload, unknown=EXCLUDE if fields else None)
+    assert message in str(refused.value.messages)
 
 
 def test_eight_threads_keep_each_name_once():

@@ -8,14 +8,18 @@ instance encoded a moment before, and decoding them would build thousands of str
 
 Invariant: each kept list is a copy nobody changes, kept with ``orjson.dumps`` of it, and handed out as a new copy;
 bytes equal to that encoding decode to a list equal to it (orjson encodes a string so that it decodes to the same
-string). Bounded: the ``MAX_ANSWERS`` newest answers not yet taken, replaced in one assignment (concurrent requests
-at worst miss an answer, whose prioritize is then decoded whole, or take one twice). Off with
+string). Its names are part of its filter request's names, which that request's schema checked distinct and non-empty,
+so they are handed out as ``BuiltNames`` known distinct, and the prioritize's schema does not check them again
+(``extender.wire.schemas``). Bounded: the ``MAX_ANSWERS`` newest answers not yet taken, replaced in one assignment
+(concurrent requests at worst miss an answer, whose prioritize is then decoded whole, or take one twice). Off with
 ``EXTENDER_RESULT_CACHE=off`` and with ``EXTENDER_DECODER=full`` (``Extender`` then keeps none).
 """
 
 from __future__ import annotations
 
 import orjson
+
+from extender.wire.fields import BuiltNames
 
 # kube-scheduler sends a pod's prioritize right after its filter, one pod at a time; a second answer covers another
 # scheduler's filter in between. Each holds at most ``limits.MAX_NODES`` names. Few, as an answer never taken (its
@@ -35,8 +39,8 @@ class AnsweredNames:
         self._prioritizing = False
 
     def remember(self, names: list[str]) -> None:
-        """Keep a filter answer's ``NodeNames``, once a node-name prioritize came: where none comes, filter pays
-        nothing for it."""
+        """Keep a filter answer's ``NodeNames`` (part of its request's checked names), once a node-name prioritize
+        came: where none comes, filter pays nothing for it."""
         if not self._prioritizing:
             return
         try:
@@ -45,7 +49,7 @@ class AnsweredNames:
             return
         self._answers = ((encoded, list(names)), *self._answers[: MAX_ANSWERS - 1])
 
-    def take(self, body: bytes | bytearray) -> tuple[int, list[str]] | None:
+    def take(self, body: bytes | bytearray) -> tuple[int, BuiltNames] | None:
         """Where ``body``'s last member begins (``LAST_MEMBER``, its comma), with a copy of the names its value
         encodes: when the body ends with that member, a kept answer's bytes as its value, and the closing brace.
         That answer is then dropped: its prioritize came, and its names go with that request, as decoded ones do."""
@@ -59,5 +63,5 @@ class AnsweredNames:
             start = end - len(encoded) - len(LAST_MEMBER)
             if start > 0 and body.startswith(LAST_MEMBER, start) and body.startswith(encoded, end - len(encoded)):
                 self._answers = tuple(other for other in answers if other is not answer)
-                return start, list(names)
+                return start, BuiltNames(names, distinct=True)
         return None

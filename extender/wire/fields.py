@@ -6,7 +6,7 @@ strings is checked in one pass instead of one marshmallow field per entry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from marshmallow import fields
@@ -64,8 +64,23 @@ def plain_names(value: Any) -> list[str] | None:
     return names if names is not None and "" not in names else None
 
 
+class BuiltNames(list[str]):
+    """Node names this instance built itself, so every entry is a ``str`` with no need to look again: a body's names
+    replaced by kept strings (``extender.wire.kept_names``), or a filter answer's names taken back by the prioritize
+    request that names them (``extender.wire.answered_names``). ``distinct`` where they are also known to be distinct
+    and non-empty: an answer's are part of its request's names, which its schema checked so."""
+
+    __slots__ = ("distinct",)
+
+    def __init__(self, names: Iterable[str], distinct: bool) -> None:
+        super().__init__(names)
+        self.distinct = distinct
+
+
 def plain_strings(value: Any) -> list[str] | None:
-    """A copy of ``value`` if it is a plain list of strings, else None."""
+    """A copy of ``value`` if it is a plain list of strings (or ``BuiltNames``, looked at no further), else None."""
+    if type(value) is BuiltNames:
+        return list(value)
     return list(value) if type(value) is list and all_strings(value) else None
 
 

@@ -1,11 +1,12 @@
 """Node names kept as one string object each, for the node-name requests that bring them again.
 
-kube-scheduler names the same nodes in request after request, and decoding a body builds a new string for each
-name. Every kept result (``extender.framework.kept``) is found by name: a lookup with a new string compares its
-characters with the kept key's, out of the caches at thousands of nodes, where a lookup with the key itself stops
-at its identity. So a node-name body's names are replaced, once decoded, by the strings kept for them (new ones
-are kept as they come): the passes after it (the uniqueness check, each kept verdict, the kept scores, the answer's
-entries) then find their keys by identity, and the decoded strings are freed at once.
+kube-scheduler names the same nodes in request after request, and decoding a body builds a new string for each name.
+Every kept result (``extender.framework.kept``) is found by name: a lookup with a new string compares its characters
+with the kept key's, out of the caches at thousands of nodes, where a lookup with the key itself stops at its
+identity. So a node-name body's names are replaced, once decoded, by the strings kept for them (new ones are kept as
+they come), as ``BuiltNames`` whose entries the schema does not look over again: the passes after it (the uniqueness
+check, each kept verdict, the kept scores, the answer's entries) then find their keys by identity, and the decoded
+strings are freed at once.
 
 Invariants (a cache, as ``docs/architecture.md`` defines one):
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.wire.fields import all_strings
+from extender.wire.fields import BuiltNames, all_strings
 
 # The longest name a Kubernetes node can have (a DNS subdomain).
 MAX_NAME_CHARS = 253
@@ -44,12 +45,12 @@ class KeptNames:
             payload["NodeNames"] = self.kept(names)
         return payload
 
-    def kept(self, names: list[str]) -> list[str]:
+    def kept(self, names: list[str]) -> BuiltNames:
         """The kept string of each of ``names`` (strings), in order; names not kept yet are kept as they are, within
         the bounds (module docstring)."""
         table = self._kept
         before = len(table)
-        found = list(map(table.setdefault, names, names))
+        found = BuiltNames(map(table.setdefault, names, names), distinct=False)
         if len(table) != before:  # names new to the map (an instance's first requests, nodes that joined): bounded?
             if max(map(len, names)) > MAX_NAME_CHARS:  # no node's list: none of it stays kept
                 self._kept = {}

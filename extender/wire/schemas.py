@@ -18,7 +18,15 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, pre
 from marshmallow.types import UnknownOption
 
 from extender.framework.types import Node, Pod
-from extender.wire.fields import NameList, StringMap, all_strings, non_empty_string, plain_strings, strict_int
+from extender.wire.fields import (
+    BuiltNames,
+    NameList,
+    StringMap,
+    all_strings,
+    non_empty_string,
+    plain_strings,
+    strict_int,
+)
 
 
 class WireSchema(Schema):
@@ -220,8 +228,9 @@ def _plain_args(data: Any) -> ExtenderArgs | None:
     if pod is None or (nodes is None) == (names is None):
         return None
     if names is not None:
+        checked = type(names) is BuiltNames and names.distinct
         names = plain_strings(names)
-        return ExtenderArgs(pod, None, names) if names is not None and _unique(names, "") else None
+        return ExtenderArgs(pod, None, names) if names is not None and (checked or _unique(names, "")) else None
     if type(nodes) is not dict:
         return None
     items = nodes.get("items")
