@@ -21,7 +21,8 @@ Invariants of the index (``Bindings``, a cache):
   status update that changes none of these (the kubelet's, mostly) changes nothing. It is updated event by event
   (a pod added or removed replaces its node's tuple only), never rebuilt per request; old pods leave it oldest first.
 - **Identity is the generation.** A published ``Bindings`` is never changed; every change publishes a new one in one
-  assignment, sharing the unchanged nodes' tuples. A verdict kept under a view's identity therefore never outlives
+  assignment, sharing the unchanged nodes' tuples (and the map's shards whose nodes did not change:
+  ``extender.kube.sharded_map``). A verdict kept under a view's identity therefore never outlives
   the bindings it counted, and a node's tuple is the same object as long as that node's pods are the same. Each
   view names the nodes whose tuples it changed from the one published before it (``Bindings.changed_since``), so
   that kept verdicts and scores are judged again on those nodes only.
@@ -65,6 +66,7 @@ from extender.background import started
 from extender.kube.demand import PodDemand
 from extender.kube.errors import KubeError
 from extender.kube.lists import BoundPod, decode_watch_event
+from extender.kube.sharded_map import ShardedIndex
 
 if TYPE_CHECKING:
     from extender.kube.client import KubeClient
@@ -263,7 +265,8 @@ class PodWatch:
         self._reading = threading.Lock()
         # Each pod by uid; an own binding the watch has not shown yet by ``_key(uid, node)``.
         self._pods: dict[str, BoundPod] = {}
-        self._by_node: dict[str, tuple[BoundPod, ...]] = {}
+        # Each node's pods, the oldest first; each view publishes it (``extender.kube.sharded_map``).
+        self._by_node: ShardedIndex[tuple[BoundPod, ...]] = ShardedIndex()
         # (bound_at, uid) of every pod put into the index, oldest first; entries of pods gone since are skipped.
         self._ages: list[tuple[float, str]] = []
         self.view = Bindings(_EMPTY, _COLD, known=False)
@@ -469,7 +472,7 @@ class PodWatch:
         with self._lock:
             # Assumptions made while the list ran stay until the watch shows them (the list may predate them).
             own = {uid: self._pods[key] for uid, key in self._own.items() if key in self._pods}
-            self._pods, self._by_node, self._ages = {}, {}, []
+            self._pods, self._by_node, self._ages = {}, ShardedIndex(), []
             self._touched = None
             for pod in collector.kept.values():
                 self._set(pod, pod.uid)
@@ -643,7 +646,7 @@ class PodWatch:
             self._drop_from_node(previous)
         self._pods[key] = pod
         heapq.heappush(self._ages, (pod.bound_at, key))
-        self._by_node[pod.node] = tuple(sorted((*self._by_node.get(pod.node, ()), pod), key=_order))
+        self._by_node.set(pod.node, tuple(sorted((*self._by_node.get(pod.node, ()), pod), key=_order)))
         if self._touched is not None:
             self._touched.add(pod.node)
         self._changed = True
@@ -659,9 +662,9 @@ class PodWatch:
         if self._touched is not None:
             self._touched.add(pod.node)
         if left:
-            self._by_node[pod.node] = left
+            self._by_node.set(pod.node, left)
         else:
-            self._by_node.pop(pod.node, None)
+            self._by_node.pop(pod.node)
 
     def _publish(self, now: float) -> None:
         """A new view when the index or its problem changed: assumptions past ``ASSUME_SECONDS``, pods past the
@@ -694,7 +697,7 @@ class PodWatch:
         if self._changed or problem != view.problem or self._known != view.known:
             touched = self._touched
             self.view = Bindings(
-                dict(self._by_node), problem, self._known, view, None if touched is None else frozenset(touched)
+                self._by_node.publish(), problem, self._known, view, None if touched is None else frozenset(touched)
             )
             self._touched = set()
             self._changed = False
@@ -708,7 +711,7 @@ class PodWatch:
         self._first_list = threading.Event()
         self._cold_until = None
         self._version = ""
-        self._pods, self._by_node, self._ages = {}, {}, []
+        self._pods, self._by_node, self._ages = {}, ShardedIndex(), []
         self._touched = None
         self._own = {}
         self._assumed = {}
