@@ -78,9 +78,10 @@ class BuiltNames(list[str]):
 
 
 def plain_strings(value: Any) -> list[str] | None:
-    """A copy of ``value`` if it is a plain list of strings (or ``BuiltNames``, looked at no further), else None."""
+    """A copy of ``value`` if it is a plain list of strings, else None; ``BuiltNames`` as they are (a request's own,
+    which nothing else holds: a copy would touch each string again)."""
     if type(value) is BuiltNames:
-        return list(value)
+        return value
     return list(value) if type(value) is list and all_strings(value) else None
 
 
