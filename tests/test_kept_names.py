@@ -85,7 +85,11 @@ def test_names_longer_than_a_node_name_can_be_are_not_kept():
 
 
 @pytest.mark.parametrize(
-    ("names", "message"), [(["node-a", "node-b", "node-a"], "duplicate node name 'node-a'"), (["node-a", ""], "")]
+    ("names", "message"),
+    [
+        (["node-a", "node-b", "node-a"], "duplicate node name 'node-a'"),
+        (["node-a", ""], "Shorter than minimum length 1."),
+    ],
 )
 @pytest.mark.parametrize("fields", [False, True], ids=["one pass", "fields"])
 def test_kept_names_are_still_checked_distinct_and_non_empty(names, message, fields):
