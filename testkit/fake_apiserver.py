@@ -482,6 +482,9 @@ def _was_bound(events: list[tuple[int, str, dict[str, Any]]], pod: dict[str, Any
 def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the API server does: the client's pool is exercised
+        # Each write sent at once, as Go's servers send them (TCP_NODELAY): else a body written after its headers
+        # waits for the client's delayed ACK, 40 ms a page or watch event where the API server takes none.
+        disable_nagle_algorithm = True
 
         def handle(self) -> None:
             # The handshake runs here, on the connection's thread, so a client that fails it blocks nobody.

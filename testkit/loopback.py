@@ -19,7 +19,10 @@ from typing import Any
 
 
 class QuietHandler(BaseHTTPRequestHandler):
-    """A request handler that logs nothing and answers a whole body at once."""
+    """A request handler that logs nothing and answers a whole body at once, each write sent at once (TCP_NODELAY,
+    as Go's servers, Prometheus among them, send theirs)."""
+
+    disable_nagle_algorithm = True
 
     def answer(self, status: int, body: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)
