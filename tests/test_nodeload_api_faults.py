@@ -196,6 +196,19 @@ def test_a_cold_instance_with_a_hung_api_waits_for_the_allocatable_once(apiserve
     apiserver.hang = False
 
 
+def test_a_first_request_past_its_deadline_uses_up_the_cold_wait_all_the_same(apiserver):
+    """The first request may reach the list after its deadline (its other waits took it): later requests still wait
+    for nothing, as the cold instance's one wait was that request's."""
+    apiserver.hang = True
+    client = client_from_settings(Settings(kubernetes=apiserver.environment()))
+    assert client is not None
+    source = NodeAllocatable(client)
+    assert source.current(time.monotonic() - 1.0)[0] is None
+    started = time.monotonic()
+    assert source.current(time.monotonic() + BUDGET)[0] is None and time.monotonic() - started < AT_ONCE
+    apiserver.hang = False
+
+
 # --- served: the decision entry says the view was incomplete --------------------------------------------------------
 
 
@@ -268,6 +281,30 @@ def test_a_served_request_on_a_failing_api_marks_its_decision_entry_incomplete(
                 assert set(entry["incomplete"]) == {"NodeLoad"} and why, entry
                 assert ("not listed yet" if fault == "hung" else "403 Forbidden") in why
                 assert entry["nodesOut"] == 2  # judged on what the instance knows: measured load plus the pod's share
+    finally:
+        apiserver.hang = False
+
+
+def test_a_cold_instance_with_a_hung_api_waits_one_share_of_http_timeout_in_all(
+    measured, apiserver, client_factory, tmp_path
+):
+    """The bound pods and the allocatable both wait for their first list: within one deadline, the first request's,
+    so the first pod's filter and prioritize together wait a quarter of httpTimeout at most, and later pods nothing."""
+    apiserver.set_nodes([node("node-a"), node("node-b")])
+    apiserver.hang = True
+    share = 0.25 * 12  # a quarter of the httpTimeout below: two waits in a row would take twice as long
+    client = client_factory(
+        served_policy(tmp_path, measured.url), EXTENDER_HTTP_TIMEOUT="12s", **apiserver.environment()
+    )
+    try:
+        for name in ("first", "second", "third"):
+            body = {"Pod": pod(name, f"u-{name}", "", cpu="100m"), "Nodes": None, "NodeNames": ["node-a", "node-b"]}
+            started = time.monotonic()
+            for verb in ("filter", "prioritize"):
+                answer = client.post(f"/{verb}", json=body)
+                assert answer.status_code == 200, answer.get_data(as_text=True)
+            waited = time.monotonic() - started
+            assert waited < (share if name == "first" else 0.0) + AT_ONCE, (name, waited)
     finally:
         apiserver.hang = False
 

@@ -56,22 +56,27 @@ class NodeAllocatable:
 
     def current(self, until: float) -> tuple[Mapping[str, Resources] | None, str]:
         """The list at hand and why it may lack nodes (""); a refresh starts when it is due, and a cold instance
-        waits for its first list until ``until`` (monotonic) of its first request at most."""
-        now = time.monotonic()
-        thread = None
-        with self._lock:
-            due = now - self._listed_at > REFRESH_SECONDS and now - self._attempt_at > RETRY_SECONDS
-            if due and self._listing is None:
-                self._attempt_at = now
-                thread = self._listing = threading.Thread(target=self._list, name="extender-allocatable", daemon=True)
-            if self._cold_until is None and until > now:
-                self._cold_until = until
-            cold_until = min(until, self._cold_until or until)
-        if thread is not None:
-            self._start(thread)
+        waits for its first list until ``until`` (monotonic) of its first request at most (a deadline already past
+        included: the first request's is the cold instance's only wait)."""
+        self.start()
         if not self._first.is_set():
+            with self._lock:
+                if self._cold_until is None:
+                    self._cold_until = until
+                cold_until = min(until, self._cold_until)
             self._first.wait(max(0.0, cold_until - time.monotonic()))
         return self.nodes, self.problem
+
+    def start(self) -> None:
+        """List on a thread of its own when a list is due (the first, a refresh); never waits."""
+        now = time.monotonic()
+        with self._lock:
+            due = now - self._listed_at > REFRESH_SECONDS and now - self._attempt_at > RETRY_SECONDS
+            if not due or self._listing is not None:
+                return
+            self._attempt_at = now
+            thread = self._listing = threading.Thread(target=self._list, name="extender-allocatable", daemon=True)
+        self._start(thread)
 
     def node_unknown(self) -> None:
         """A node the list lacks was asked about (it joined since): list again soon, without waiting for it."""

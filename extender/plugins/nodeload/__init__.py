@@ -78,8 +78,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("extender.nodeload")
 
-# The share of the scheduler's httpTimeout a request may spend catching up with the bound pods (and waiting for a
-# binding on its way), and listing them when the result cache is off.
+# The share of the scheduler's httpTimeout a request may spend waiting on the Kubernetes API, in all: catching up with
+# the bound pods (and waiting for a binding on its way), listing them when the result cache is off, and while the
+# instance is cold its first lists.
 WATCH_SHARE = 0.25
 # Seconds a binding may be stamped early by the API server's clock against the metrics' (added to the horizon).
 CLOCK_SKEW = 60.0
@@ -169,6 +170,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
         """The answers this request judges on, at one instant (refreshed first when due: ``Loads``), with the
         in-flight pods caught up and the pod's own estimate."""
         now = self._clock() if self._clock is not None else request_clock.now()
+        # One deadline for every wait on the API (the bound pods, the allocatable), counted from their start.
+        until = time.monotonic() + WATCH_SHARE * self.config.http_timeout
         self._start_api_lists(now)
         view = LoadView(self.loads.snapshot(now), now, self.config.max_age, self.source)
         demand = demand_of(pod.raw)
@@ -179,8 +182,8 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             if (rule.daemon_sets or not daemon) and rule.pods.matches(pod)
         )
         usage = self.estimator.usage(demand)
-        bindings, problem, own = self._in_flight(pod, demand, now)
-        allocatable, allocatable_problem, unknown = self._allocatable()
+        bindings, problem, own = self._in_flight(pod, demand, now, until)
+        allocatable, allocatable_problem, unknown = self._allocatable(until)
         kept_terms = None
         if self.config.keep and self._offline is None:
             base = (identity(view.snapshot), usage, identity(allocatable), allocatable_problem)
@@ -346,14 +349,16 @@ class NodeLoad(FilterPlugin, ScorePlugin):
 
             if self.config.keep:
                 kube.shared_watch(client, self.horizon, self.config.assume_pods).start(now)
-            kube.shared_allocatable(client).current(until=0.0)
+            kube.shared_allocatable(client).start()
         except Exception:  # a bug here must cost nothing: the reads below report it
             logger.exception("NodeLoad: starting the Kubernetes API's lists failed")
 
-    def _in_flight(self, pod: Pod, demand: PodDemand, now: float) -> tuple[Bindings | None, str, bool]:
+    def _in_flight(
+        self, pod: Pod, demand: PodDemand, now: float, until: float
+    ) -> tuple[Bindings | None, str, bool]:
         """The bindings to count (None when unknown), why they may be incomplete, and whether the pod itself is among
-        them. Never raises: a failure costs the in-flight term, said. Waits on the API only while the instance is
-        cold (``PodWatch.bindings``), or, with the result cache off, for its list within the share of httpTimeout."""
+        them. Never raises: a failure costs the in-flight term, said. Waits on the API until ``until`` (monotonic) at
+        most, only while the instance is cold (``PodWatch.bindings``), or, with the result cache off, for its list."""
         if self._offline is not None:
             bindings = self._offline[0]
             if bindings is None:
@@ -364,7 +369,6 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             if client is None:
                 unknown = "no Kubernetes API (KUBERNETES_API_URL): the pods bound since the sample are not known"
                 return None, unknown, False
-            until = time.monotonic() + WATCH_SHARE * self.config.http_timeout
             from extender import kube
 
             if not self.config.keep:
@@ -381,8 +385,9 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             logger.exception("NodeLoad: reading the pods bound to nodes failed")
             return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", False
 
-    def _allocatable(self) -> tuple[Mapping[str, Resources] | None, str, Callable[[], None] | None]:
-        """The nodes' allocatable the API lists, why it may lack nodes, and what to tell when it lacks one."""
+    def _allocatable(self, until: float) -> tuple[Mapping[str, Resources] | None, str, Callable[[], None] | None]:
+        """The nodes' allocatable the API lists, why it may lack nodes, and what to tell when it lacks one; a cold
+        instance waits for its first list until ``until`` (monotonic) at most."""
         if self._offline is not None:
             return self._offline[1], "", None
         try:
@@ -392,7 +397,6 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             from extender import kube
 
             source = kube.shared_allocatable(client)
-            until = time.monotonic() + WATCH_SHARE * self.config.http_timeout
             return (*source.current(until), source.node_unknown)
         except Exception as exc:
             logger.exception("NodeLoad: reading the nodes' allocatable resources failed")
