@@ -89,7 +89,12 @@ def test_a_warm_refresh_without_a_thread_frees_its_lock_and_the_next_request_ref
     assert result.error is None and result.feasible == ["b"]  # judged on the answer at hand
     assert not plugin.loads._refreshing.locked() and prometheus.asked == 1
     refused.clear()
-    assert profile.filter(pod(), NODES).feasible == ["b"]  # this request starts the refresh
+    gate = threading.Event()
+    newer = prometheus.answer
+    prometheus.answer = lambda: (gate.wait(30), newer())[1]  # the refresh held until the request has judged
+    assert profile.filter(pod(), NODES).feasible == ["b"]  # this request starts the refresh, judging on the one at hand
+    assert plugin.loads._refreshing.locked()  # the refresh in flight, on a thread of its own
+    gate.set()
     refreshes_landed()
     assert prometheus.asked == 2 and profile.filter(pod(), NODES).feasible == ["a"]
 
