@@ -237,6 +237,7 @@ class FakeApiServer:
     def answer(self, method: str, target: str, headers: dict[str, str], raw_body: bytes) -> tuple[int, dict[str, Any]]:
         parts = urlsplit(target)
         query = parse_qs(parts.query)
+        epoch = self._watch_epoch  # a watch asked for before ``end_watches`` ends, however long it then waits
         body = json.loads(raw_body) if raw_body else None
         self.requests.append(Recorded(method, parts.path, query, headers, body))
         if self.delay:
@@ -251,7 +252,7 @@ class FakeApiServer:
             if method == "GET" and parts.path == "/api/v1/pods":
                 if query.get("watch", [""])[0] in ("1", "true"):
                     self._authorize("watch", "pods", "at the cluster scope")
-                    return 200, {"watch": True}
+                    return 200, {"watch": epoch}
                 self._authorize("list", "pods", "at the cluster scope")
                 if self.fail_pod_lists and query.get("fieldSelector", [""])[0] == "spec.nodeName!=":
                     self.fail_pod_lists -= 1
@@ -339,14 +340,14 @@ class FakeApiServer:
         items = page if self.pod_items is None else self.pod_items
         return {"kind": "PodList", "apiVersion": "v1", "metadata": metadata, "items": items}
 
-    def watch_events(self, query: dict[str, list[str]], send: Any) -> None:
+    def watch_events(self, query: dict[str, list[str]], send: Any, epoch: int) -> None:
         """Stream pod events after ``resourceVersion`` to ``send(event)`` until the watch's timeout, ``end_watches``
-        or the server stops; bound pods only (``spec.nodeName!=``): a pod entering the selector is ADDED."""
+        since the watch was asked for (``epoch``) or the server stops; bound pods only (``spec.nodeName!=``): a pod
+        entering the selector is ADDED."""
         timeout = float(query.get("timeoutSeconds", ["60"])[0])
         bookmarks = query.get("allowWatchBookmarks", [""])[0] == "true"
         until = time.monotonic() + timeout
         with self._lock:
-            epoch = self._watch_epoch
             since = int(query.get("resourceVersion", ["0"])[0] or 0)
             if since < self.compacted:
                 message = f"too old resource version: {since} ({self.compacted})"
@@ -517,8 +518,8 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             headers = {key.lower(): value for key, value in self.headers.items()}
             code, body = server.answer(self.command, self.path, headers, raw)
-            if code == 200 and body == {"watch": True}:
-                self._watch()
+            if code == 200 and "watch" in body:
+                self._watch(body["watch"])
                 return
             shape = server.hostile.get(_resource(self.path))
             if shape is not None:
@@ -547,7 +548,7 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     self.close_connection = True
                     return
 
-        def _watch(self) -> None:
+        def _watch(self, epoch: int) -> None:
             """A watch's answer: chunked, one JSON event per line, as the API server streams them."""
             self.send_response(200, "OK")
             self.send_header("Content-Type", "application/json")
@@ -561,7 +562,7 @@ def _handler_for(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
 
             try:
-                server.watch_events(parse_qs(urlsplit(self.path).query), send)
+                server.watch_events(parse_qs(urlsplit(self.path).query), send, epoch)
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
             except OSError:
