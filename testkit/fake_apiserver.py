@@ -25,7 +25,7 @@ event in the log watches replay; ``compact()`` forgets the log up to now, as etc
 list continued from before answers 410 Gone). A binding sets ``spec.nodeName`` and the ``PodScheduled`` condition with
 its ``lastTransitionTime``, as the API server's binding subresource does. Knobs for watches: ``watch_silent`` (watches
 are answered but never sent an event: a stalled stream), ``bookmark_every`` (seconds between bookmarks; 0: none),
-``end_watches()`` (every open watch ends now).
+``end_watches()`` (every watch asked for by now ends, one still held by ``delay`` or ``hang`` included).
 """
 
 from __future__ import annotations

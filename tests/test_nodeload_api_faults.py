@@ -292,9 +292,10 @@ def test_a_cold_instance_with_a_hung_api_waits_one_share_of_http_timeout_in_all(
     so the first pod's filter and prioritize together wait a quarter of httpTimeout at most, and later pods nothing."""
     apiserver.set_nodes([node("node-a"), node("node-b")])
     apiserver.hang = True
-    share = 0.25 * 12  # a quarter of the httpTimeout below: two waits in a row would take twice as long
+    http_timeout = 12
+    share = 0.25 * http_timeout  # the documented quarter: two waits in a row would take twice as long
     client = client_factory(
-        served_policy(tmp_path, measured.url), EXTENDER_HTTP_TIMEOUT="12s", **apiserver.environment()
+        served_policy(tmp_path, measured.url), EXTENDER_HTTP_TIMEOUT=f"{http_timeout}s", **apiserver.environment()
     )
     try:
         for name in ("first", "second", "third"):

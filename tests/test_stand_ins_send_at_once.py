@@ -41,12 +41,12 @@ def test_a_loopback_stand_in_sends_each_write_at_once() -> None:
             self.answer(200, b"%d" % nodelay, "text/plain")
 
     served = Loopback(Handler)
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
     try:
-        connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
         connection.request("GET", "/")
         answer = connection.getresponse()
         assert answer.status == 200
         assert answer.read() != b"0", "a loopback stand-in's connection holds writes back for ACKs (Nagle)"
-        connection.close()
     finally:
+        connection.close()
         served.close()
