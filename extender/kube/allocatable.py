@@ -69,27 +69,24 @@ class NodeAllocatable:
 
     def start(self) -> None:
         """List on a thread of its own when a list is due (the first, a refresh); never waits."""
-        now = time.monotonic()
-        with self._lock:
-            due = now - self._listed_at > REFRESH_SECONDS and now - self._attempt_at > RETRY_SECONDS
-            if not due or self._listing is not None:
-                return
-            self._attempt_at = now
-            thread = self._listing = threading.Thread(target=self._list, name="extender-allocatable", daemon=True)
-        self._start(thread)
+        self._list_again(refresh=True)
 
     def node_unknown(self) -> None:
         """A node the list lacks was asked about (it joined since): list again soon, without waiting for it."""
+        self._list_again(refresh=False)
+
+    def _list_again(self, refresh: bool) -> None:
+        """A list on a thread of its own, unless one is in flight or began within ``RETRY_SECONDS`` (or, for a
+        ``refresh``, the last one landed within ``REFRESH_SECONDS``); when its thread cannot start, none is in flight
+        (the next due request tries again)."""
         now = time.monotonic()
         with self._lock:
             if self._listing is not None or now - self._attempt_at <= RETRY_SECONDS:
                 return
+            if refresh and now - self._listed_at <= REFRESH_SECONDS:
+                return
             self._attempt_at = now
             thread = self._listing = threading.Thread(target=self._list, name="extender-allocatable", daemon=True)
-        self._start(thread)
-
-    def _start(self, thread: threading.Thread) -> None:
-        """The list's thread started; when it cannot start, none is in flight (the next due request tries again)."""
         if not started(thread):
             with self._lock:
                 if self._listing is thread:
