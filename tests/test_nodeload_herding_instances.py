@@ -54,4 +54,4 @@ def test_three_instances_hold_the_burst(prometheus, exporter, apiserver, tmp_pat
     after = predicted(placed)
     print(f"pods per node {list(placed.values())}, predicted {list(after.values())}")
     assert sum(placed.values()) == PODS
-    assert max(after.values()) <= 0.95, (placed, after)
+    assert max(after.values()) <= 0.90, (placed, after)
