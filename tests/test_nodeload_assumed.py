@@ -1,7 +1,7 @@
 """Where kube-scheduler will bind a pod after prioritize (extender.verbs.assumed), served: the answer breaks a tie at
-the top so that the pod counts where it goes from the answer on, without waiting for its binding; the decision entry
-says where; a binding elsewhere moves it; without the Kubernetes API nothing changes. A real Prometheus, the API
-stand-in, node-name requests."""
+the top and sets a few runners-up a point further back, so that the pod counts where it goes from the answer on,
+without waiting for its binding; the decision entry says where; a binding elsewhere moves it; without the Kubernetes
+API nothing changes. A real Prometheus, the API stand-in, node-name requests."""
 
 from __future__ import annotations
 
@@ -55,9 +55,10 @@ def test_a_tie_at_the_top_is_broken_and_the_pod_counts_where_the_answer_sends_it
         ("node-1", 5),
         ("node-2", 5),
     ]
-    # The next pod, at once: the first counts on node-0 (0.5), so node-1 and node-2 tie, and node-1 takes it.
+    # The next pod, at once: the first counts on node-0 (0.5), so node-1 and node-2 tie, and node-1 takes it;
+    # node-0, a runner-up now (5), gets a point less.
     second, entry = prioritize(client, caplog, "second", names)
-    assert second == {"node-0": 5, "node-1": 6, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-1"
+    assert second == {"node-0": 4, "node-1": 6, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-1"
     # The scheduler bound the first elsewhere after all: once the watch shows it, it counts there, not on node-0.
     apiserver.add_pod(guaranteed_pod("first"))
     apiserver.bind("default", "first", "node-2")
@@ -65,8 +66,37 @@ def test_a_tie_at_the_top_is_broken_and_the_pod_counts_where_the_answer_sends_it
         third, entry = prioritize(client, caplog, "third", names)
         if third["node-0"] == 6:
             break
-    assert third == {"node-0": 6, "node-1": 5, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-0"
+    # node-1 (the second) and node-2 (the first) are runners-up at 5: a point less.
+    assert third == {"node-0": 6, "node-1": 4, "node-2": 4, "node-3": 4} and entry["assumedOn"] == "node-0"
 
+
+
+def test_a_few_runners_up_trail_the_best_node_by_two_points(
+    prometheus, exporter, apiserver, client_factory, tmp_path, caplog
+):
+    """One point parts the best node from the runners-up, and kube-scheduler's own scores (which favour the node with
+    fewer pods) can make that up: a few runners-up get a point less, so the pod goes where it counts. Many are left."""
+    loads = {"node-0": 0.2, "node-1": 0.3, "node-2": 0.3, "node-3": 0.5}
+    measuring(prometheus, exporter, loads)
+    apiserver.set_nodes([node(name) for name in loads])
+    client = client_factory(policy(tmp_path, prometheus.url, True), **apiserver.environment())
+    # Predicted with the pod's own tenth: node-0 0.3 (7), node-1 and node-2 0.4 (6), node-3 0.6 (4).
+    answer, entry = prioritize(client, caplog, "ahead", list(loads))
+    assert answer == {"node-0": 7, "node-1": 5, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-0"
+    assert [(score["node"], score["score"]) for score in entry["scores"][:3]] == [
+        ("node-0", 7),
+        ("node-1", 5),
+        ("node-2", 5),
+    ]
+
+
+def test_many_runners_up_are_left_as_they_are(prometheus, exporter, apiserver, client_factory, tmp_path, caplog):
+    loads = {"node-0": 0.2, **{f"node-{index}": 0.3 for index in range(1, MAX_TIED + 2)}}
+    measuring(prometheus, exporter, loads)
+    apiserver.set_nodes([node(name) for name in loads])
+    client = client_factory(policy(tmp_path, prometheus.url, True), **apiserver.environment())
+    answer, entry = prioritize(client, caplog, "ahead-of-many", list(loads))
+    assert answer == {"node-0": 7, **dict.fromkeys(list(loads)[1:], 6)} and entry["assumedOn"] == "node-0"
 
 def test_a_pod_with_one_feasible_node_counts_there_from_the_filter_on(
     prometheus, exporter, apiserver, client_factory, tmp_path, caplog
@@ -89,8 +119,8 @@ def test_a_pod_with_one_feasible_node_counts_there_from_the_filter_on(
     (entry,) = [getattr(r, "json_fields", {}) for r in caplog.records if r.name == "extender.decision"]
     assert entry["assumedOn"] == "node-1"
     answer, entry = prioritize(client, caplog, "next", list(TIED))
-    assert answer == {"node-0": 6, "node-1": 5, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-0"
-    # node-1 lost its point to the pod on it (LeastLoaded 50), node-2 to the broken tie (60).
+    assert answer == {"node-0": 6, "node-1": 4, "node-2": 5, "node-3": 4} and entry["assumedOn"] == "node-0"
+    # node-1 lost a point to the pod on it (LeastLoaded 50) and one as a runner-up, node-2 one to the broken tie (60).
     least_loaded = {score["node"]: score["plugins"]["NodeLoad"] for score in entry["scores"]}
     assert least_loaded == {"node-0": 60, "node-1": 50, "node-2": 60, "node-3": 40}
 
@@ -104,7 +134,8 @@ def test_a_tie_of_many_nodes_stands(prometheus, exporter, apiserver, client_fact
     answer, entry = prioritize(client, caplog, "one", list(many))
     assert set(answer.values()) == {6} and entry["assumedOn"] == "node-0"
     answer, entry = prioritize(client, caplog, "two", list(many))
-    assert answer["node-0"] == 5 and set(answer.values()) == {5, 6} and entry["assumedOn"] == "node-1"
+    # Eight tie now (node-0 holds the first): broken, and node-0, a runner-up, a point further back.
+    assert answer["node-0"] == 4 and set(answer.values()) == {4, 5, 6} and entry["assumedOn"] == "node-1"
 
 
 def test_without_the_kubernetes_api_the_answer_is_the_profile_s(prometheus, exporter, client_factory, tmp_path, caplog):
@@ -142,5 +173,5 @@ def test_with_the_api_hung_from_the_start_the_answered_pods_still_count(
     least_loaded = {**dict.fromkeys(TIED, 60), "node-3": 40}
     assert answers == [
         ({"node-0": 6, "node-1": 5, "node-2": 5, "node-3": 4}, "node-0", least_loaded),
-        ({"node-0": 5, "node-1": 6, "node-2": 5, "node-3": 4}, "node-1", {**least_loaded, "node-0": 50}),
+        ({"node-0": 4, "node-1": 6, "node-2": 5, "node-3": 4}, "node-1", {**least_loaded, "node-0": 50}),
     ]

@@ -121,7 +121,7 @@ def test_predicted_load_holds_through_the_burst(loads, apiserver, client_factory
     after = predicted(placed)
     print(f"pods per node {list(placed.values())}, predicted {list(after.values())}")
     assert sum(placed.values()) == PODS
-    assert max(after.values()) <= 0.90, (placed, after)
+    assert max(after.values()) <= 0.85, (placed, after)
     # Water-filling: the least loaded nodes take the most pods, and no node is left far below the others.
     assert placed["node-0"] >= placed["node-7"] + 3
     assert max(after.values()) - min(after.values()) <= 0.25, after
@@ -130,13 +130,13 @@ def test_predicted_load_holds_through_the_burst(loads, apiserver, client_factory
 def test_at_the_issue_s_pace_two_pods_a_second(loads, apiserver, client_factory, tmp_path):
     client = client_factory(policy(tmp_path, loads.url, True), **apiserver.environment())
     placed = burst(client, apiserver, node_names=True, bind_verb=False, pace=0.5)
-    assert max(predicted(placed).values()) <= 0.90, placed
+    assert max(predicted(placed).values()) <= 0.85, placed
 
 
 def test_without_in_tree_scores_too(loads, apiserver, client_factory, tmp_path):
     client = client_factory(policy(tmp_path, loads.url, True), **apiserver.environment())
     placed = burst(client, apiserver, node_names=True, bind_verb=False, in_tree=False)
-    assert max(predicted(placed).values()) <= 0.90, placed
+    assert max(predicted(placed).values()) <= 0.85, placed
 
 
 def test_without_the_api_the_burst_herds_as_the_issue_shows(loads, apiserver, client_factory, tmp_path):

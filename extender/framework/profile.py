@@ -245,7 +245,12 @@ class ScoreResult:
 def top_nodes(scores: Mapping[str, int]) -> list[str]:
     """The nodes with the highest score, in the order of ``scores``: one C-speed pass over every score."""
     top = max(scores.values(), default=None)
-    return [] if top is None else list(compress(scores, map(eq, scores.values(), repeat(top))))
+    return [] if top is None else nodes_scored(scores, top)
+
+
+def nodes_scored(scores: Mapping[str, int], score: int) -> list[str]:
+    """The nodes scored ``score``, in the order of ``scores``: one C-speed pass over every score."""
+    return list(compress(scores, map(eq, scores.values(), repeat(score))))
 
 
 def top_nodes_after(
