@@ -70,12 +70,11 @@ def test_a_tie_at_the_top_is_broken_and_the_pod_counts_where_the_answer_sends_it
     assert third == {"node-0": 6, "node-1": 4, "node-2": 4, "node-3": 4} and entry["assumedOn"] == "node-0"
 
 
-
 def test_a_few_runners_up_trail_the_best_node_by_two_points(
     prometheus, exporter, apiserver, client_factory, tmp_path, caplog
 ):
     """One point parts the best node from the runners-up, and kube-scheduler's own scores (which favour the node with
-    fewer pods) can make that up: a few runners-up get a point less, so the pod goes where it counts. Many are left."""
+    fewer pods) can make that up: a few runners-up get a point less, so the pod goes where it counts."""
     loads = {"node-0": 0.2, "node-1": 0.3, "node-2": 0.3, "node-3": 0.5}
     measuring(prometheus, exporter, loads)
     apiserver.set_nodes([node(name) for name in loads])
@@ -91,12 +90,14 @@ def test_a_few_runners_up_trail_the_best_node_by_two_points(
 
 
 def test_many_runners_up_are_left_as_they_are(prometheus, exporter, apiserver, client_factory, tmp_path, caplog):
+    """More than ``MAX_TIED`` runners-up are a large cluster's equals, of which no one takes a burst: as scored."""
     loads = {"node-0": 0.2, **{f"node-{index}": 0.3 for index in range(1, MAX_TIED + 2)}}
     measuring(prometheus, exporter, loads)
     apiserver.set_nodes([node(name) for name in loads])
     client = client_factory(policy(tmp_path, prometheus.url, True), **apiserver.environment())
     answer, entry = prioritize(client, caplog, "ahead-of-many", list(loads))
     assert answer == {"node-0": 7, **dict.fromkeys(list(loads)[1:], 6)} and entry["assumedOn"] == "node-0"
+
 
 def test_a_pod_with_one_feasible_node_counts_there_from_the_filter_on(
     prometheus, exporter, apiserver, client_factory, tmp_path, caplog
