@@ -22,6 +22,7 @@ as is a tie that stands. Nothing happens without a pod watch (no NodeLoad counti
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import countOf
 
 from extender.framework.profile import (
     MIN_EXTENDER_PRIORITY,
@@ -54,8 +55,7 @@ def assume_best(uid: str, result: ScoreResult, entries: Sequence[ScorePluginEntr
     result.assumed = node
     demoted = [name for name in tied if name != node] if separate else []
     below = result.scores[node] - 1
-    if len(tied) <= MAX_TIED and below > MIN_EXTENDER_PRIORITY:
-        runners_up = nodes_scored(result.scores, below)
-        if len(runners_up) <= MAX_TIED:
-            demoted += runners_up
+    # Counted first, which builds nothing: in a large cluster the runners-up are usually many.
+    if len(tied) <= MAX_TIED and below > MIN_EXTENDER_PRIORITY and countOf(result.scores.values(), below) <= MAX_TIED:
+        demoted += nodes_scored(result.scores, below)
     result.demoted = tuple(demoted)
