@@ -42,3 +42,13 @@ check "private_cluster_scheduler_image" {
     error_message = "kubernetes_api_url ${coalesce(var.kubernetes_api_url, "-")} is a private address, and the second scheduler's image comes from registry.k8s.io (scheduler_image_repository's default): nodes of a private cluster without internet egress cannot pull it, and the scheduler never starts. Set scheduler_image_repository to a mirror they reach, e.g. an Artifact Registry remote repository of https://registry.k8s.io (REGION-docker.pkg.dev/PROJECT/registry-k8s-io/kube-scheduler); nothing to do if the nodes reach registry.k8s.io (Cloud NAT)."
   }
 }
+
+# NodeLoad scores a node one point per tenth of its load, and kube-scheduler counts each point 10 x weight beside its
+# own resource scores (0-100 each, higher for the emptier node, moving as pods land). At weight 1 these outweigh the
+# load, and a burst spreads as without the extender. A warning, not a refusal: a policy may mean load as a tie-breaker.
+check "node_load_score_weight" {
+  assert {
+    condition     = !local.policy_scores_node_load || !contains(var.verbs, "prioritize") || var.weight >= 3
+    error_message = "The policy scores nodes with NodeLoad, but weight = ${var.weight}: each point of the extender's score counts ${var.weight * 10} beside kube-scheduler's own resource scores (0-100 each, favouring the emptier node), which then decide where a burst goes. In the documented burst (docs/plugins/nodeload.md, 32 pods on 8 nodes) weight 1 ended as without the extender (most loaded node 1.00), 2 at 0.95, 3 and more at 0.85. Set weight = 5 unless the load is meant as a tie-breaker."
+  }
+}

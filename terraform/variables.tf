@@ -21,6 +21,10 @@ locals {
   policy_profiles = var.policy_file == null ? ["default"] : try(compact([for profile in local.policy.profiles : try(tostring(profile.name), null)]), null)
   # The scheduler's nodeCacheCapable as the policy declares it: true, false, or null (not said: both modes served).
   policy_node_cache_capable = try(local.policy.nodeCacheCapable, null)
+  # Whether a profile of the policy scores with NodeLoad (scheduler_config.tf warns about a weight too low for it).
+  policy_scores_node_load = anytrue([
+    for profile in try(local.policy.profiles, []) : anytrue([for entry in try(profile.plugins.score.enabled, []) : try(entry.name == "NodeLoad", false)])
+  ])
   # Minor version of kubernetes_version; null when it does not parse (modules/scheduler-config says why).
   kubernetes_minor = try(tonumber(regex("^v?1\\.([0-9]+)\\.", var.kubernetes_version)[0]), null)
 
@@ -680,7 +684,7 @@ variable "verbs" {
 }
 
 variable "weight" {
-  description = "Weight of the extender's prioritize scores (score x weight x 10 per node, next to the in-tree plugins' 0-100)."
+  description = "Weight of the extender's prioritize scores (score x weight x 10 per node, next to the in-tree plugins' 0-100). A policy scoring with NodeLoad needs 3 or more to place a burst by load (the plan warns below that; 5 recommended)."
   type        = number
   default     = 1
   nullable    = false

@@ -484,6 +484,35 @@ def test_with_a_full_node_policy_the_fix_names_both_files(capsys, tmp_path):
     assert "Set nodeCacheCapable: true here and in the policy (the scheduler then keeps its own node data" in problem
 
 
+
+NODE_LOAD_SCORE = """
+nodeCacheCapable: true
+profiles:
+- name: default
+  plugins:
+    score: {enabled: [{name: NodeLoad, weight: 1}]}
+  pluginConfig:
+  - {name: NodeLoad, args: {preset: gke, score: {metric: cpu, strategy: LeastLoaded}}}
+- name: batch
+"""
+
+
+@pytest.mark.parametrize(
+    ("profile", "weight", "warned"),
+    [("", 1, True), ("", 2, True), ("", 3, False), ("", 5, False), ("/batch", 1, False)],
+    ids=["weight-1", "weight-2", "weight-3", "weight-5", "profile-without-node-load"],
+)
+def test_a_node_load_score_behind_a_weight_below_3_is_warned_about(capsys, tmp_path, profile, weight, warned):
+    """kube-scheduler's own resource scores outweigh such a score: a burst spreads as without the extender."""
+    policy = write(tmp_path, "policy.yaml", NODE_LOAD_SCORE)
+    extender = f"urlPrefix: '{URL}{profile}', filterVerb: filter, prioritizeVerb: prioritize, weight: {weight}"
+    config = write(tmp_path, "scheduler.yaml", HEADER + f"extenders:\n- {{{extender}, nodeCacheCapable: true}}\n")
+    code, out, err = run(capsys, config, "--policy", policy, "--kubernetes-version", "1.33")
+    assert (code, err) == (0, [])
+    assert (f"  warning: extenders[0].weight: {weight} with a NodeLoad score: each point" in out) == warned, out
+    assert ("set 3 or more (5 recommended)" in out) == warned, out
+
+
 # --- Routing urlPrefix as the function routes it ---------------------------------------------------------------------
 
 PROFILES = "profiles: [{name: default}, {name: batch}]\n"

@@ -1,7 +1,8 @@
 """With ``--policy``: every extender of the file taken to be this function serving the policy. Whatever kube-scheduler
 starts with but the function would answer with errors is refused (stricter than kube-scheduler): a verb field naming
 a verb the function does not answer there, a ``urlPrefix`` the function does not route to a profile, a
-``nodeCacheCapable`` that differs from the policy's, preempt calls whose label filters have no node facts.
+``nodeCacheCapable`` that differs from the policy's, preempt calls whose label filters have no node facts. A weight
+too low for a NodeLoad score to place a burst is warned about.
 
 Messages never quote ``urlPrefix``: its path may hold the caller token.
 """
@@ -14,7 +15,7 @@ from collections.abc import Collection
 from typing import Any
 from urllib.parse import urlsplit
 
-from extender.cli.scheduler_config.findings import Finding, stricter
+from extender.cli.scheduler_config.findings import Finding, stricter, warning
 from extender.errors import ConfigError, RequestError
 from extender.framework.types import Facts
 from extender.http.routing import NOT_FOUND, Router
@@ -24,6 +25,9 @@ from extender.settings import CALLER_TOKEN_ENV, Settings
 
 # The extender's verb fields -> the verb the function answers there.
 VERB_FIELDS = {"filterVerb": "filter", "prioritizeVerb": "prioritize", "preemptVerb": "preempt", "bindVerb": "bind"}
+# Below this weight kube-scheduler's own resource scores outweigh NodeLoad's: a burst spreads as without the extender
+# (docs/plugins/nodeload.md's herding burst; Terraform's check node_load_score_weight says the same).
+MIN_NODE_LOAD_WEIGHT = 3
 
 
 def cross_check(
@@ -60,6 +64,7 @@ def cross_check(
                 )
         routes.append(route)
         problems += _node_cache_problems(where, extender, policy)
+        problems += _node_load_weight(where, extender, policy, route[0].profile if route else None)
     return problems, routes
 
 
@@ -110,6 +115,26 @@ def _route_failure(exc: RequestError, url: str, policy: Policy, settings: Settin
         if _is_token(segment, policy.profiles, names):  # a caller token where the function does not look for one
             message = re.sub(f"'{re.escape(segment[:16])}[^']*'", "'<redacted>'", message)
     return message
+
+
+def _node_load_weight(where: str, extender: dict[str, Any], policy: Policy, profile: str | None) -> list[Finding]:
+    """A NodeLoad score of the profile the extender reaches (any profile, where the route is not known) behind a
+    weight kube-scheduler's own resource scores outweigh."""
+    weight = extender.get("weight")
+    if not extender.get("prioritizeVerb") or not isinstance(weight, int) or weight >= MIN_NODE_LOAD_WEIGHT:
+        return []
+    profiles = [policy.profiles[profile]] if profile in policy.profiles else list(policy.profiles.values())
+    if not any(entry.plugin.name == "NodeLoad" for served in profiles for entry in served.scores):
+        return []
+    return [
+        warning(
+            f"{where}.weight",
+            f"{weight} with a NodeLoad score: each point of the extender's score counts {weight * 10} beside "
+            "kube-scheduler's own resource scores (0-100 each, favouring the emptier node), which then place a burst "
+            f"as without the extender; set {MIN_NODE_LOAD_WEIGHT} or more (5 recommended) unless the load is meant "
+            "as a tie-breaker (docs/plugins/nodeload.md)",
+        )
+    ]
 
 
 def _node_cache_problems(where: str, extender: dict[str, Any], policy: Policy) -> list[Finding]:

@@ -10,4 +10,6 @@ module "extender" {
   invocation         = "public"
   kubernetes_version = var.kubernetes_version
   policy_file        = "${path.module}/${var.load_aware_scheduling ? "policy-load-aware.yaml" : "policy.yaml"}"
+  # NodeLoad's score outweighs kube-scheduler's own resource scores only from weight 3 on (docs/plugins/nodeload.md).
+  weight = var.load_aware_scheduling ? 5 : 1
 }
