@@ -13,6 +13,7 @@ import pytest
 from testkit.certs import CertificateAuthority
 from tests.terraform.scenarios import OUTPUTS, module_arguments
 from tests.terraform.support import run_terraform
+from tests.terraform.test_terraform_plan_elsewhere import checkout, tf
 
 
 @pytest.fixture(scope="session")
@@ -85,3 +86,11 @@ def rendered(
             files.setdefault(scenario, {})[output] = path
     return files
 
+
+@pytest.fixture(scope="module")
+def preflight(terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """terraform/preflight in a checkout of its own, initialised: planned with a case.tfvars written in it."""
+    root = checkout(tmp_path_factory.mktemp("preflight") / "checkout")
+    module = root / "terraform" / "preflight"
+    tf(terraform, terraform_env, module, "init", "-input=false")
+    return module

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.terraform.support import REPO
-from tests.terraform.test_terraform_plan_elsewhere import checkout, tf
 from tests.terraform.test_terraform_scheduler_image import plan
 
 POLICIES = REPO / "tests" / "terraform" / "policies"
@@ -20,14 +19,6 @@ function_location  = "us-central1"
 invocation         = "public"
 kubernetes_version = "1.33.5-gke.1200"
 """
-
-
-@pytest.fixture(scope="module")
-def preflight(terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = checkout(tmp_path_factory.mktemp("weight") / "checkout")
-    module = root / "terraform" / "preflight"
-    tf(terraform, terraform_env, module, "init", "-input=false")
-    return module
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,6 @@ from tests.terraform.support import (
     run_terraform,
     terraform_test,
 )
-from tests.terraform.test_terraform_plan_elsewhere import checkout, tf
 
 # What a control plane, a user or a typo gives; judged by check-scheduler-config's own parser.
 VERSIONS = [
@@ -104,14 +103,6 @@ API_TOKEN = """
 kubernetes_token_secret         = "extender-kubernetes-token"
 kubernetes_token_secret_version = "1"
 """
-
-
-@pytest.fixture(scope="module")
-def preflight(terraform: str, terraform_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = checkout(tmp_path_factory.mktemp("private") / "checkout")
-    module = root / "terraform" / "preflight"
-    tf(terraform, terraform_env, module, "init", "-input=false")
-    return module
 
 
 def plan(terraform: str, env: dict[str, str], module: Path, tfvars: str) -> str:
