@@ -12,8 +12,7 @@ import pytest
 
 from testkit.certs import CertificateAuthority
 from tests.terraform.scenarios import OUTPUTS, module_arguments
-from tests.terraform.support import run_terraform
-from tests.terraform.test_terraform_plan_elsewhere import checkout, tf
+from tests.terraform.support import checkout, run_terraform, tf
 
 
 @pytest.fixture(scope="session")

@@ -42,6 +42,22 @@ def run_terraform(
 BLOCK_MARKER = "__is_block__"
 
 
+def checkout(parent: Path) -> Path:
+    """The repository as a CI runner has it at ``parent``: the Terraform tree (links kept), the package beside it."""
+    parent.mkdir(parents=True)
+    ignore = shutil.ignore_patterns(".terraform*", "*.tfstate*", "terraform.tfvars", "tfplan")
+    shutil.copytree(ROOT_MODULE, parent / "terraform", symlinks=True, ignore=ignore)
+    (parent / "extender").symlink_to(REPO / "extender")
+    return parent
+
+
+def tf(terraform: str, env: dict[str, str], directory: Path, *args: str, check: bool = True) -> str:
+    # Each checkout keeps its own .terraform, as a runner does.
+    env = {**env, "TF_DATA_DIR": str(directory / ".terraform")}
+    result = run_terraform(terraform, *args, cwd=directory, env=env, check=check)
+    return result.stdout + result.stderr
+
+
 def load_hcl(path: Path, block_markers: bool = False) -> dict[str, Any]:
     """A file as python-hcl2 reads it; with ``block_markers`` nested blocks keep the key telling them from objects."""
     with path.open() as file:

@@ -12,27 +12,11 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from tests.terraform.support import REPO, ROOT_MODULE, load_hcl, load_module, named, run_terraform
+from tests.terraform.support import REPO, ROOT_MODULE, checkout, load_hcl, load_module, named, tf
 from tests.terraform.test_terraform_preflight import readme_example
 
 STAND_IN_TOKEN = "PreflightStandInForTheCallerTokenTerraformMakes00"
 CI_SECTION = "\n## CI pipelines: plan on one machine, apply on another\n"
-
-
-def checkout(parent: Path) -> Path:
-    """The repository as a CI runner has it at ``parent``: the Terraform tree (links kept), the package beside it."""
-    parent.mkdir(parents=True)
-    ignore = shutil.ignore_patterns(".terraform*", "*.tfstate*", "terraform.tfvars", "tfplan")
-    shutil.copytree(ROOT_MODULE, parent / "terraform", symlinks=True, ignore=ignore)
-    (parent / "extender").symlink_to(REPO / "extender")
-    return parent
-
-
-def tf(terraform: str, env: dict[str, str], directory: Path, *args: str, check: bool = True) -> str:
-    # Each checkout keeps its own .terraform, as a runner does.
-    env = {**env, "TF_DATA_DIR": str(directory / ".terraform")}
-    result = run_terraform(terraform, *args, cwd=directory, env=env, check=check)
-    return result.stdout + result.stderr
 
 
 def plan_here_apply_there(
