@@ -27,10 +27,17 @@ def node_load() -> NodeLoad:
     return found
 
 
-def prediction(plugin_: NodeLoad, view: LoadView, bindings: Bindings, kept: KeptTerms | None) -> Prediction:
+def prediction(
+    plugin_: NodeLoad,
+    view: LoadView,
+    bindings: Bindings,
+    kept: KeptTerms | None,
+    uid: str = "the-pod",
+    own: frozenset[str] = frozenset(),
+) -> Prediction:
     return Prediction(
-        view, plugin_.config, plugin_.estimator, Usage(0.4, GI), "the-pod", (0,), bindings, "", False, ALLOCATABLE,
-        "", None, kept,
+        view, plugin_.config, plugin_.estimator, Usage(0.4, GI), uid, (0,), bindings, "", own, ALLOCATABLE, "", None,
+        kept,
     )
 
 
@@ -74,10 +81,31 @@ def test_no_term_is_kept_for_a_pod_among_the_bindings_nor_without_them():
     mine = BoundPod("the-pod", "n0", NOW, PodDemand())
     own = Prediction(
         view, plugin_.config, plugin_.estimator, Usage(0.4, GI), "the-pod", (0,), Bindings(by_node({"x": mine})), "",
-        True, ALLOCATABLE, "", None, kept,
+        frozenset({"n0"}), ALLOCATABLE, "", None, kept,
     )
     unknown = Prediction(
-        view, plugin_.config, plugin_.estimator, Usage(0.4, GI), "p", (0,), None, "no API", False, ALLOCATABLE, "",
-        None, kept,
+        view, plugin_.config, plugin_.estimator, Usage(0.4, GI), "p", (0,), None, "no API", frozenset(), ALLOCATABLE,
+        "", None, kept,
     )
     assert own.kept_terms is None and unknown.kept_terms is None
+
+
+def test_a_pod_judged_again_differs_only_on_the_nodes_it_is_bound_or_assumed_on():
+    """kube-scheduler judges a pod again when its binding failed, and the function counts it where its answer sent it:
+    its key differs from another pod's of the same shape only on that node (``NodeLoad.changed_nodes``), so kept
+    verdicts and scores are derived, not worked out for every node again; every other node's term is the same."""
+    plugin_ = node_load()
+    view = LoadView(plugin_.loads.snapshot(NOW), NOW, plugin_.config.max_age)
+    metric = plugin_.config.metrics[0]
+    pods = {"the-pod": bound("the-pod", "n0", NOW - 5), "other": bound("other", "n1", NOW - 5)}
+    bindings = Bindings(by_node(pods))
+    again = prediction(plugin_, view, bindings, None, own=frozenset({"n0"}))
+    another = prediction(plugin_, view, bindings, None, uid="another-pod")
+    assert plugin_.changed_nodes(another.key(), again.key()) == {"n0"}
+    assert plugin_.changed_nodes(again.key(), another.key()) == {"n0"}
+    differ = {name for name in NAMES if again.term(metric, name) != another.term(metric, name)}
+    assert differ == {"n0"}
+    # Counted on another node since (assumed there, or bound there after all): both nodes differ.
+    moved = Bindings({"n1": bindings.on("n1"), "n2": (bound("the-pod", "n2", NOW - 5),)})  # n1's pods as they were
+    elsewhere = prediction(plugin_, view, moved, None, own=frozenset({"n2"}))
+    assert plugin_.changed_nodes(again.key(), elsewhere.key()) == {"n0", "n2"}

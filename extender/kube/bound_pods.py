@@ -129,6 +129,13 @@ class Bindings:
     def on(self, node: str) -> tuple[BoundPod, ...]:
         return self.by_node.get(node, ())
 
+    def nodes_of(self, uid: str) -> frozenset[str]:
+        """The nodes the pod ``uid`` is on: a pass over every pod, for views that are not a watch's (a list with the
+        result cache off, ``explain``'s file), where the pod is rarely among them (``uids`` tells first)."""
+        if uid not in self.uids:
+            return frozenset()
+        return frozenset(node for node, pods in self.by_node.items() if any(pod.uid == uid for pod in pods))
+
     def changed_since(self, other: Bindings) -> frozenset[str]:
         """The nodes whose pods differ between ``other`` and this view: along the chain of views published since
         (each knows what it changed), or else by comparing each node's tuple (an unchanged node keeps its tuple, so
@@ -378,9 +385,12 @@ class PodWatch:
 
     # --- reading (request threads) ---------------------------------------------------------------------------------
 
-    def bindings(self, now: float, until: float, exclude: str = "", expecting: bool = False) -> tuple[Bindings, bool]:
+    def bindings(
+        self, now: float, until: float, exclude: str = "", expecting: bool = False
+    ) -> tuple[Bindings, frozenset[str]]:
         """The view to judge on at ``now`` (wall clock), caught up with the events the API sent, reading until
-        ``until`` (monotonic) at most; and whether the pod ``exclude`` is among its bindings. Waits for the first
+        ``until`` (monotonic) at most; and the nodes it holds the pod ``exclude`` on (shown by the watch, or bound
+        or assumed by this instance). Waits for the first
         list only while the instance is cold, and then only until its first request's ``until``; ``expecting``,
         the request that reads the stream waits for the bindings of pods placed elsewhere (``_await_expected``);
         nobody waits for another's reading."""
@@ -402,7 +412,8 @@ class PodWatch:
             self.start(now)  # the stream ended or failed: opened again (or listed again) from now on
         with self._lock:
             self._publish(now)
-            return self.view, exclude in self._pods or exclude in self._own
+            keys = (exclude, self._own.get(exclude))
+            return self.view, frozenset(self._pods[key].node for key in keys if key is not None and key in self._pods)
 
     def start(self, now: float) -> None:
         """Call the API (list, or open the watch) on a thread of its own when it is due; never waits."""

@@ -228,15 +228,18 @@ class NodeLoad(FilterPlugin, ScorePlugin):
 
     def changed_nodes(self, old: Hashable, new: Hashable) -> Collection[str] | None:
         """Between two keys (``Prediction.key``) whose shared parts differ at most in the answers (a refresh) and the
-        allocatable list (a relist): the nodes whose bound pods differ, whose samples or allocatable moved, and, among
-        those with bound pods, whose sample time moved (an in-flight pod counts by how long before the sample it was
-        bound; a node's term reads only its own pods, samples and allocatable, and scores are per node). None when
-        anything else differs."""
-        if not (isinstance(old, tuple) and isinstance(new, tuple)) or len(old) != 2 or len(new) != 2:
+        allocatable list (a relist): the nodes whose bound pods differ, whose samples or allocatable moved, among
+        those with bound pods those whose sample time moved (an in-flight pod counts by how long before the sample it
+        was bound), and, where the pods judged or their nodes differ, the nodes either key holds its pod on (a pod
+        judged again does not count itself there). A node's term reads only its own pods, samples and allocatable,
+        and scores are per node. None when anything else differs."""
+        if not (isinstance(old, tuple) and isinstance(new, tuple)) or len(old) != 3 or len(new) != 3:
             return None
-        (old_shared, before), (new_shared, after) = old, new
+        (old_shared, before, old_own), (new_shared, after, new_own) = old, new
         if old_shared[1:-1] != new_shared[1:-1]:
             return None
+        # Where the pod judged is among the bindings, it is not counted on its node: those nodes, in either key.
+        own = () if old_own == new_own else {*(old_own[1] if old_own else ()), *(new_own[1] if new_own else ())}
         samples = changed_between(old_shared[0], new_shared[0])
         listed = changed_allocatable(old_shared[-1], new_shared[-1])
         if samples is None or listed is None:
@@ -250,10 +253,10 @@ class NodeLoad(FilterPlugin, ScorePlugin):
                 return None
             pods = since(before)
         if not moved and not retimed:
-            return pods
+            return {*pods, *own} if own else pods
         # Bindings' nodes with pods, in either view (a problem instead of bindings counts no pod).
         counted = {*getattr(before, "by_node", ()), *getattr(after, "by_node", ())} if retimed else ()
-        return {*moved, *pods, *(node for node in counted if node in retimed)}
+        return {*moved, *pods, *own, *(node for node in counted if node in retimed)}
 
     def missing_facts(self, point: str, nodes: Sequence[Node], view: Prediction) -> Mapping[str, Status]:
         """Nodes without a fresh finite sample of a metric ``point`` reads (the applicable filter rules', the
@@ -355,27 +358,28 @@ class NodeLoad(FilterPlugin, ScorePlugin):
 
     def _in_flight(
         self, pod: Pod, demand: PodDemand, now: float, until: float
-    ) -> tuple[Bindings | None, str, bool]:
-        """The bindings to count (None when unknown), why they may be incomplete, and whether the pod itself is among
-        them. Never raises: a failure costs the in-flight term, said. Waits on the API until ``until`` (monotonic) at
-        most, only while the instance is cold (``PodWatch.bindings``), or, with the result cache off, for its list."""
+    ) -> tuple[Bindings | None, str, frozenset[str]]:
+        """The bindings to count (None when unknown), why they may be incomplete, and the nodes they hold the pod
+        itself on. Never raises: a failure costs the in-flight term, said. Waits on the API until ``until``
+        (monotonic) at most, only while the instance is cold (``PodWatch.bindings``), or, with the result cache off,
+        for its list."""
         if self._offline is not None:
             bindings = self._offline[0]
             if bindings is None:
-                return None, "no --in-flight file: no in-flight pods counted", False
-            return bindings, "", pod.uid in bindings.uids
+                return None, "no --in-flight file: no in-flight pods counted", frozenset()
+            return bindings, "", bindings.nodes_of(pod.uid)
         try:
             client = self._client()
             if client is None:
                 unknown = "no Kubernetes API (KUBERNETES_API_URL): the pods bound since the sample are not known"
-                return None, unknown, False
+                return None, unknown, frozenset()
             from extender import kube
 
             if not self.config.keep:
                 from extender.kube.bound_pods import list_bindings
 
                 bindings = list_bindings(client, self.horizon, now, until)
-                return (bindings if bindings.known else None), bindings.problem, pod.uid in bindings.uids
+                return (bindings if bindings.known else None), bindings.problem, bindings.nodes_of(pod.uid)
             watch = kube.shared_watch(client, self.horizon, self.config.assume_pods)
             watch.note_demand(pod.uid, demand)
             bindings, own = watch.bindings(now, until, exclude=pod.uid, expecting=kube.expects_bindings())
@@ -383,7 +387,7 @@ class NodeLoad(FilterPlugin, ScorePlugin):
             return (bindings if bindings.known or bindings.by_node else None), bindings.problem, own
         except Exception as exc:  # a bug must cost the in-flight term, never the request
             logger.exception("NodeLoad: reading the pods bound to nodes failed")
-            return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", False
+            return None, f"reading the pods bound to nodes failed: {type(exc).__name__}: {exc}", frozenset()
 
     def _allocatable(self, until: float) -> tuple[Mapping[str, Resources] | None, str, Callable[[], None] | None]:
         """The nodes' allocatable the API lists, why it may lack nodes, and what to tell when it lacks one; a cold

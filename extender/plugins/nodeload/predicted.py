@@ -100,7 +100,7 @@ class Prediction:
         rules: tuple[int, ...],
         bindings: Bindings | None,
         in_flight_problem: str,
-        own: bool = False,
+        own: frozenset[str] = frozenset(),
         allocatable: Mapping[str, Resources] | None = None,
         allocatable_problem: str = "",
         allocatable_unknown: Callable[[], None] | None = None,
@@ -116,7 +116,7 @@ class Prediction:
         # The pods bound lately (None: not known, ``in_flight_problem`` says why; else it says why some may lack).
         self.bindings = bindings
         self.in_flight_problem = in_flight_problem
-        # Whether the pod itself is among the bindings (it is then not counted twice).
+        # The nodes the bindings hold the pod itself on (a pod judged again: not counted twice there).
         self.own = own
         # The nodes' allocatable from the Kubernetes API, and why it may lack nodes.
         self.allocatable = allocatable
@@ -130,16 +130,16 @@ class Prediction:
 
     # --- what a verdict depends on ---------------------------------------------------------------------------------
 
-    def key(self) -> tuple[tuple[Hashable, ...], Hashable]:
-        """Every input of a node's verdict besides the node, in two parts: what every node shares (the answers and
-        their freshness first, the pod's estimate and rules, whether the pod itself is among the bindings, as it is
-        then not counted twice, and the allocatable list by identity), and the bindings (by identity: a new binding
-        or expiry makes a new one). ``NodeLoad.changed_nodes`` names the nodes whose results may differ between two
-        keys that differ only in the answers, the allocatable list and the bindings."""
+    def key(self) -> tuple[tuple[Hashable, ...], Hashable, tuple[str, frozenset[str]] | None]:
+        """Every input of a node's verdict besides the node, in three parts: what every node shares (the answers and
+        their freshness first, the pod's estimate and rules, and the allocatable list by identity), the bindings (by
+        identity: a new binding or expiry makes a new one), and the pod with the nodes the bindings hold it on, where
+        it is not counted twice (None: nowhere). ``NodeLoad.changed_nodes`` names the nodes whose results may differ
+        between two keys that differ only in the answers, the allocatable list, the bindings and the pod's nodes."""
         bindings = self.bindings
-        own = bindings is not None and self.own
-        shared = (self.loads.key(), self.usage, self.rules, self.pod_uid if own else None, identity(self.allocatable))
-        return shared, bindings if bindings is not None else self.in_flight_problem
+        own = (self.pod_uid, self.own) if bindings is not None and self.own else None
+        shared = (self.loads.key(), self.usage, self.rules, identity(self.allocatable))
+        return shared, bindings if bindings is not None else self.in_flight_problem, own
 
     def remember(self, nodes: Sequence[Node]) -> None:
         """The allocatable of full-node requests' Node objects: it wins over any other source."""
