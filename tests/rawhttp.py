@@ -74,6 +74,19 @@ def read_reply(sock: socket.socket, started: float | None = None) -> Reply:
     return Reply(int(status.group(1)) if status else None, top, body, time.monotonic() - started)
 
 
+def next_heads(sock: socket.socket, request: bytes, wait: float) -> list[Reply]:
+    """``request`` sent again and again on one kept-alive connection, its head coming each way a server that waits
+    ``wait`` seconds for a connection's next head must take: at once, in two parts within the wait, its first part
+    within the wait and the rest after it, and only after the wait. The replies, one per request."""
+    replies = []
+    for first, pause in ((len(request), 0.0), (5, wait / 5), (20, wait * 4), (0, wait * 4)):
+        sock.sendall(request[:first])
+        time.sleep(pause)
+        sock.sendall(request[first:])
+        replies.append(read_reply(sock))
+    return replies
+
+
 def abort(sock: socket.socket) -> None:
     """Close with a reset (SO_LINGER 0), as a client killed mid-upload does."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -33,9 +33,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from extender.http.head_deadline import HEAD_BYTES, HEAD_SECONDS
+from extender.http.head_deadline import HEAD_BYTES, HEAD_SECONDS, NEXT_HEAD_SECONDS
 from tests.conftest import serving
-from tests.rawhttp import Reply, abort, chunked, connect, exchange, head, read_reply
+from tests.rawhttp import Reply, abort, chunked, connect, exchange, head, next_heads, read_reply
 from tests.recordings import exchanges
 from tests.tally import Tally
 from tests.token_leaks import forms
@@ -313,6 +313,22 @@ def test_kept_alive_connections_whose_next_head_stalls_hold_no_serving_thread(po
     finally:
         for sock in kept:
             sock.close()
+
+
+def test_a_kept_alive_connection_has_its_next_requests_answered_however_their_heads_come(port):
+    """The thread that answered waits a moment for the connection's next head (``extender.http.head_deadline``):
+    heads that come at once, in parts, partly after that wait (to the event loop with what was read) or after it
+    are each answered alike, and a request line too long that comes then is refused as on a new connection."""
+    request = post(f"/{TOKEN}/prioritize", f"Content-Length: {len(NAMES)}") + NAMES
+    with connect(port) as sock:
+        sock.sendall(request)
+        first = tally("kept alive", read_reply(sock))
+        replies = [tally("next head", reply) for reply in next_heads(sock, request, NEXT_HEAD_SECONDS)]
+        sock.sendall(head("GET", f"/{TOKEN}/" + "x" * 9000 + "/healthz"))
+        refused = tally("next head", read_reply(sock))
+    assert first.status == 200 and orjson.loads(first.body), first
+    assert [(reply.status, reply.body) for reply in replies] == [(200, first.body)] * 4, replies
+    assert refused.status == 414, refused
 
 
 def test_a_request_line_over_the_limit_is_refused_as_soon_as_it_is_too_long(port):

@@ -17,12 +17,12 @@ import orjson
 import pytest
 import requests
 
-from extender.http.head_deadline import HEAD_SECONDS
+from extender.http.head_deadline import HEAD_SECONDS, NEXT_HEAD_SECONDS
 from testkit.certs import CertificateAuthority
 from testkit.ports import free_port
 from testkit.scheduler_checks import check_answer
 from tests.conftest import ROOT, logged_process
-from tests.rawhttp import Reply, head, read_reply
+from tests.rawhttp import Reply, head, next_heads, read_reply
 from tests.recordings import exchanges
 
 FILTER = next(e for e in exchanges() if e.verb == "filter")
@@ -222,6 +222,16 @@ def test_slow_heads_over_tls_hold_no_serving_thread(guarded_tls_url, pki):
     finally:
         for sock in slow:
             sock.close()
+
+
+def test_a_kept_alive_tls_connection_has_its_next_requests_answered_however_their_heads_come(guarded_tls_url, pki):
+    """As over plain HTTP (the thread that answered reads the next head from the TLS connection for a moment)."""
+    request = head("GET", f"/{TOKEN}/healthz")
+    with tls_connect(guarded_tls_url, pki) as sock:
+        sock.sendall(request)
+        assert read_tls_reply(sock).status == 200
+        replies = next_heads(sock, request, NEXT_HEAD_SECONDS)
+    assert [reply.status for reply in replies] == [200] * 4, replies
 
 
 def test_a_stalled_upload_over_tls_is_answered_at_the_read_deadline(guarded_tls_url, pki):
