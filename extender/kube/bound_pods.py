@@ -390,10 +390,9 @@ class PodWatch:
     ) -> tuple[Bindings, frozenset[str]]:
         """The view to judge on at ``now`` (wall clock), caught up with the events the API sent, reading until
         ``until`` (monotonic) at most; and the nodes it holds the pod ``exclude`` on (shown by the watch, or bound
-        or assumed by this instance). Waits for the first
-        list only while the instance is cold, and then only until its first request's ``until``; ``expecting``,
-        the request that reads the stream waits for the bindings of pods placed elsewhere (``_await_expected``);
-        nobody waits for another's reading."""
+        or assumed by this instance). Waits for the first list only while the instance is cold, and then only until
+        its first request's ``until``; ``expecting``, the request that reads the stream waits for the bindings of
+        pods placed elsewhere (``_await_expected``); nobody waits for another's reading."""
         self.start(now)
         if not self._first_list.is_set():
             with self._lock:
