@@ -484,7 +484,6 @@ def test_with_a_full_node_policy_the_fix_names_both_files(capsys, tmp_path):
     assert "Set nodeCacheCapable: true here and in the policy (the scheduler then keeps its own node data" in problem
 
 
-
 NODE_LOAD_SCORE = """
 nodeCacheCapable: true
 profiles:

@@ -58,6 +58,14 @@ def tf(terraform: str, env: dict[str, str], directory: Path, *args: str, check: 
     return result.stdout + result.stderr
 
 
+def plan(terraform: str, env: dict[str, str], module: Path, tfvars: str) -> str:
+    """``terraform plan`` of ``tfvars`` (written as case.tfvars) in an initialised ``module``: its output on one line,
+    the box drawing of warnings and errors taken out, so that a message is found whatever its wrapping."""
+    (module / "case.tfvars").write_text(tfvars)
+    output = tf(terraform, env, module, "plan", "-input=false", "-no-color", "-var-file=case.tfvars")
+    return " ".join(re.sub(r"[│╷╵]", " ", output).split())
+
+
 def load_hcl(path: Path, block_markers: bool = False) -> dict[str, Any]:
     """A file as python-hcl2 reads it; with ``block_markers`` nested blocks keep the key telling them from objects."""
     with path.open() as file:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.terraform.support import REPO
-from tests.terraform.test_terraform_scheduler_image import plan
+from tests.terraform.support import REPO, plan
 
 POLICIES = REPO / "tests" / "terraform" / "policies"
 WARNING = "Warning: Check block assertion failed"

@@ -16,7 +16,7 @@ from tests.terraform.support import (
     ROOT_MODULE,
     SCHEDULER_CONFIG,
     assert_run_passed,
-    run_terraform,
+    plan,
     terraform_test,
 )
 
@@ -103,15 +103,6 @@ API_TOKEN = """
 kubernetes_token_secret         = "extender-kubernetes-token"
 kubernetes_token_secret_version = "1"
 """
-
-
-def plan(terraform: str, env: dict[str, str], module: Path, tfvars: str) -> str:
-    (module / "case.tfvars").write_text(tfvars)
-    env = {**env, "TF_DATA_DIR": str(module / ".terraform")}
-    result = run_terraform(
-        terraform, "plan", "-input=false", "-no-color", "-var-file=case.tfvars", cwd=module, env=env
-    )
-    return " ".join(re.sub(r"[│╷╵]", " ", result.stdout + result.stderr).split())
 
 
 @pytest.mark.parametrize(
