@@ -9,7 +9,7 @@ from extender.framework import status
 from extender.framework.cycle import CycleState
 from extender.framework.kept import KeptProfile
 from extender.framework.plugin import SKIP, FilterPlugin
-from extender.framework.profile import Profile
+from extender.framework.profile import EntryPolicy, Profile
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod, Victims
 from extender.plugins.nodenamefilter import NodeNameFilter
@@ -88,6 +88,28 @@ def test_a_plugin_prepares_once_per_request_and_the_cycle_holds_its_value_and_ke
     assert cycle.reuse_key(plugin) == "n-2" and plugin.prepared == 1
     Profile("p", filters=[plugin]).filter(pod(name="n-1"), [node("n-1")])
     assert plugin.prepared == 2  # a new request prepares afresh
+
+
+class FailsToPrepare(Preparing):
+    name = "FailsToPrepare"
+
+    def prepare(self, pod: Pod) -> str:
+        self.prepared += 1
+        raise RuntimeError("no rules today")
+
+
+def test_a_prepare_that_fails_is_not_tried_per_node_and_is_the_failure_of_each_node_it_would_judge():
+    plugin = FailsToPrepare()
+    audited = Profile("p", filters=[plugin], entries={("filter", "FailsToPrepare"): EntryPolicy(audit=True)})
+    audited.filter(pod(), [node("n-1")])
+    per_request = plugin.prepared
+    result = audited.filter(pod(), [node("n-1"), node("n-2"), node("n-3")])
+    assert result.feasible == ["n-1", "n-2", "n-3"] and plugin.prepared == 2 * per_request
+    for name in ("n-1", "n-3"):
+        reason = f"plugin FailsToPrepare failed in filter on node {name}: RuntimeError: no rules today"
+        assert result.audit_failed[name][0].reason == reason
+    enforced = Profile("p", filters=[plugin]).filter(pod(), [node("n-1"), node("n-2")])
+    assert enforced.error is not None and enforced.error.reason.endswith("on node n-1: RuntimeError: no rules today")
 
 
 class Skipping(FilterPlugin):

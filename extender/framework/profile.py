@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, eq, is_, not_
-from typing import TYPE_CHECKING, NamedTuple, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, TypeVarTuple
 
 from extender.framework import status as st
 from extender.framework.cycle import CycleState
@@ -588,6 +588,13 @@ class Profile:
         own = _own_missing(plugin, "filter", cycle, nodes)
         # Its missing_facts failed: a plugin bug, each node's outcome (the request's Error, or an audited failure).
         failure, own = (own, _NONE_MISSING) if isinstance(own, Status) else (None, own)
+        # Its prepare, once: failing, it is the failure of each node it would judge (the first fails the request).
+        extra: tuple[Any, ...] = ()
+        broken: Exception | None = None
+        try:
+            extra = cycle.extra(plugin)
+        except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): reported on the nodes, below
+            broken = exc
         ran = False
         for node in nodes:
             if (needs_labels and node.labels is None) or (own and node.name in own):
@@ -601,10 +608,15 @@ class Profile:
                 if not ran:
                     ran = True
                     judging.ran.add(name)
-                try:
-                    outcome = failure if failure is not None else check(pod, node, *cycle.extra(plugin))
-                except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
-                    outcome = _crashed(name, "filter", node.name, exc)
+                if failure is not None:
+                    outcome = failure
+                elif broken is not None:
+                    outcome = _crashed(name, "filter", node.name, broken)
+                else:
+                    try:
+                        outcome = check(pod, node, *extra)
+                    except Exception as exc:  # noqa: BLE001 — plugin code (custom plugins too): its bug is the answer's Error, not a 500
+                        outcome = _crashed(name, "filter", node.name, exc)
                 if outcome.code is success:
                     yield outcome  # most nodes: no copy
                     continue

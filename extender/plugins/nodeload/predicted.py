@@ -169,13 +169,14 @@ class Prediction:
                 return hit[1]
         answer = self.loads.snapshot.answers[answer_name]
         measured = answer.values[node]
-        term = Term(measured, measured)
         resource = metric.resource
-        if resource is not None:
+        if resource is None:
+            term = Term(measured, measured)
+        else:
             capacity = self._allocatable(metric, node, resource)
             if capacity is None or capacity <= 0:
                 known = f" ({self.allocatable_problem})" if self.allocatable_problem else ""
-                term = term._replace(why=f"the node's allocatable is unknown{known}: judged as measured")
+                term = Term(measured, measured, why=f"the node's allocatable is unknown{known}: judged as measured")
             else:
                 # Shares of the node's allocatable, in the metric's unit (a percent metric's whole node is 100).
                 scale = (metric.unit or RATIO).span
