@@ -6,7 +6,8 @@ node by default, as Terraform sets it, or kube-scheduler's adaptive sample; the 
 in-tree resource scores beside the extender's prioritize score × weight 5, the highest total), each pod then bound
 asynchronously as kube-scheduler's binding cycle does: a thread per pod waits for kube-scheduler's client rate
 limiter (``clientConnection`` qps 50, burst 100, its defaults) and POSTs the binding to the API stand-in
-(testkit.fake_apiserver, over TLS) while the next pod's filter is already sent. Measured for:
+(testkit.fake_apiserver, over TLS) while the next pod's filter is already sent. The pods are alike, or with
+``--shapes`` of several CPU requests in turn, as a burst of several workloads is. Measured for:
 
 - no extender: the stand-in's own pace, the reference;
 - echo floor: bench/echo_floor.py served as the function is, the least a correct extender does (the names echoed,
@@ -85,6 +86,8 @@ class Plan:
     # The scheduler's percentageOfNodesToScore: 100 (Terraform's on the extender's profile) asks the extender about
     # every node; 0 (kube-scheduler's default) about an adaptive sample that moves round the cluster.
     percentage: int = 100
+    # Pod shapes (CPU requests) the pods take in turn: NodeLoad judges every node for the first pod of each.
+    shapes: int = 1
     # Another commit's function (its exported tree and short name), measured in the same run.
     against: tuple[Path, str] | None = None
     log: Callable[[str], None] = print
@@ -134,7 +137,7 @@ def run(plan: Plan) -> list[Run]:
 
 def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
     nodes = cluster(size)
-    pods = [f"burst-{index}" for index in range(plan.warm_up + plan.pods)]
+    pods = [burst_pod(index, plan.shapes) for index in range(plan.warm_up + plan.pods)]
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
     stand_ins = context.Process(target=serve_stand_ins, args=(child, size, pods, api == HUNG), daemon=True)
@@ -158,8 +161,8 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
             bind_delay=(0.0, 0.0),
             percentage_of_nodes_to_score=plan.percentage,
         )
-        for name in pods[: plan.warm_up]:
-            scheduler.schedule(guaranteed_pod(name))
+        for pod in pods[: plan.warm_up]:
+            scheduler.schedule(pod)
         scheduler.wait_for_bindings()
         time.sleep(plan.pause)
         scheduler.bindings.clear()
@@ -167,8 +170,8 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
         timings.clear()
         cpu_before = served.server.cpu_seconds() if served is not None else 0.0
         started_at = time.monotonic()
-        for name in pods[plan.warm_up :]:
-            scheduler.schedule(guaranteed_pod(name))  # a pod no node fits is not bound, and not counted
+        for pod in pods[plan.warm_up :]:
+            scheduler.schedule(pod)  # a pod no node fits is not bound, and not counted
             if time.monotonic() - started_at > plan.max_seconds:
                 break
         cycles = time.monotonic() - started_at
@@ -181,6 +184,11 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
         return Run(way, size, api, round_, len(binder.bound_at), last - started_at, per_pod, cycles, cpu_ms)
 
 
+def burst_pod(index: int, shapes: int) -> dict[str, Any]:
+    """The burst's pod ``index``, of the ``index % shapes``-th shape: 400m of CPU, 10m more per shape."""
+    return guaranteed_pod(f"burst-{index}", cpu=f"{400 + 10 * (index % shapes)}m")
+
+
 def cluster(size: int) -> list[dict[str, Any]]:
     """``size`` nodes of the bench's GKE-like pools (their names and allocatable; nothing the cycle does not read)."""
     nodes = []
@@ -190,7 +198,7 @@ def cluster(size: int) -> list[dict[str, Any]]:
     return nodes
 
 
-def serve_stand_ins(pipe: Pipe, size: int, pods: Sequence[str], hung: bool) -> None:
+def serve_stand_ins(pipe: Pipe, size: int, pods: Sequence[dict[str, Any]], hung: bool) -> None:
     """In a process of its own (the scheduler's and the function's work must not share its interpreter): the API
     stand-in holding the nodes and the pending pods, a Prometheus stand-in, and for ``hung`` an API that accepts
     connections and never answers. Sends the environments, then serves until told to stop."""
@@ -203,8 +211,8 @@ def serve_stand_ins(pipe: Pipe, size: int, pods: Sequence[str], hung: bool) -> N
         (Path(directory) / "api").mkdir()
         api = stack.enter_context(FakeApiServer.serving(ca, Path(directory) / "api"))
         api.set_nodes(nodes)
-        for name in pods:
-            api.add_pod(guaranteed_pod(name))
+        for pod in pods:
+            api.add_pod(pod)
         prometheus = PrometheusAPI([item["metadata"]["name"] for item in nodes])
         stack.callback(prometheus.close)
         extender_api = api.environment()
@@ -488,12 +496,17 @@ def main(argv: list[str] | None = None) -> int:
             "every node; 0: kube-scheduler's adaptive default, a sample)"
         ),
     )
+    parser.add_argument(
+        "--shapes", type=int, default=1, help="pod shapes (CPU requests) the burst's pods take in turn (default 1)"
+    )
     parser.add_argument("--against", metavar="COMMIT", help="also measure the function of COMMIT in the same run")
     parser.add_argument("--plot", metavar="PNG", help="draw the paces into this file (matplotlib)")
     parser.add_argument("--json", metavar="FILE", help="write every run's figures to this file")
     args = parser.parse_args(argv)
     if args.pause < 0:
         parser.error(f"--pause must be 0 or more seconds, not {args.pause:g}")
+    if args.shapes < 1:
+        parser.error(f"--shapes must be 1 or more, not {args.shapes}")
     apis = tuple({"healthy": HEALTHY, "hung": HUNG}[name] for name in args.apis.split(",") if name)
     against = None
     if args.against:
@@ -511,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         warm_up=args.warm_up,
         pause=args.pause,
         percentage=args.percentage_of_nodes_to_score,
+        shapes=args.shapes,
         against=against,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
@@ -524,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
             f"Load average (1/5/15 min) before: {load_before}; after: {report.load()}",
             (
                 f"Burst: {plan.pods} pods after {plan.warm_up} warm-up pods and a {plan.pause:g} s pause, "
-                f"{plan.rounds} round(s), {limiter}, percentageOfNodesToScore {plan.percentage or 'adaptive'}"
+                f"{plan.rounds} round(s), {limiter}, percentageOfNodesToScore {plan.percentage or 'adaptive'}, "
+                f"{plan.shapes} pod shape(s)"
             ),
         ]
     )

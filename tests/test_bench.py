@@ -118,10 +118,10 @@ def test_plot_without_a_saved_run_says_so(tmp_path, monkeypatch, capsys):
 
 
 def test_the_burst_bench_runs_every_way_with_a_healthy_and_a_hung_api(tmp_path, capsys):
-    """A tiny burst (nothing timed is asserted): every way placed and bound its pods through the cycle's stand-in,
-    the table and the picture are written."""
+    """A tiny burst of pods of two shapes (nothing timed is asserted): every way placed and bound its pods through the
+    cycle's stand-in, the table and the picture are written."""
     figures, picture = tmp_path / "burst.json", tmp_path / "burst.png"
-    argv = ["--sizes", "40", "--pods", "4", "--warm-up", "1", "--max-seconds", "2"]
+    argv = ["--sizes", "40", "--pods", "4", "--warm-up", "1", "--max-seconds", "2", "--shapes", "2"]
     assert burst.main([*argv, "--json", str(figures), "--plot", str(picture)]) == 0
     out = capsys.readouterr().out
     runs = orjson.loads(figures.read_bytes())["runs"]
@@ -134,5 +134,5 @@ def test_the_burst_bench_runs_every_way_with_a_healthy_and_a_hung_api(tmp_path, 
         assert run["pods"] >= (1 if run["api"] == burst.HUNG else 4), run
         assert (run["way"] == burst.NONE) == (not run["extender_ms"]) == (run["cpu_ms"] is None), run
     assert "| 40 nodes | " in out and "| 40 nodes, hung API | " in out and "pods/s (" in out
-    assert "Machine:" in out and "client qps 50, burst 100" in out
+    assert "Machine:" in out and "client qps 50, burst 100" in out and "2 pod shape(s)" in out
     assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

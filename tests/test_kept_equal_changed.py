@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.framework import status
-from extender.framework.kept import KeptProfile, KeptVerdicts
+from extender.framework.kept import MAX_KEYS, Derived, KeptProfile, KeptVerdicts
 from extender.framework.plugin import FilterPlugin, ScorePlugin
 from extender.framework.profile import EntryPolicy, FilterResult, Profile, ScorePluginEntry, top_nodes, top_nodes_after
 from extender.framework.status import Status
@@ -169,6 +169,38 @@ def test_derived_results_equal_plain_ones_through_a_burst(audit, most_changed):
     kept_shifting, plain_shifting = kept.plain.filters[1], plain.filters[1]
     assert isinstance(kept_shifting, Shifting) and isinstance(plain_shifting, Shifting)
     assert kept_shifting.asked * (4 if most_changed == 3 else 3) < plain_shifting.asked
+
+
+def test_pods_of_ten_shapes_taking_turns_each_derive_from_their_shape_s_last_key():
+    """A burst of several workloads: the pods' shapes (here the mode, which no plugin can derive across) take turns
+    while each binding changes a node or two. Every shape's newest key stays kept however many keys the bindings add
+    (``MAX_KEYS`` drops the oldest), so after each shape's first pod only the changed nodes are judged."""
+    source = ListedNodes(NODES)
+    kept, plain = KeptProfile(profile(False)), profile(False)
+    rng = random.Random(3)
+    values = {node.name: rng.randrange(100) for node in NODES}
+    names = [node.name for node in NODES]
+    for index in range(200):
+        values = {**values, **{name: rng.randrange(100) for name in rng.sample(names, 2)}}
+        uid = f"shapes-{index}"
+        STATES[uid] = State(values, index % 10)
+        pod = Pod(uid=uid, name=uid, namespace="default")
+        assert answer(kept, pod, names, source) == answer(plain, pod, names, source), uid
+    kept_shifting, plain_shifting = kept.plain.filters[1], plain.filters[1]
+    assert isinstance(kept_shifting, Shifting) and isinstance(plain_shifting, Shifting)
+    # Whole: the first pod of each shape (10 × 40 nodes); derived: the nodes changed since that shape's last pod.
+    assert kept_shifting.asked <= 10 * len(NODES) + 190 * 10 * 2 < plain_shifting.asked
+
+
+def test_what_is_derived_from_kept_objects_drops_the_oldest_past_its_bound():
+    """``Derived`` (the encoded prioritize entries, the decision log's top scores) keeps the newest ``MAX_KEYS``: each
+    pod shape's newest scores keep their entries for the next pod of that shape to derive from."""
+    derived: Derived[int] = Derived()
+    objects = [object() for _ in range(MAX_KEYS + 5)]
+    for number, kept in enumerate(objects):
+        derived.put(kept, number)
+    assert [derived.get(kept) for kept in objects] == [None] * 5 + list(range(5, MAX_KEYS + 5))
+    assert derived.memo(objects[-1], lambda: -1) == MAX_KEYS + 4 and derived.memo(object(), lambda: -1) == -1
 
 
 def test_derived_results_equal_plain_ones_from_eight_threads_at_once():

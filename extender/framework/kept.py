@@ -555,8 +555,9 @@ class Derived(Generic[T]):
 
     Kept results hand back the same, never changed, objects for the same candidates, so what is derived from one
     (its encoded answer entries, its top scores) holds as long as it is that object. At most ``MAX_KEYS`` are
-    held (as many as the kept layer keeps per generation; a new one past that starts afresh); each is held with
-    the object it came from, so that the identity stays that object's. Replaced in one assignment, never changed.
+    held (as many as the kept layer keeps per generation; a new one past that drops the oldest, as the kept keys
+    do, so that each of a burst's pod shapes keeps what its next pod derives from); each is held with the object it
+    came from, so that the identity stays that object's. Replaced in one assignment, never changed.
     """
 
     __slots__ = ("_values",)
@@ -569,7 +570,9 @@ class Derived(Generic[T]):
         return found[1] if found is not None and found[0] is kept else None
 
     def put(self, kept: object, value: T) -> None:
-        values = dict(self._values) if len(self._values) < MAX_KEYS else {}
+        values = dict(self._values)
+        if len(values) >= MAX_KEYS:
+            del values[next(iter(values))]
         values[id(kept)] = (kept, value)
         self._values = values
 
@@ -654,10 +657,15 @@ def _holding_only(names: Sequence[str]) -> Callable[[KeptScores], bool]:
 
 
 def _store(kept: dict[Hashable, T], keys: Hashable, value: T) -> None:
-    """Keep ``value`` under ``keys``; a new key when ``MAX_KEYS`` are kept starts afresh (rare pods' keys must not
-    crowd out the common ones for a whole generation, which with a static source is the instance's life)."""
+    """Keep ``value`` under ``keys``; a new key when ``MAX_KEYS`` are kept drops the oldest (rare pods' keys age out
+    instead of crowding out the common ones for a whole generation, which with a static source is the instance's
+    life). Only the oldest goes: each binding adds a key derived from the one before, and a burst of pods of a few
+    shapes (a key each) keeps every shape's newest key to derive the next from."""
     if keys not in kept and len(kept) >= MAX_KEYS:
-        kept.clear()
+        try:
+            del kept[next(iter(kept))]
+        except (KeyError, RuntimeError, StopIteration):  # another request changed the map meanwhile: start afresh
+            kept.clear()
     kept[keys] = value
 
 
