@@ -23,6 +23,8 @@ request then touches only the names it carries. Invariants:
   everything of older ones is dropped; a verdict of the generation before is
   carried over only for the same Node object (a refresh keeps the objects of
   unchanged nodes). So the kept Node objects are the live ones.
+- Bounded: at most ``MAX_KEYS`` keys per generation, a new one dropping the
+  oldest (``_store``).
 - Never kept: Errors (they may be transient, an audited plugin's included),
   nodes their source could not describe or a plugin did not judge
   (``FilterResult.skipped``), scores of a candidate set with such a node,

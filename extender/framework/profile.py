@@ -588,7 +588,7 @@ class Profile:
         own = _own_missing(plugin, "filter", cycle, nodes)
         # Its missing_facts failed: a plugin bug, each node's outcome (the request's Error, or an audited failure).
         failure, own = (own, _NONE_MISSING) if isinstance(own, Status) else (None, own)
-        # Its prepare, once: failing, it is the failure of each node it would judge (the first fails the request).
+        # Its prepare, once: failing, it is the failure of each node it would judge (enforced, the first fails all).
         extra: tuple[Any, ...] = ()
         broken: Exception | None = None
         try:
