@@ -171,25 +171,44 @@ def test_derived_results_equal_plain_ones_through_a_burst(audit, most_changed):
     assert kept_shifting.asked * (4 if most_changed == 3 else 3) < plain_shifting.asked
 
 
+def shapes_taking_turns(seed: int, count: int) -> list[tuple[Pod, list[str]]]:
+    """A burst of several workloads: the pods' shapes (here the mode, which no plugin can derive across) take turns,
+    ten of them, while each binding changes two nodes; every pod asks about every node."""
+    rng = random.Random(seed)
+    names = [node.name for node in NODES]
+    values = {name: rng.randrange(100) for name in names}
+    made: list[tuple[Pod, list[str]]] = []
+    for index in range(count):
+        values = {**values, **{name: rng.randrange(100) for name in rng.sample(names, 2)}}
+        uid = f"shapes-{seed}-{index}"
+        STATES[uid] = State(values, index % 10)
+        made.append((Pod(uid=uid, name=uid, namespace="default"), names))
+    return made
+
+
 def test_pods_of_ten_shapes_taking_turns_each_derive_from_their_shape_s_last_key():
-    """A burst of several workloads: the pods' shapes (here the mode, which no plugin can derive across) take turns
-    while each binding changes a node or two. Every shape's newest key stays kept however many keys the bindings add
-    (``MAX_KEYS`` drops the oldest), so after each shape's first pod only the changed nodes are judged."""
+    """Every shape's newest key stays kept however many keys the bindings add (``MAX_KEYS`` drops the oldest), so
+    after each shape's first pod only the changed nodes are judged, and every answer is the plain profile's."""
     source = ListedNodes(NODES)
     kept, plain = KeptProfile(profile(False)), profile(False)
-    rng = random.Random(3)
-    values = {node.name: rng.randrange(100) for node in NODES}
-    names = [node.name for node in NODES]
-    for index in range(200):
-        values = {**values, **{name: rng.randrange(100) for name in rng.sample(names, 2)}}
-        uid = f"shapes-{index}"
-        STATES[uid] = State(values, index % 10)
-        pod = Pod(uid=uid, name=uid, namespace="default")
-        assert answer(kept, pod, names, source) == answer(plain, pod, names, source), uid
+    for pod, names in shapes_taking_turns(3, 200):
+        assert answer(kept, pod, names, source) == answer(plain, pod, names, source), pod.uid
     kept_shifting, plain_shifting = kept.plain.filters[1], plain.filters[1]
     assert isinstance(kept_shifting, Shifting) and isinstance(plain_shifting, Shifting)
     # Whole: the first pod of each shape (10 × 40 nodes); derived: the nodes changed since that shape's last pod.
     assert kept_shifting.asked <= 10 * len(NODES) + 190 * 10 * 2 < plain_shifting.asked
+
+
+def test_pods_of_ten_shapes_from_eight_threads_at_once_answer_as_the_plain_profile():
+    """The keys dropped oldest first while other requests read and add theirs (``_store``)."""
+    source = ListedNodes(NODES)
+    kept, plain = KeptProfile(profile(False)), profile(False)
+    burst = shapes_taking_turns(4, 400)
+    expected = [answer(plain, pod, names, source) for pod, names in burst]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda request: answer(kept, *request, source), burst))
+    for index, (pod, _) in enumerate(burst):
+        assert got[index] == expected[index], pod.uid
 
 
 def test_what_is_derived_from_kept_objects_drops_the_oldest_past_its_bound():
