@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Collection, Hashable
+from collections.abc import Callable, Collection, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -199,18 +199,6 @@ def test_pods_of_ten_shapes_taking_turns_each_derive_from_their_shape_s_last_key
     assert kept_shifting.asked <= 10 * len(NODES) + 190 * 10 * 2 < plain_shifting.asked
 
 
-def test_pods_of_ten_shapes_from_eight_threads_at_once_answer_as_the_plain_profile():
-    """The keys dropped oldest first while other requests read and add theirs (``_store``)."""
-    source = ListedNodes(NODES)
-    kept, plain = KeptProfile(profile(False)), profile(False)
-    burst = shapes_taking_turns(4, 400)
-    expected = [answer(plain, pod, names, source) for pod, names in burst]
-    with ThreadPoolExecutor(8) as pool:
-        got = list(pool.map(lambda request: answer(kept, *request, source), burst))
-    for index, (pod, _) in enumerate(burst):
-        assert got[index] == expected[index], pod.uid
-
-
 def test_what_is_derived_from_kept_objects_drops_the_oldest_past_its_bound():
     """``Derived`` (the encoded prioritize entries, the decision log's top scores) keeps the newest ``MAX_KEYS``: each
     pod shape's newest scores keep their entries for the next pod of that shape to derive from."""
@@ -222,10 +210,19 @@ def test_what_is_derived_from_kept_objects_drops_the_oldest_past_its_bound():
     assert derived.memo(objects[-1], lambda: -1) == MAX_KEYS + 4 and derived.memo(object(), lambda: -1) == -1
 
 
-def test_derived_results_equal_plain_ones_from_eight_threads_at_once():
+@pytest.mark.parametrize(
+    "make_burst",
+    [lambda: requests(2, 400), lambda: shapes_taking_turns(4, 400)],
+    ids=["a burst", "ten shapes taking turns"],
+)
+def test_derived_results_equal_plain_ones_from_eight_threads_at_once(
+    make_burst: Callable[[], list[tuple[Pod, list[str]]]],
+) -> None:
+    """Also with ten shapes taking turns: the kept keys are dropped oldest first while other requests read and add
+    theirs (``_store``)."""
     source = ListedNodes(NODES)
     kept, plain = KeptProfile(profile(False)), profile(False)
-    burst = requests(2, 400)
+    burst = make_burst()
     expected = [answer(plain, pod, names, source) for pod, names in burst]
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda request: answer(kept, *request, source), burst))
