@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from extender.framework import status
 from extender.framework.cycle import CycleState
 from extender.framework.kept import KeptProfile
-from extender.framework.plugin import SKIP, FilterPlugin
-from extender.framework.profile import EntryPolicy, Profile
+from extender.framework.plugin import SKIP, FilterPlugin, ScorePlugin
+from extender.framework.profile import EntryPolicy, Profile, ScorePluginEntry
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod, Victims
 from extender.plugins.nodenamefilter import NodeNameFilter
@@ -88,6 +88,23 @@ def test_a_plugin_prepares_once_per_request_and_the_cycle_holds_its_value_and_ke
     assert cycle.reuse_key(plugin) == "n-2" and plugin.prepared == 1
     Profile("p", filters=[plugin]).filter(pod(name="n-1"), [node("n-1")])
     assert plugin.prepared == 2  # a new request prepares afresh
+
+
+class PreparedScore(ScorePlugin):
+    """Scores the prepared value on every node and keeps the default ``normalize_scores``."""
+
+    name = "PreparedScore"
+
+    def prepare(self, pod: Pod) -> int:
+        return len(pod.name)
+
+    def score(self, pod: Pod, node: Node, prepared: int) -> int:
+        return prepared
+
+
+def test_a_score_plugin_that_prepares_keeps_the_default_normalizing():
+    result = Profile("p", scores=[ScorePluginEntry(PreparedScore({}), 1)]).prioritize(pod(name="seven"), [node("n-1")])
+    assert result.error is None and result.by_plugin == {"PreparedScore": {"n-1": 5}}
 
 
 class FailsToPrepare(Preparing):

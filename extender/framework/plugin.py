@@ -183,8 +183,9 @@ class ScorePlugin(Plugin):
         """A raw score; ``normalize_scores`` must bring all of them into 0..100."""
         raise NotImplementedError
 
-    def normalize_scores(self, pod: Pod, scores: dict[str, int]) -> None:
-        """Rescale ``scores`` (node name -> score) in place; by default they already fit."""
+    def normalize_scores(self, pod: Pod, scores: dict[str, int], *prepared: Any) -> None:
+        """Rescale ``scores`` (node name -> score) in place; by default they already fit (a plugin that prepares
+        something and need not rescale keeps this default)."""
 
 
 class PreemptPlugin(Plugin):
