@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Collection, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from extender.framework.plugin import FilterPlugin, ScorePlugin
 from extender.framework.profile import EntryPolicy, FilterResult, Profile, ScorePluginEntry, top_nodes, top_nodes_after
 from extender.framework.status import Status
 from extender.framework.types import Node, Pod
+from extender.verbs import prioritize
 from tests.plugin_helpers import ListedNodes
 
 NODES = [Node(f"node-{index}", labels={"zone": "ab"[index % 2]}) for index in range(40)]
@@ -149,6 +151,7 @@ def answer(served: Profile | KeptProfile, pod: Pod, names: list[str], source: Li
         filtered = served.filter(pod, source.lookup(names))
         scored = served.prioritize(pod, source.lookup(filtered.feasible)) if filtered.feasible else None
     verdicts = (filtered.feasible, dict(filtered.rejected), dict(filtered.would_reject), filtered.error)
+    assert scored is None or scored.error is None, scored.error  # scores to compare, not the same Error
     scores = None
     if scored is not None:
         # The top nodes as a set: their order is the kept scores' (the first request's), the plain ones the request's.
@@ -208,6 +211,28 @@ def test_what_is_derived_from_kept_objects_drops_the_oldest_past_its_bound():
         derived.put(kept, number)
     assert [derived.get(kept) for kept in objects] == [None] * 5 + list(range(5, MAX_KEYS + 5))
     assert derived.memo(objects[-1], lambda: -1) == MAX_KEYS + 4 and derived.memo(object(), lambda: -1) == -1
+
+
+def test_the_next_pod_encodes_only_the_nodes_scored_again_after_scores_worked_out_whole(monkeypatch):
+    """Scores worked out whole are kept, so the answer's entries encoded for them are kept too: the next pod of that
+    shape (the first of a burst after a workload's first pod) encodes the changed nodes' entries alone."""
+    source = ListedNodes(NODES)
+    kept, plain = KeptProfile(profile(False)), profile(False)
+    names = [node.name for node in NODES]
+    values = {name: index * 2 for index, name in enumerate(names)}
+    STATES["whole"], STATES["next"] = State(values, 0), State({**values, "node-3": 99}, 0)
+    dumped: list[int] = []
+    dump = prioritize._result.dump
+    monkeypatch.setattr(prioritize._result, "dump", lambda entries: dumped.append(len(entries)) or dump(entries))
+    for uid in ("whole", "next"):
+        the_pod = Pod(uid=uid, name=uid, namespace="default")
+        scored = kept.prioritize_names(the_pod, names, source)
+        expected = plain.prioritize(the_pod, source.lookup(names)).scores
+        assert scored.kept
+        assert orjson.loads(orjson.dumps(prioritize._answer(scored, names))) == [
+            {"Host": name, "Score": expected[name]} for name in names
+        ]
+    assert dumped == [len(names), 1]
 
 
 @pytest.mark.parametrize(

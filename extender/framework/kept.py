@@ -373,6 +373,9 @@ class KeptProfile:
                 frozenset(result.scores), dict(result.by_plugin), result.scores, tuple(result.audited)
             )
             _store(kept_now.scores, keys, kept_scores)
+            # Its scores are the kept ones now, never changed: what is derived from them (the encoded answer) is kept
+            # with them, so the next pod's scores, derived from these, encode only the nodes scored again.
+            result.kept = True
         return result
 
     def _derived_scores(
