@@ -2,7 +2,8 @@
 
 A burst of pods, all pending at once, placed one after another by testkit.scheduling's stand-in for kube-scheduler's
 scheduling cycle (the in-tree fit filter, which stops at ``percentageOfNodesToScore`` of the nodes feasible: every
-node by default, as Terraform sets it, or kube-scheduler's adaptive sample; the extender's filter over those, the
+node by default, as Terraform sets it, or kube-scheduler's adaptive sample, listed as its parallel workers find them;
+the extender's filter over those, the
 in-tree resource scores beside the extender's prioritize score × weight 5, the highest total), each pod then bound
 asynchronously as kube-scheduler's binding cycle does: a thread per pod waits for kube-scheduler's client rate
 limiter (``clientConnection`` qps 50, burst 100, its defaults) and POSTs the binding to the API stand-in
@@ -160,6 +161,7 @@ def burst(plan: Plan, way: str, size: int, api: str, round_: int) -> Run:
             bind=binder.bind,
             bind_delay=(0.0, 0.0),
             percentage_of_nodes_to_score=plan.percentage,
+            parallel_order=True,
         )
         for pod in pods[: plan.warm_up]:
             scheduler.schedule(pod)

@@ -7,6 +7,8 @@ What it does per pod, as kube-scheduler v1.28 does with one extender (``pkg/sche
    As ``findNodesThatPassFilters`` does, the in-tree filter stops once it found ``percentageOfNodesToScore`` of the
    nodes feasible (adaptive by default: ``numFeasibleNodesToFind``) and the next pod's search starts where this one
    stopped, so in a large cluster the extender is asked about a sample that moves round the cluster pod by pod.
+   ``parallel_order`` lists the nodes as its parallel workers find them: chunks of about the square root of the nodes
+   (``chunkSizeFor``), two taken at a time (two cores), their nodes interleaved, in another order each cycle.
 2. Score, unless one node is left: the in-tree ``NodeResourcesFit`` (LeastAllocated, CPU and memory weighted 1) and
    ``NodeResourcesBalancedAllocation`` scores (each 0..100, weight 1), as the scheduler computes them from its own
    cache (``in_tree=False`` leaves them out), plus the extender's prioritize score × weight × 10.
@@ -18,6 +20,7 @@ What it does per pod, as kube-scheduler v1.28 does with one extender (``pkg/sche
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -33,6 +36,9 @@ MAX_EXTENDER_PRIORITY = 10
 NON_ZERO_CPU, NON_ZERO_MEMORY = 0.1, 200 * 2**20
 # kube-scheduler's bounds for the feasible nodes a cycle looks for (``pkg/scheduler/schedule_one.go``).
 MIN_FEASIBLE_NODES_TO_FIND, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, BASE_PERCENTAGE_OF_NODES_TO_SCORE = 100, 5, 50
+# The filter's parallelism (kube-scheduler's default), the workers that run at once (two cores), and the orders kept
+# per number of nodes found (the stand-in's own cycle stays cheap: an order is worked out once, then taken in turn).
+PARALLELISM, RUNNING_WORKERS, ORDERS = 16, 2, 8
 
 Call = Callable[[str, dict[str, Any]], Any]
 
@@ -85,6 +91,7 @@ class Scheduler:
         bind_delay: tuple[float, float] = (0.02, 0.15),
         seed: int = 7,
         percentage_of_nodes_to_score: int = 0,
+        parallel_order: bool = False,
     ) -> None:
         self.nodes = [
             NodeState(node, *(parse_quantity(node["status"]["allocatable"][r]) for r in ("cpu", "memory")))
@@ -100,6 +107,9 @@ class Scheduler:
         self._by_name = {node.name: node for node in self.nodes}
         self.to_find = feasible_nodes_to_find(percentage_of_nodes_to_score, len(self.nodes))
         self.next_start = 0
+        self.parallel_order = parallel_order
+        self._orders: dict[int, list[list[int]]] = {}
+        self._cycles = 0
         self.bindings: list[threading.Thread] = []
         # Per pod shape (CPU, memory), every node's in-tree score: a cycle changes only the node it assumed a pod on.
         self._in_tree: dict[tuple[float, float], dict[str, int]] = {}
@@ -137,7 +147,7 @@ class Scheduler:
     def _in_tree_filter(self, cpu: float, memory: float) -> list[NodeState]:
         """The first ``to_find`` nodes that fit, from where the last cycle stopped, round the cluster."""
         if self.to_find == len(self.nodes):  # every node: the search starts where it stopped, at the first
-            return [node for node in self.nodes if _fits(node, cpu, memory)]
+            return self._as_found([node for node in self.nodes if _fits(node, cpu, memory)])
         fitting: list[NodeState] = []
         count = len(self.nodes)
         processed = 0
@@ -147,7 +157,17 @@ class Scheduler:
             if _fits(node, cpu, memory):
                 fitting.append(node)
         self.next_start = (self.next_start + processed) % count
-        return fitting
+        return self._as_found(fitting)
+
+    def _as_found(self, fitting: list[NodeState]) -> list[NodeState]:
+        """``fitting`` in the order the parallel filter finds them (``parallel_order``), else as walked."""
+        if not self.parallel_order or len(fitting) < 2:
+            return fitting
+        orders = self._orders.get(len(fitting))
+        if orders is None:
+            orders = self._orders[len(fitting)] = [found_order(len(fitting), self.random) for _ in range(ORDERS)]
+        self._cycles += 1
+        return [fitting[index] for index in orders[self._cycles % ORDERS]]
 
     def _in_tree_scores(self, cpu: float, memory: float) -> dict[str, int]:
         scores = self._in_tree.get((cpu, memory))
@@ -183,6 +203,35 @@ class Scheduler:
         best = max(totals.values())
         tied = [name for name, total in totals.items() if total == best]
         return tied[self.random.randrange(len(tied))] if len(tied) > 1 else tied[0]
+
+
+def chunk_size(pieces: int, parallelism: int = PARALLELISM) -> int:
+    """kube-scheduler's ``chunkSizeFor``: about the square root of the pieces, at most pieces / parallelism + 1."""
+    return max(1, min(math.isqrt(pieces), pieces // parallelism + 1))
+
+
+def found_order(count: int, rng: random.Random) -> list[int]:
+    """Positions 0..count-1 as ``RUNNING_WORKERS`` workers find them: each takes the next chunk when its own is done,
+    and their finds interleave at random."""
+    size = chunk_size(count)
+    chunks = [range(start, min(start + size, count)) for start in range(0, count, size)]
+    waiting = iter(chunks)
+    running = [iter(chunk) for chunk in chunks[:RUNNING_WORKERS]]
+    for _ in running:
+        next(waiting)
+    found: list[int] = []
+    while running:
+        worker = rng.randrange(len(running))
+        position = next(running[worker], None)
+        if position is not None:
+            found.append(position)
+            continue
+        chunk = next(waiting, None)
+        if chunk is None:
+            running.pop(worker)
+        else:
+            running[worker] = iter(chunk)
+    return found
 
 
 def _fits(node: NodeState, cpu: float, memory: float) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from testkit.fake_apiserver import node
-from testkit.scheduling import Scheduler, feasible_nodes_to_find, guaranteed_pod
+from testkit.scheduling import Scheduler, chunk_size, feasible_nodes_to_find, guaranteed_pod
 
 
 @pytest.mark.parametrize(
@@ -46,3 +46,31 @@ def test_each_cycle_asks_about_the_next_sample_round_the_cluster() -> None:
     assert [len(sample) for sample in asked] == [420, 420, 420]
     assert asked[0] == names[:420] and asked[1] == names[420:840]
     assert asked[2] == names[840:] + names[:260]
+
+
+def test_in_parallel_order_each_cycle_asks_about_the_same_nodes_in_another_order_chunk_by_chunk() -> None:
+    """As kube-scheduler's parallel filter finds them: two chunks at a time, each chunk's nodes in its own order."""
+    names = [f"node-{index}" for index in range(1000)]
+    asked: list[list[str]] = []
+
+    def call(verb: str, payload: dict[str, Any]) -> Any:
+        if verb == "filter":
+            asked.append(payload["NodeNames"])
+            return {"NodeNames": payload["NodeNames"], "FailedNodes": {}, "Error": ""}
+        return [{"Host": name, "Score": 0} for name in payload["NodeNames"]]
+
+    nodes = [node(name) for name in names]
+    scheduler = Scheduler(
+        nodes, call, bind=lambda pod, node: None, percentage_of_nodes_to_score=100, parallel_order=True
+    )
+    for index in range(3):
+        scheduler.schedule(guaranteed_pod(f"pod-{index}"))
+    scheduler.wait_for_bindings()
+    assert [sorted(sample) for sample in asked] == [sorted(names)] * 3
+    assert len({tuple(sample) for sample in asked}) == 3 and names not in asked
+    size = chunk_size(len(names))
+    for sample in asked:
+        positions = [int(name.split("-")[1]) for name in sample]
+        for start in range(0, len(names), size):
+            chunk = [position for position in positions if start <= position < start + size]
+            assert chunk == sorted(chunk)
