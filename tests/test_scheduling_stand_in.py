@@ -29,8 +29,11 @@ def test_the_sample_is_as_large_as_kube_schedulers(percentage: int, nodes: int, 
     assert feasible_nodes_to_find(percentage, nodes) == expected
 
 
-def test_each_cycle_asks_about_the_next_sample_round_the_cluster() -> None:
-    names = [f"node-{index}" for index in range(1000)]
+NAMES = [f"node-{index}" for index in range(1000)]
+
+
+def three_cycles(**options: Any) -> list[list[str]]:
+    """The node names the stand-in's filter asks about for three pods, every node passing and scoring 0."""
     asked: list[list[str]] = []
 
     def call(verb: str, payload: dict[str, Any]) -> Any:
@@ -39,38 +42,28 @@ def test_each_cycle_asks_about_the_next_sample_round_the_cluster() -> None:
             return {"NodeNames": payload["NodeNames"], "FailedNodes": {}, "Error": ""}
         return [{"Host": name, "Score": 0} for name in payload["NodeNames"]]
 
-    scheduler = Scheduler([node(name) for name in names], call, bind=lambda pod, node: None, bind_delay=(0.0, 0.0))
+    scheduler = Scheduler([node(name) for name in NAMES], call, bind=lambda pod, node: None, **options)
     for index in range(3):
         scheduler.schedule(guaranteed_pod(f"pod-{index}"))
     scheduler.wait_for_bindings()
+    return asked
+
+
+def test_each_cycle_asks_about_the_next_sample_round_the_cluster() -> None:
+    asked = three_cycles(bind_delay=(0.0, 0.0))
     assert [len(sample) for sample in asked] == [420, 420, 420]
-    assert asked[0] == names[:420] and asked[1] == names[420:840]
-    assert asked[2] == names[840:] + names[:260]
+    assert asked[0] == NAMES[:420] and asked[1] == NAMES[420:840]
+    assert asked[2] == NAMES[840:] + NAMES[:260]
 
 
 def test_in_parallel_order_each_cycle_asks_about_the_same_nodes_in_another_order_chunk_by_chunk() -> None:
     """As kube-scheduler's parallel filter finds them: two chunks at a time, each chunk's nodes in its own order."""
-    names = [f"node-{index}" for index in range(1000)]
-    asked: list[list[str]] = []
-
-    def call(verb: str, payload: dict[str, Any]) -> Any:
-        if verb == "filter":
-            asked.append(payload["NodeNames"])
-            return {"NodeNames": payload["NodeNames"], "FailedNodes": {}, "Error": ""}
-        return [{"Host": name, "Score": 0} for name in payload["NodeNames"]]
-
-    nodes = [node(name) for name in names]
-    scheduler = Scheduler(
-        nodes, call, bind=lambda pod, node: None, percentage_of_nodes_to_score=100, parallel_order=True
-    )
-    for index in range(3):
-        scheduler.schedule(guaranteed_pod(f"pod-{index}"))
-    scheduler.wait_for_bindings()
-    assert [sorted(sample) for sample in asked] == [sorted(names)] * 3
-    assert len({tuple(sample) for sample in asked}) == 3 and names not in asked
-    size = chunk_size(len(names))
+    asked = three_cycles(bind_delay=(0.0, 0.0), percentage_of_nodes_to_score=100, parallel_order=True)
+    assert [sorted(sample) for sample in asked] == [sorted(NAMES)] * 3
+    assert len({tuple(sample) for sample in asked}) == 3 and NAMES not in asked
+    size = chunk_size(len(NAMES))
     for sample in asked:
         positions = [int(name.split("-")[1]) for name in sample]
-        for start in range(0, len(names), size):
+        for start in range(0, len(NAMES), size):
             chunk = [position for position in positions if start <= position < start + size]
             assert chunk == sorted(chunk)
