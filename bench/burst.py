@@ -2,13 +2,12 @@
 
 A burst of pods, all pending at once, placed one after another by testkit.scheduling's stand-in for kube-scheduler's
 scheduling cycle (the in-tree fit filter, which stops at ``percentageOfNodesToScore`` of the nodes feasible: every
-node by default, as Terraform sets it, or kube-scheduler's adaptive sample, listed as its parallel workers find them;
-the extender's filter over those, the
-in-tree resource scores beside the extender's prioritize score × weight 5, the highest total), each pod then bound
-asynchronously as kube-scheduler's binding cycle does: a thread per pod waits for kube-scheduler's client rate
-limiter (``clientConnection`` qps 50, burst 100, its defaults) and POSTs the binding to the API stand-in
-(testkit.fake_apiserver, over TLS) while the next pod's filter is already sent. The pods are alike, or with
-``--shapes`` of several CPU requests in turn, as a burst of several workloads is. Measured for:
+node by default, as Terraform sets it, or kube-scheduler's adaptive sample, listed as its parallel workers find
+them; the extender's filter over those, the in-tree resource scores beside the extender's prioritize score × weight
+5, the highest total), each pod then bound asynchronously as kube-scheduler's binding cycle does: a thread per pod
+waits for kube-scheduler's client rate limiter (``clientConnection`` qps 50, burst 100, its defaults) and POSTs the
+binding to the API stand-in (testkit.fake_apiserver, over TLS) while the next pod's filter is already sent. The pods
+are alike, or with ``--shapes`` of several CPU requests in turn, as a burst of several workloads is. Measured for:
 
 - no extender: the stand-in's own pace, the reference;
 - echo floor: bench/echo_floor.py served as the function is, the least a correct extender does (the names echoed,
