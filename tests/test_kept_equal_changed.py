@@ -151,7 +151,8 @@ def answer(served: Profile | KeptProfile, pod: Pod, names: list[str], source: Li
         filtered = served.filter(pod, source.lookup(names))
         scored = served.prioritize(pod, source.lookup(filtered.feasible)) if filtered.feasible else None
     verdicts = (filtered.feasible, dict(filtered.rejected), dict(filtered.would_reject), filtered.error)
-    assert scored is None or scored.error is None, scored.error  # scores to compare, not the same Error
+    # Scores to compare, not the same Error (or the same audited plugin's failure) on both sides.
+    assert scored is None or (scored.error is None and not scored.audit_failed), scored.error or scored.audit_failed
     scores = None
     if scored is not None:
         # The top nodes as a set: their order is the kept scores' (the first request's), the plain ones the request's.
