@@ -215,10 +215,8 @@ def found_order(count: int, rng: random.Random) -> list[int]:
     and their finds interleave at random."""
     size = chunk_size(count)
     chunks = [range(start, min(start + size, count)) for start in range(0, count, size)]
-    waiting = iter(chunks)
+    waiting = iter(chunks[RUNNING_WORKERS:])
     running = [iter(chunk) for chunk in chunks[:RUNNING_WORKERS]]
-    for _ in running:
-        next(waiting)
     found: list[int] = []
     while running:
         worker = rng.randrange(len(running))

@@ -63,8 +63,8 @@ def test_a_tie_at_the_top_is_broken_and_the_pod_counts_where_the_answer_sends_it
     # The scheduler bound the first elsewhere after all: once the watch shows it, it counts there, not on node-0.
     apiserver.add_pod(guaranteed_pod("first"))
     apiserver.bind("default", "first", "node-2")
-    # The watch shows it when its thread has opened the watch: waited for up to 20 s (a loaded machine), not a count
-    # of requests, which a fast instance answers before the thread runs.
+    # The watch shows it once its events arrive: waited for up to 20 s (a loaded machine), not for a count of
+    # requests, whose time depends on how fast the instance answers.
     deadline = time.monotonic() + 20
     while True:
         third, entry = prioritize(client, caplog, "third", names)

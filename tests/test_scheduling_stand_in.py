@@ -42,7 +42,9 @@ def three_cycles(**options: Any) -> list[list[str]]:
             return {"NodeNames": payload["NodeNames"], "FailedNodes": {}, "Error": ""}
         return [{"Host": name, "Score": 0} for name in payload["NodeNames"]]
 
-    scheduler = Scheduler([node(name) for name in NAMES], call, bind=lambda pod, node: None, **options)
+    scheduler = Scheduler(
+        [node(name) for name in NAMES], call, bind=lambda pod, node: None, bind_delay=(0.0, 0.0), **options
+    )
     for index in range(3):
         scheduler.schedule(guaranteed_pod(f"pod-{index}"))
     scheduler.wait_for_bindings()
@@ -50,7 +52,7 @@ def three_cycles(**options: Any) -> list[list[str]]:
 
 
 def test_each_cycle_asks_about_the_next_sample_round_the_cluster() -> None:
-    asked = three_cycles(bind_delay=(0.0, 0.0))
+    asked = three_cycles()
     assert [len(sample) for sample in asked] == [420, 420, 420]
     assert asked[0] == NAMES[:420] and asked[1] == NAMES[420:840]
     assert asked[2] == NAMES[840:] + NAMES[:260]
@@ -58,7 +60,7 @@ def test_each_cycle_asks_about_the_next_sample_round_the_cluster() -> None:
 
 def test_in_parallel_order_each_cycle_asks_about_the_same_nodes_in_another_order_chunk_by_chunk() -> None:
     """As kube-scheduler's parallel filter finds them: two chunks at a time, each chunk's nodes in its own order."""
-    asked = three_cycles(bind_delay=(0.0, 0.0), percentage_of_nodes_to_score=100, parallel_order=True)
+    asked = three_cycles(percentage_of_nodes_to_score=100, parallel_order=True)
     assert [sorted(sample) for sample in asked] == [sorted(NAMES)] * 3
     assert len({tuple(sample) for sample in asked}) == 3 and NAMES not in asked
     size = chunk_size(len(NAMES))
